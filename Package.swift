@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+// n11archive: an encrypted vault of photos and notes, backed up to .nu11vlt archives.
+// Layers (DESIGN.md §2), lowest first: C system libraries → N11System (POSIX) and
+// N11Crypto → N11Format, N11Container → N11Vault → N11Archiver → the n11archive CLI.
+import PackageDescription
+
+let package = Package(
+    name: "n11archive",
+    products: [
+        .executable(name: "n11archive", targets: ["n11archive"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries, found by pkg-config; Swift never sees them above N11Crypto/N11Container.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
+                       providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZip", pkgConfig: "libzip",
+                       providers: [.apt(["libzip-dev"])]),
+
+        .systemLibrary(name: "CLinux"),
+        .target(name: "N11System", dependencies: ["CLinux"]),
+        .target(name: "N11Crypto", dependencies: ["CSodium", "CLibCrypto", "N11System"]),
+        .target(name: "N11Format"),
+        .target(name: "N11Container", dependencies: ["CZip", "N11System"]),
+        .target(name: "N11Vault", dependencies: ["N11Crypto", "N11System"]),
+        .target(name: "N11Archiver",
+                dependencies: ["N11Vault", "N11Crypto", "N11Format", "N11Container", "N11System"]),
+        .executableTarget(
+            name: "n11archive",
+            dependencies: [
+                "N11Archiver", "N11Vault", "N11Crypto", "N11System",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        .testTarget(name: "N11CryptoTests", dependencies: ["N11Crypto", "N11System"],
+                    resources: []),
+        .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Crypto", "N11System"]),
+        .testTarget(name: "CLITests", dependencies: ["N11System"]),
+    ]
+)

@@ -1,0 +1,182 @@
+import CLibCrypto
+
+/// The two AEADs the product uses, both from OpenSSL's EVP interface (several GB/s per core).
+public enum AEADAlgorithm: Sendable {
+    case aes256GCM
+    case chacha20Poly1305
+
+    public static let keyLength = 32
+    public static let tagLength = 16
+    public static let standardNonceLength = 12
+
+    var cipher: OpaquePointer? {
+        switch self {
+        case .aes256GCM: return EVP_aes_256_gcm()
+        case .chacha20Poly1305: return EVP_chacha20_poly1305()
+        }
+    }
+
+    /// AES-GCM accepts any non-empty IV (GHASH derives J0 from long ones); ChaCha20-Poly1305
+    /// (RFC 8439) takes exactly 96 bits.
+    func checkNonce(_ nonce: [UInt8]) throws(CryptoError) {
+        switch self {
+        case .aes256GCM:
+            guard !nonce.isEmpty, nonce.count <= 1024 else { throw .invalidParameter("AES-GCM nonce of \(nonce.count) bytes") }
+        case .chacha20Poly1305:
+            guard nonce.count == Self.standardNonceLength else { throw .invalidParameter("ChaCha20-Poly1305 nonce of \(nonce.count) bytes") }
+        }
+    }
+}
+
+/// One EVP_CIPHER_CTX, owned by this object and freed in deinit. Every OpenSSL call of the
+/// AEADs goes through here, return codes checked in one place. Internal: callers use the
+/// one-shot `AEAD` functions or the streaming types, which decide when plaintext is released.
+final class AEADContext {
+    private let context: OpaquePointer
+    let algorithm: AEADAlgorithm
+    let encrypting: Bool
+
+    init(_ algorithm: AEADAlgorithm, key: SecureBytes, encrypting: Bool) throws(CryptoError) {
+        guard key.count == AEADAlgorithm.keyLength else { throw .invalidParameter("AEAD key of \(key.count) bytes") }
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw .library("EVP_CIPHER_CTX_new") }
+        context = ctx
+        self.algorithm = algorithm
+        self.encrypting = encrypting
+        try check(EVP_CipherInit_ex(ctx, algorithm.cipher, nil, nil, nil, encrypting ? 1 : 0), "EVP_CipherInit_ex")
+        try key.withUnsafeBytes { (raw) throws(CryptoError) in
+            try check(EVP_CipherInit_ex(ctx, nil, nil, raw.baseAddress!.assumingMemoryBound(to: UInt8.self), nil, -1),
+                      "EVP_CipherInit_ex(key)")
+        }
+    }
+
+    deinit { EVP_CIPHER_CTX_free(context) }   // also cleanses the expanded key schedule
+
+    private func check(_ rc: Int32, _ what: String) throws(CryptoError) {
+        guard rc == 1 else {
+            ERR_clear_error()
+            throw .library(what)
+        }
+    }
+
+    /// Starts a new message under the same key: only the nonce changes (cheap per chunk).
+    func start(nonce: [UInt8], aad: [UInt8] = []) throws(CryptoError) {
+        try algorithm.checkNonce(nonce)
+        try check(EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(nonce.count), nil), "set IV length")
+        try nonce.withUnsafeBufferPointer { (iv) throws(CryptoError) in
+            try check(EVP_CipherInit_ex(context, nil, nil, nil, iv.baseAddress, -1), "EVP_CipherInit_ex(iv)")
+        }
+        if !aad.isEmpty {
+            var outLength: Int32 = 0
+            try aad.withUnsafeBufferPointer { (a) throws(CryptoError) in
+                try check(EVP_CipherUpdate(context, nil, &outLength, a.baseAddress, Int32(a.count)), "AAD")
+            }
+        }
+    }
+
+    /// Transforms `count` bytes of `input` from `inputOffset` into `output` at `outputOffset`.
+    /// Stream ciphers: output length equals input length.
+    func update(_ input: [UInt8], inputOffset: Int = 0, count: Int,
+                into output: inout [UInt8], outputOffset: Int = 0) throws(CryptoError) {
+        precondition(inputOffset + count <= input.count && outputOffset + count <= output.count)
+        var done = 0
+        while done < count {
+            // EVP lengths are Int32; feed at most 1 GiB per call.
+            let piece = min(count - done, 1 << 30)
+            var outLength: Int32 = 0
+            let rc = input.withUnsafeBufferPointer { src in
+                output.withUnsafeMutableBufferPointer { dst in
+                    EVP_CipherUpdate(context, dst.baseAddress! + outputOffset + done, &outLength,
+                                     src.baseAddress! + inputOffset + done, Int32(piece))
+                }
+            }
+            try check(rc, "EVP_CipherUpdate")
+            guard Int(outLength) == piece else { throw .library("EVP_CipherUpdate length") }
+            done += piece
+        }
+    }
+
+    /// Ends an encryption and returns the tag.
+    func finishSealing() throws(CryptoError) -> [UInt8] {
+        precondition(encrypting)
+        var scratch = [UInt8](repeating: 0, count: 32)
+        var outLength: Int32 = 0
+        try check(EVP_CipherFinal_ex(context, &scratch, &outLength), "EVP_CipherFinal_ex")
+        var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
+        try check(EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(tag.count), &tag), "get tag")
+        return tag
+    }
+
+    /// Ends a decryption; true only if `tag` verifies (OpenSSL compares in constant time).
+    func finishOpening(tag: [UInt8]) -> Bool {
+        precondition(!encrypting)
+        guard tag.count == AEADAlgorithm.tagLength else { return false }
+        var tagCopy = tag
+        guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(tagCopy.count), &tagCopy) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        var scratch = [UInt8](repeating: 0, count: 32)
+        var outLength: Int32 = 0
+        let ok = EVP_CipherFinal_ex(context, &scratch, &outLength) == 1
+        if !ok { ERR_clear_error() }
+        return ok
+    }
+}
+
+/// One-shot AEAD for messages that fit in memory (metadata records, key wraps, vectors).
+public enum AEAD {
+    public static func seal(_ algorithm: AEADAlgorithm, key: SecureBytes, nonce: [UInt8],
+                            plaintext: [UInt8], aad: [UInt8] = []) throws(CryptoError) -> (ciphertext: [UInt8], tag: [UInt8]) {
+        let context = try AEADContext(algorithm, key: key, encrypting: true)
+        try context.start(nonce: nonce, aad: aad)
+        var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
+        try context.update(plaintext, count: plaintext.count, into: &ciphertext)
+        return (ciphertext, try context.finishSealing())
+    }
+
+    /// Returns the plaintext only if the tag verifies; otherwise the scratch output is wiped
+    /// and `authenticationFailed` is thrown.
+    public static func open(_ algorithm: AEADAlgorithm, key: SecureBytes, nonce: [UInt8],
+                            ciphertext: [UInt8], tag: [UInt8], aad: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+        let context = try AEADContext(algorithm, key: key, encrypting: false)
+        try context.start(nonce: nonce, aad: aad)
+        var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
+        try context.update(ciphertext, count: ciphertext.count, into: &plaintext)
+        guard context.finishOpening(tag: tag) else {
+            plaintext.wipe()
+            throw .authenticationFailed
+        }
+        return plaintext
+    }
+
+    /// Seals a secret (a key) into `nonce ‖ ciphertext ‖ tag`, for key wrapping.
+    public static func sealSecret(_ algorithm: AEADAlgorithm, key: SecureBytes, secret: SecureBytes,
+                                  aad: [UInt8]) throws(CryptoError) -> [UInt8] {
+        let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
+        var plain = secret.withUnsafeBytes { Array($0) }
+        defer { plain.wipe() }
+        let sealed = try seal(algorithm, key: key, nonce: nonce, plaintext: plain, aad: aad)
+        return nonce + sealed.ciphertext + sealed.tag
+    }
+
+    /// Opens `nonce ‖ ciphertext ‖ tag` made by `sealSecret` straight into locked memory.
+    public static func openSecret(_ algorithm: AEADAlgorithm, key: SecureBytes, sealed: [UInt8],
+                                  aad: [UInt8]) throws(CryptoError) -> SecureBytes {
+        let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
+        guard sealed.count >= n + t else { throw .authenticationFailed }
+        var plain = try open(algorithm, key: key, nonce: Array(sealed[0..<n]),
+                             ciphertext: Array(sealed[n..<(sealed.count - t)]),
+                             tag: Array(sealed[(sealed.count - t)...]), aad: aad)
+        defer { plain.wipe() }
+        return try SecureBytes(copying: plain)
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Overwrites the bytes with zeros in a way the optimiser keeps.
+    public mutating func wipe() {
+        withUnsafeMutableBytes { raw in
+            if let base = raw.baseAddress { OPENSSL_cleanse(base, raw.count) }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+/// The crypto layer's one error type. No case carries key, password or plaintext bytes.
+public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// A tag did not verify: wrong key or damaged/tampered data.
+    case authenticationFailed
+    /// A chunked stream ended before its last chunk.
+    case truncated
+    /// Bytes follow a chunked stream's last chunk.
+    case trailingData
+    /// A parameter is outside what this code accepts (checked before any allocation).
+    case invalidParameter(String)
+    /// sodium_malloc could not get locked memory (RLIMIT_MEMLOCK too small, or out of memory).
+    case secureMemoryUnavailable(bytes: Int)
+    /// Argon2id could not allocate its memory or failed.
+    case keyDerivationFailed
+    /// The system random source failed.
+    case randomUnavailable
+    /// An OpenSSL call failed; the operation names which.
+    case library(String)
+    /// Reading from or writing to the stream's source or sink failed.
+    case io(String)
+
+    public var description: String {
+        switch self {
+        case .authenticationFailed: return "authentication failed (wrong key, or the data was damaged or tampered with)"
+        case .truncated: return "the encrypted stream is truncated"
+        case .trailingData: return "unexpected data after the end of the encrypted stream"
+        case .invalidParameter(let what): return "invalid parameter: \(what)"
+        case .secureMemoryUnavailable(let bytes): return "cannot allocate \(bytes) bytes of locked memory (check `ulimit -l`)"
+        case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"
+        case .randomUnavailable: return "the system random number generator failed"
+        case .library(let op): return "crypto library call failed: \(op)"
+        case .io(let what): return what
+        }
+    }
+}

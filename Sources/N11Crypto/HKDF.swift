@@ -1,0 +1,48 @@
+import CLibCrypto
+
+/// HKDF-SHA256 (RFC 5869) through OpenSSL 3's EVP_KDF, output in locked memory.
+public enum HKDF {
+    public static let maximumOutputLength = 255 * 32
+
+    public static func deriveKey(inputKey: SecureBytes, salt: [UInt8], info: [UInt8],
+                                 outputLength: Int = 32) throws(CryptoError) -> SecureBytes {
+        guard outputLength > 0, outputLength <= maximumOutputLength else {
+            throw .invalidParameter("HKDF-SHA256 output of \(outputLength) bytes (at most \(maximumOutputLength))")
+        }
+        guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else { throw .library("EVP_KDF_fetch(HKDF)") }
+        defer { EVP_KDF_free(kdf) }
+        guard let context = EVP_KDF_CTX_new(kdf) else { throw .library("EVP_KDF_CTX_new") }
+        defer { EVP_KDF_CTX_free(context) }
+
+        let output = try SecureBytes(count: outputLength)
+        // OpenSSL wants non-null pointers even for empty salt/info; a one-byte array serves.
+        var saltBytes = salt.isEmpty ? [0] : salt
+        var infoBytes = info.isEmpty ? [0] : info
+        var digest = Array("SHA256".utf8CString)
+        let rc: Int32 = inputKey.withUnsafeBytes { ikm in
+            output.withUnsafeMutableBytes { out in
+                digest.withUnsafeMutableBufferPointer { md in
+                    saltBytes.withUnsafeMutableBytes { s in
+                        infoBytes.withUnsafeMutableBytes { i in
+                            let params = [
+                                n11_param_utf8(OSSL_KDF_PARAM_DIGEST, md.baseAddress!),
+                                n11_param_octets(OSSL_KDF_PARAM_KEY, UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
+                                n11_param_octets(OSSL_KDF_PARAM_SALT, s.baseAddress!, salt.count),
+                                n11_param_octets(OSSL_KDF_PARAM_INFO, i.baseAddress!, info.count),
+                                n11_param_end(),
+                            ]
+                            return params.withUnsafeBufferPointer { p in
+                                EVP_KDF_derive(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, p.baseAddress)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        guard rc == 1 else {
+            ERR_clear_error()
+            throw .library("HKDF-SHA256 derive")
+        }
+        return output
+    }
+}

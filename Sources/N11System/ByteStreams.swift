@@ -1,0 +1,25 @@
+/// Where streamed bytes come from and go to. Files, ZIP entries and pipes conform, so the
+/// crypto layer can stream without knowing about paths or containers.
+public protocol ByteSource: AnyObject {
+    /// Reads up to `count` bytes into `buffer[offset...]`; returns 0 only at the end.
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int
+}
+
+public protocol ByteSink: AnyObject {
+    func write(_ bytes: ArraySlice<UInt8>) throws
+}
+
+extension ByteSource {
+    /// Fills `buffer[offset..<offset+count]` unless the source ends first; returns bytes read.
+    public func readFully(into buffer: inout [UInt8], offset: Int = 0, count: Int) throws -> Int {
+        var filled = 0
+        while filled < count {
+            let n = try read(into: &buffer, offset: offset + filled, count: count - filled)
+            if n == 0 { break }
+            filled += n
+        }
+        return filled
+    }
+}
+
+extension FileDescriptor: ByteSource, ByteSink {}

@@ -1,0 +1,144 @@
+import Glibc
+
+/// An open file descriptor owned by exactly one object, closed when that object goes away.
+public final class FileDescriptor: @unchecked Sendable {
+    public let rawValue: Int32
+    public let path: String
+    private var isClosed = false
+
+    public init(adopting rawValue: Int32, path: String) {
+        self.rawValue = rawValue
+        self.path = path
+    }
+
+    /// Opens an existing file for reading. O_NOFOLLOW is not used: reading through a
+    /// symlink the user named is fine; the caller checks the file type with `status()`.
+    public static func openForReading(_ path: String) throws -> FileDescriptor {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError("cannot open", path: path) }
+        return FileDescriptor(adopting: fd, path: path)
+    }
+
+    /// Opens a directory (for fsync and locking).
+    public static func openDirectory(_ path: String) throws -> FileDescriptor {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError("cannot open directory", path: path) }
+        return FileDescriptor(adopting: fd, path: path)
+    }
+
+    /// Creates a new file that must not exist yet (O_EXCL), never following a link.
+    public static func createExclusive(_ path: String, mode: mode_t) throws -> FileDescriptor {
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw SystemError("cannot create", path: path) }
+        return FileDescriptor(adopting: fd, path: path)
+    }
+
+    deinit { if !isClosed { _ = Glibc.close(rawValue) } }
+
+    public func close() throws {
+        guard !isClosed else { return }
+        isClosed = true
+        if Glibc.close(rawValue) != 0 { throw SystemError("cannot close", path: path) }
+    }
+
+    public func status() throws -> FileStatus {
+        var st = stat()
+        guard fstat(rawValue, &st) == 0 else { throw SystemError("cannot stat", path: path) }
+        return FileStatus(st)
+    }
+
+    /// Reads up to `count` bytes into `buffer[offset...]`, retrying on EINTR; 0 means end of file.
+    public func read(into buffer: inout [UInt8], offset: Int = 0, count: Int) throws -> Int {
+        precondition(offset >= 0 && count >= 0 && offset + count <= buffer.count)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                Glibc.read(rawValue, raw.baseAddress! + offset, count)
+            }
+            if n >= 0 { return n }
+            if Glibc.errno != EINTR { throw SystemError("cannot read", path: path) }
+        }
+    }
+
+    /// Fills `buffer[0..<count]` unless the file ends first; returns how many bytes were read.
+    public func readFully(into buffer: inout [UInt8], count: Int) throws -> Int {
+        var filled = 0
+        while filled < count {
+            let n = try read(into: &buffer, offset: filled, count: count - filled)
+            if n == 0 { break }
+            filled += n
+        }
+        return filled
+    }
+
+    /// Reads the whole file (for small files only: metadata, key store); refuses more than `limit`.
+    public func readAll(limit: Int) throws -> [UInt8] {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = try read(into: &chunk, count: chunk.count)
+            if n == 0 { return result }
+            guard result.count + n <= limit else { throw SystemError("file too large", path: path, errno: EFBIG) }
+            result.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Writes all of `raw`, retrying short writes and EINTR. Raw because the crypto layer
+    /// writes straight from locked memory; everyone else uses the array overloads.
+    public func write(raw: UnsafeRawBufferPointer) throws {
+        var done = 0
+        while done < raw.count {
+            let n = Glibc.write(rawValue, raw.baseAddress! + done, raw.count - done)
+            if n < 0 {
+                if Glibc.errno == EINTR { continue }
+                throw SystemError("cannot write", path: path)
+            }
+            done += n
+        }
+    }
+
+    public func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { raw in try write(raw: raw) }
+    }
+
+    public func write(_ bytes: ArraySlice<UInt8>) throws {
+        try bytes.withUnsafeBytes { raw in try write(raw: raw) }
+    }
+
+    public func seek(to offset: Int64) throws {
+        guard lseek(rawValue, off_t(offset), SEEK_SET) >= 0 else { throw SystemError("cannot seek", path: path) }
+    }
+
+    public func sync() throws {
+        guard fsync(rawValue) == 0 else { throw SystemError("cannot fsync", path: path) }
+    }
+}
+
+/// The parts of `stat` the tool decides on.
+public struct FileStatus: Sendable {
+    public enum Kind: Sendable { case regular, directory, symlink, other }
+    public let kind: Kind
+    public let permissions: mode_t
+    public let owner: uid_t
+    public let size: Int64
+
+    init(_ st: stat) {
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symlink
+        default: kind = .other
+        }
+        permissions = st.st_mode & 0o7777
+        owner = st.st_uid
+        size = Int64(st.st_size)
+    }
+
+    /// `lstat` of a path; nil if nothing is there.
+    public static func of(_ path: String, followLinks: Bool = false) throws -> FileStatus? {
+        var st = stat()
+        let rc = followLinks ? stat(path, &st) : lstat(path, &st)
+        if rc == 0 { return FileStatus(st) }
+        if Glibc.errno == ENOENT { return nil }
+        throw SystemError("cannot stat", path: path)
+    }
+}

@@ -1,0 +1,53 @@
+import Glibc
+
+/// An exclusive advisory lock (flock) on a lock file, held until release or process exit.
+/// The holder's PID is written into the file so a second process can say who holds it.
+public final class FileLock: @unchecked Sendable {
+    public enum Outcome: Sendable { case acquired(FileLock), heldBy(pid: Int32?) }
+
+    public let path: String
+    private let descriptor: FileDescriptor
+
+    private init(path: String, descriptor: FileDescriptor) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    /// Tries to take the lock, waiting up to `waitSeconds` (0: do not wait).
+    public static func acquire(_ path: String, waitSeconds: Double = 0) throws -> Outcome {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SystemError("cannot open lock file", path: path) }
+        let descriptor = FileDescriptor(adopting: fd, path: path)
+        var waited = 0.0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard Glibc.errno == EWOULDBLOCK || Glibc.errno == EINTR else {
+                throw SystemError("cannot lock", path: path)
+            }
+            if waited >= waitSeconds { return .heldBy(pid: readHolder(descriptor)) }
+            usleep(100_000)
+            waited += 0.1
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        try? descriptor.seek(to: 0)
+        try? descriptor.write(pid)
+        return .acquired(FileLock(path: path, descriptor: descriptor))
+    }
+
+    private static func readHolder(_ descriptor: FileDescriptor) -> Int32? {
+        try? descriptor.seek(to: 0)
+        guard let bytes = try? descriptor.readAll(limit: 64) else { return nil }
+        return Int32(String(decoding: bytes, as: UTF8.self).trimmingWhitespace())
+    }
+
+    deinit { _ = flock(descriptor.rawValue, LOCK_UN) }
+}
+
+extension String {
+    public func trimmingWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }),
+              let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
