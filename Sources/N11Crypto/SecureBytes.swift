@@ -95,6 +95,23 @@ public final class SecureBytes: @unchecked Sendable {
         }
         return try scratch.slice(0..<length)
     }
+
+    /// Reads a whole small file (a key store) straight into locked memory, byte for byte.
+    public static func readContents(of descriptor: FileDescriptor, limit: Int) throws -> SecureBytes {
+        let scratch = try SecureBytes(count: limit + 1)
+        var length = 0
+        while length <= limit {
+            let n = Glibc.read(descriptor.rawValue, scratch.pointer + length, limit + 1 - length)
+            if n < 0 {
+                if Glibc.errno == EINTR { continue }
+                throw SystemError("cannot read", path: descriptor.path)
+            }
+            if n == 0 { break }
+            length += n
+        }
+        guard length <= limit else { throw CryptoError.invalidParameter("'\(descriptor.path)' is larger than \(limit) bytes") }
+        return try scratch.slice(0..<length)
+    }
 }
 
 import Glibc

@@ -23,3 +23,18 @@ extension ByteSource {
 }
 
 extension FileDescriptor: ByteSource, ByteSink {}
+
+/// A byte source over memory (small notes read whole, tests).
+public final class MemorySource: ByteSource {
+    private let bytes: [UInt8]
+    private var position = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = min(count, bytes.count - position)
+        buffer.replaceSubrange(offset..<(offset + n), with: bytes[position..<(position + n)])
+        position += n
+        return n
+    }
+}

@@ -6,9 +6,19 @@ public final class FileDescriptor: @unchecked Sendable {
     public let path: String
     private var isClosed = false
 
+    private let ownsDescriptor: Bool
+
     public init(adopting rawValue: Int32, path: String) {
         self.rawValue = rawValue
         self.path = path
+        ownsDescriptor = true
+    }
+
+    /// Uses a descriptor someone else owns (stdin, an inherited --password-fd) without closing it.
+    public init(borrowing rawValue: Int32, path: String) {
+        self.rawValue = rawValue
+        self.path = path
+        ownsDescriptor = false
     }
 
     /// Opens an existing file for reading. O_NOFOLLOW is not used: reading through a
@@ -33,11 +43,12 @@ public final class FileDescriptor: @unchecked Sendable {
         return FileDescriptor(adopting: fd, path: path)
     }
 
-    deinit { if !isClosed { _ = Glibc.close(rawValue) } }
+    deinit { if !isClosed && ownsDescriptor { _ = Glibc.close(rawValue) } }
 
     public func close() throws {
         guard !isClosed else { return }
         isClosed = true
+        guard ownsDescriptor else { return }
         if Glibc.close(rawValue) != 0 { throw SystemError("cannot close", path: path) }
     }
 

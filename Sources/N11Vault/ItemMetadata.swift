@@ -1,0 +1,80 @@
+import Foundation
+import N11Crypto
+
+/// What the vault knows about one item. Stored encrypted next to it (`Meta/{ID}.n11meta`),
+/// so without the keys only the item's UUID and size are visible.
+public struct ItemMetadata: Codable, Sendable, Equatable {
+    public var id: String
+    public var kind: ItemKind
+    public var compartment: Compartment
+    /// The original file name (or the name given to a note).
+    public var name: String
+    public var created: Date
+    /// Fade items only: after this moment the item is never listed or read as live.
+    public var expires: Date?
+    /// Plaintext size in bytes.
+    public var size: Int64
+    /// Hex of the content file's Poly1305 tag. The metadata is authenticated with the item ID,
+    /// and the tag ties it to one content file, so swapping content files between items of
+    /// the same compartment is detected.
+    public var contentTag: String
+
+    public func isExpired(at now: Date) -> Bool {
+        guard let expires else { return false }
+        return expires <= now
+    }
+
+    /// The content file's path inside the vault, as seed 003 lays it out.
+    public var relativePath: String { "\(kind.directory)/\(id).\(kind.fileExtension)" }
+
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .iso8601
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+    static let decoder: JSONDecoder = {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .iso8601
+        return d
+    }()
+
+    /// Associated data of the metadata record: binds the record to its item ID.
+    static func associatedData(id: String) -> [UInt8] { Array("n11archive.item-metadata.v1:\(id)".utf8) }
+
+    func sealed(with key: SecureBytes) throws -> [UInt8] {
+        var plain = try Array(Self.encoder.encode(self))
+        defer { plain.wipe() }
+        let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
+        let box = try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.associatedData(id: id))
+        return nonce + box.ciphertext + box.tag
+    }
+
+    /// Opens a metadata record with `key`; nil if the key is not this record's.
+    static func open(_ sealed: [UInt8], id: String, key: SecureBytes) -> ItemMetadata? {
+        let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
+        guard sealed.count > n + t else { return nil }
+        guard var plain = try? AEAD.open(.chacha20Poly1305, key: key, nonce: Array(sealed[0..<n]),
+                                         ciphertext: Array(sealed[n..<(sealed.count - t)]),
+                                         tag: Array(sealed[(sealed.count - t)...]),
+                                         aad: associatedData(id: id)) else { return nil }
+        defer { plain.wipe() }
+        guard let metadata = try? decoder.decode(ItemMetadata.self, from: Data(plain)), metadata.id == id else { return nil }
+        return metadata
+    }
+}
+
+/// Fade lifetimes: a number and a unit (s, m, h, d, w), e.g. `90s`, `12h`, `7d`.
+public enum FadeDuration {
+    public static func seconds(from text: String) throws(VaultError) -> TimeInterval {
+        let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
+        guard let unit = text.last, let factor = units[unit],
+              let value = Double(text.dropLast()), value > 0, value.isFinite,
+              value * factor <= 100 * 365 * 86400 else { throw .invalidDuration(text) }
+        return value * factor
+    }
+}
+
+extension Array where Element == UInt8 {
+    public var hexString: String { map { String(format: "%02x", $0) }.joined() }
+}

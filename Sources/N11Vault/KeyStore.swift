@@ -1,0 +1,263 @@
+import N11Crypto
+import N11System
+
+/// The Linux counterpart of the iOS Keychain: one file, `keystore.n11keys` (0600) in the
+/// private home directory (0700), holding the compartment keys and the per-archive device
+/// keys of secure archives. Keys are held in locked memory and never leave this file.
+///
+/// File layout (little-endian):
+///
+///     "N11KEYS\0"  version:u8=1  protection:u8 (0 none, 1 PIN)
+///     protection 1: ops:u32  memoryKiB:u32  salt[16]  then nonce[12] ‖ body ciphertext ‖ tag[16]
+///                   (ChaCha20-Poly1305 under Argon2id(PIN), associated data = every byte before the nonce)
+///     protection 0: body
+///     body: storeID[16]  count:u32  count × (kind:u8  id[16]  key[32])
+///
+/// kind 1/2/3 are the vault/fade/backup compartment keys (id all zero), kind 4 an archive key
+/// (id = archive ID).
+public final class KeyStore: @unchecked Sendable {
+    public static let maximumFileSize = 64 << 20
+    static let magic: [UInt8] = Array("N11KEYS\0".utf8)
+    static let recordSize = 1 + 16 + 32
+
+    enum RecordKind: UInt8 { case vault = 1, fade = 2, backup = 3, archive = 4 }
+
+    struct Record {
+        let kind: RecordKind
+        let id: [UInt8]
+        let key: SecureBytes
+    }
+
+    /// How the file is sealed when saved again (so adding an archive key needs no new PIN prompt).
+    struct Sealing {
+        let parameters: Argon2Parameters
+        let salt: [UInt8]
+        let key: SecureBytes
+    }
+
+    public let path: String
+    public let storeID: [UInt8]
+    private var records: [Record]
+    private let sealing: Sealing?
+
+    public var isPINProtected: Bool { sealing != nil }
+
+    private init(path: String, storeID: [UInt8], records: [Record], sealing: Sealing?) {
+        self.path = path
+        self.storeID = storeID
+        self.records = records
+        self.sealing = sealing
+    }
+
+    // MARK: creating and loading
+
+    /// Creates the home directory (0700) and a new key store with fresh vault, fade and backup
+    /// keys, sealed under `pin` if one is given. Refuses to replace an existing key store.
+    public static func create(in home: N11Home, pin: SecureBytes?) throws(VaultError) -> KeyStore {
+        do {
+            try Directory.ensure(home.root, mode: 0o700)
+            try PrivatePermissions.checkDirectory(home.root)
+        } catch { throw VaultError.wrap(error) }
+        if (try? FileStatus.of(home.keyStorePath)) != nil { throw .alreadyInitialized(path: home.keyStorePath) }
+        if let pin { try checkPIN(pin) }
+        do {
+            var records: [Record] = []
+            for kind in [RecordKind.vault, .fade, .backup] {
+                records.append(Record(kind: kind, id: [UInt8](repeating: 0, count: 16), key: try SecureBytes(randomCount: 32)))
+            }
+            var sealing: Sealing? = nil
+            if let pin {
+                let salt = SecureRandom.bytes(Argon2id.saltLength)
+                let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: .interactive)
+                sealing = Sealing(parameters: .interactive, salt: salt, key: key)
+            }
+            let store = KeyStore(path: home.keyStorePath, storeID: SecureRandom.bytes(16), records: records, sealing: sealing)
+            try store.save(replaceExisting: false)
+            return store
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Loads the key store of `home`. `pin` is asked for only if the file is sealed.
+    public static func load(from home: N11Home, pin: () throws -> SecureBytes?) throws -> KeyStore {
+        let path = home.keyStorePath
+        guard (try? FileStatus.of(home.root, followLinks: true)) != nil,
+              (try? FileStatus.of(path)) != nil else { throw VaultError.notInitialized(home: home.root) }
+        do {
+            try PrivatePermissions.checkDirectory(home.root)
+            try PrivatePermissions.checkFile(path)
+        } catch { throw VaultError.wrap(error) }
+
+        let contents: SecureBytes
+        do {
+            let fd = try FileDescriptor.openForReading(path)
+            contents = try SecureBytes.readContents(of: fd, limit: maximumFileSize)
+        } catch let error as CryptoError {
+            throw VaultError.keyStoreDamaged(path: path, reason: error.description)
+        } catch { throw VaultError.wrap(error) }
+        return try parse(contents, path: path, pin: pin)
+    }
+
+    private static func parse(_ contents: SecureBytes, path: String, pin: () throws -> SecureBytes?) throws -> KeyStore {
+        let damaged = { (why: String) in VaultError.keyStoreDamaged(path: path, reason: why) }
+        var reader = contents.withUnsafeBytes { ByteReader(prefixOf: $0, count: min($0.count, 10 + 8 + 16)) }
+        guard contents.count >= 10, reader.take(8) == magic else { throw damaged("not an n11archive key store") }
+        guard reader.byte() == 1 else { throw damaged("unknown key store version") }
+        switch reader.byte() {
+        case 0:
+            return try parseBody(contents.slice(10..<contents.count), path: path, sealing: nil)
+        case 1:
+            guard contents.count >= 10 + 8 + 16 + SingleTagStream.overhead else { throw damaged("truncated") }
+            let ops = reader.uint32(), memoryKiB = reader.uint32()
+            let salt = reader.take(16)
+            let parameters: Argon2Parameters
+            do { parameters = try Argon2Parameters(opsLimit: UInt64(ops), memoryBytes: UInt64(memoryKiB) << 10) }
+            catch { throw damaged("PIN parameters out of bounds") }
+            let headerLength = 10 + 8 + 16
+            let header = contents.withUnsafeBytes { Array($0[0..<headerLength]) }
+            guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: path) }
+            let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
+            let sealed = contents.withUnsafeBytes { Array($0[headerLength...]) }
+            let body: SecureBytes
+            do { body = try AEAD.openSecret(.chacha20Poly1305, key: key, sealed: sealed, aad: header) }
+            catch { throw error == .authenticationFailed ? VaultError.wrongPIN(path: path) : VaultError.crypto(error) }
+            return try parseBody(body, path: path, sealing: Sealing(parameters: parameters, salt: salt, key: key))
+        default:
+            throw damaged("unknown protection")
+        }
+    }
+
+    private static func parseBody(_ body: SecureBytes, path: String, sealing: Sealing?) throws -> KeyStore {
+        let damaged = VaultError.keyStoreDamaged(path: path, reason: "the key records are malformed")
+        guard body.count >= 20 else { throw damaged }
+        let (storeID, count) = body.withUnsafeBytes { raw -> ([UInt8], Int) in
+            var r = ByteReader(prefixOf: raw, count: 20)
+            return (r.take(16), Int(r.uint32()))
+        }
+        guard body.count == 20 + count * recordSize else { throw damaged }
+        var records: [Record] = []
+        records.reserveCapacity(count)
+        for i in 0..<count {
+            let offset = 20 + i * recordSize
+            let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
+            guard let kind = RecordKind(rawValue: kindByte) else { throw damaged }
+            records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
+        }
+        for kind in [RecordKind.vault, .fade, .backup] where records.filter({ $0.kind == kind }).count != 1 {
+            throw damaged
+        }
+        return KeyStore(path: path, storeID: storeID, records: records, sealing: sealing)
+    }
+
+    // MARK: keys
+
+    public func key(for compartment: Compartment) -> SecureBytes {
+        let kind: RecordKind = switch compartment { case .vault: .vault; case .fade: .fade; case .backup: .backup }
+        // parseBody and create guarantee exactly one record per compartment.
+        return records.first { $0.kind == kind }!.key
+    }
+
+    /// The device key of a secure archive, if this key store made that archive.
+    public func archiveKey(id: [UInt8]) -> SecureBytes? {
+        records.first { $0.kind == .archive && $0.id == id }?.key
+    }
+
+    /// Stores a new archive key and saves the file atomically.
+    public func addArchiveKey(id: [UInt8], key: SecureBytes) throws(VaultError) {
+        precondition(id.count == 16 && key.count == 32)
+        guard archiveKey(id: id) == nil else { return }
+        records.append(Record(kind: .archive, id: id, key: key))
+        do { try save(replaceExisting: true) } catch {
+            records.removeLast()
+            throw VaultError.wrap(error)
+        }
+    }
+
+    public var archiveKeyCount: Int { records.filter { $0.kind == .archive }.count }
+
+    // MARK: saving
+
+    private func save(replaceExisting: Bool) throws {
+        let body = try SecureBytes(count: 20 + records.count * Self.recordSize)
+        body.withUnsafeMutableBytes { raw in
+            var w = ByteWriter(into: raw)
+            w.put(storeID)
+            w.putUInt32(UInt32(records.count))
+            for record in records {
+                w.put([record.kind.rawValue])
+                w.put(record.id)
+                record.key.withUnsafeBytes { w.put(raw: $0) }
+            }
+        }
+        let file = try AtomicFile(path: path, mode: 0o600)
+        var header = Self.magic + [1]
+        if let sealing {
+            header += [1]
+            header += littleEndian(UInt32(sealing.parameters.opsLimit))
+            header += littleEndian(UInt32(sealing.parameters.memoryBytes >> 10))
+            header += sealing.salt
+            try file.descriptor.write(header)
+            try file.descriptor.write(AEAD.sealSecret(.chacha20Poly1305, key: sealing.key, secret: body, aad: header))
+        } else {
+            header += [0]
+            try file.descriptor.write(header)
+            try body.withUnsafeBytes { try file.descriptor.write(raw: $0) }
+        }
+        try file.commit(replaceExisting: replaceExisting)
+    }
+
+    static func checkPIN(_ pin: SecureBytes) throws(VaultError) {
+        guard pin.count >= 4 else { throw .pinRejected("a PIN must have at least 4 characters") }
+    }
+}
+
+func littleEndian(_ value: UInt32) -> [UInt8] {
+    (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * UInt32($0))) }
+}
+
+/// Sequential reads from a bounded prefix of a buffer (copied, so no pointer escapes).
+struct ByteReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(prefixOf raw: UnsafeRawBufferPointer, count: Int) { bytes = Array(raw[0..<count]) }
+
+    mutating func take(_ n: Int) -> [UInt8] {
+        let end = min(offset + n, bytes.count)
+        defer { offset = end }
+        return Array(bytes[offset..<end])
+    }
+    mutating func byte() -> UInt8 { take(1).first ?? 0 }
+    mutating func uint32() -> UInt32 {
+        take(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
+}
+
+/// Sequential writes into a buffer of exactly the right size (locked memory, here).
+struct ByteWriter {
+    private let raw: UnsafeMutableRawBufferPointer
+    private var offset = 0
+
+    init(into raw: UnsafeMutableRawBufferPointer) { self.raw = raw }
+
+    mutating func put(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { put(raw: $0) }
+    }
+    mutating func put(raw source: UnsafeRawBufferPointer) {
+        raw.baseAddress!.advanced(by: offset).copyMemory(from: source.baseAddress!, byteCount: source.count)
+        offset += source.count
+    }
+    mutating func putUInt32(_ value: UInt32) { put(littleEndian(value)) }
+}
+
+extension VaultError {
+    /// Translates lower layers' errors into this layer's, keeping their meaning.
+    static func wrap(_ error: any Error) -> VaultError {
+        switch error {
+        case let e as VaultError: return e
+        case let e as SystemError: return .system(e)
+        case let e as CryptoError: return .crypto(e)
+        case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)
+        default: return .system(SystemError("\(error)", errno: 0))
+        }
+    }
+}

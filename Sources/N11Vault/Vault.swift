@@ -1,0 +1,279 @@
+import Foundation
+import N11Crypto
+import N11System
+
+/// A vault directory (seed 003 layout):
+///
+///     .n11vault              marker: vault ID and a check sealed under the vault key
+///     Photos/{UUID}.n11      12-byte nonce ‖ ChaCha20-Poly1305 ciphertext ‖ 16-byte tag
+///     Notes/{UUID}.n11note   the same, for UTF-8 notes
+///     Meta/{UUID}.n11meta    the item's metadata, sealed under its compartment's key
+///     .lock                  held while a process changes the vault
+///
+/// Every file appears atomically. An item exists once its metadata file exists; a content
+/// file without metadata is the remains of an interrupted add and is removed by the next
+/// process that opens the vault for writing.
+public final class Vault: @unchecked Sendable {
+    public let path: String
+    public let keyStore: KeyStore
+    private var lock: FileLock?
+    private var cachedItems: [ItemMetadata]?
+
+    static let markerName = ".n11vault"
+    static let metaDirectory = "Meta"
+    static let metaExtension = "n11meta"
+    static let markerMagic = Array("N11VAULT".utf8)
+    static let markerCheck = Array("n11archive vault key check".utf8)
+    /// Notes are text: read whole into memory, so they are bounded.
+    public static let maximumNoteSize = 16 << 20
+
+    private init(path: String, keyStore: KeyStore) {
+        self.path = path
+        self.keyStore = keyStore
+    }
+
+    // MARK: opening
+
+    /// Opens the vault at `path`. With `forWriting`, the vault lock is taken (waiting up to
+    /// `lockWait` seconds), leftovers of interrupted runs are cleaned, and a missing or empty
+    /// directory becomes a new vault.
+    public static func open(at path: String, keyStore: KeyStore, forWriting: Bool,
+                            lockWait: Double = 0) throws(VaultError) -> Vault {
+        let vault = Vault(path: Path.absolute(path), keyStore: keyStore)
+        do {
+            let status = try FileStatus.of(vault.path, followLinks: true)
+            let isEmptyDirectory = try status?.kind == .directory && Directory.entries(of: vault.path).isEmpty
+            let hasMarker = ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil
+            if status == nil || isEmptyDirectory {
+                guard forWriting else { throw VaultError.notAVault(path: vault.path) }
+                try vault.createLayout()
+            } else if status?.kind != .directory || !hasMarker {
+                throw VaultError.notAVault(path: vault.path)
+            }
+            try vault.checkMarker()
+            if forWriting {
+                try vault.takeLock(wait: lockWait)
+                vault.removeLeftovers()
+            }
+        } catch { throw VaultError.wrap(error) }
+        return vault
+    }
+
+    private var markerPath: String { Path.join(path, Self.markerName) }
+
+    private func createLayout() throws {
+        try Directory.ensure(path, mode: 0o700)
+        for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
+            try Directory.ensure(Path.join(path, sub), mode: 0o700)
+        }
+        let vaultID = SecureRandom.bytes(16)
+        let header = Self.markerMagic + [1] + vaultID
+        let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
+        let box = try AEAD.seal(.chacha20Poly1305, key: keyStore.key(for: .vault), nonce: nonce,
+                                plaintext: Self.markerCheck, aad: header)
+        try AtomicFile.write(header + nonce + box.ciphertext + box.tag, to: markerPath, replaceExisting: false)
+    }
+
+    /// The marker opens only under the vault key of the key store that made the vault.
+    private func checkMarker() throws {
+        let bytes = try FileDescriptor.openForReading(markerPath).readAll(limit: 4096)
+        let headerLength = Self.markerMagic.count + 1 + 16
+        let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
+        guard bytes.count == headerLength + n + Self.markerCheck.count + t,
+              Array(bytes[0..<Self.markerMagic.count]) == Self.markerMagic else { throw VaultError.notAVault(path: path) }
+        do {
+            _ = try AEAD.open(.chacha20Poly1305, key: keyStore.key(for: .vault),
+                              nonce: Array(bytes[headerLength..<(headerLength + n)]),
+                              ciphertext: Array(bytes[(headerLength + n)..<(bytes.count - t)]),
+                              tag: Array(bytes[(bytes.count - t)...]), aad: Array(bytes[0..<headerLength]))
+        } catch {
+            throw VaultError.vaultMismatch(vault: path, keyStore: keyStore.path)
+        }
+    }
+
+    private func takeLock(wait: Double) throws {
+        switch try FileLock.acquire(Path.join(path, ".lock"), waitSeconds: wait) {
+        case .acquired(let lock): self.lock = lock
+        case .heldBy(let pid): throw VaultError.busy(lock: Path.join(path, ".lock"), holder: pid)
+        }
+    }
+
+    /// Temp files of killed writers, and content files whose metadata never got written.
+    private func removeLeftovers() {
+        for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
+            AtomicFile.removeLeftovers(in: Path.join(path, sub))
+        }
+        AtomicFile.removeLeftovers(in: path)
+        let described = Set((try? Directory.entries(of: Path.join(path, Self.metaDirectory))) ?? [])
+        for kind in [ItemKind.photo, .note] {
+            let dir = Path.join(path, kind.directory)
+            for name in (try? Directory.entries(of: dir)) ?? [] where name.hasSuffix("." + kind.fileExtension) {
+                let id = String(name.dropLast(kind.fileExtension.count + 1))
+                if !described.contains("\(id).\(Self.metaExtension)") { try? Directory.removeFile(Path.join(dir, name)) }
+            }
+        }
+    }
+
+    // MARK: reading the catalogue
+
+    /// Every item whose metadata opens with one of this key store's compartment keys,
+    /// sorted by creation time. Expired fade items are included only when asked for.
+    public func items(includeExpired: Bool = false, now: Date = Date()) throws(VaultError) -> [ItemMetadata] {
+        let all = try allItems()
+        return includeExpired ? all : all.filter { !$0.isExpired(at: now) }
+    }
+
+    private func allItems() throws(VaultError) -> [ItemMetadata] {
+        if let cachedItems { return cachedItems }
+        let metaDir = Path.join(path, Self.metaDirectory)
+        let names: [String]
+        do { names = try Directory.entries(of: metaDir) } catch { throw VaultError.wrap(error) }
+        var found: [ItemMetadata] = []
+        for name in names where name.hasSuffix("." + Self.metaExtension) {
+            let id = String(name.dropLast(Self.metaExtension.count + 1))
+            guard UUID(uuidString: id) != nil else { continue }
+            let sealed: [UInt8]
+            do { sealed = try FileDescriptor.openForReading(Path.join(metaDir, name)).readAll(limit: 64 << 10) }
+            catch { throw VaultError.itemDamaged(id: id, path: Path.join(metaDir, name)) }
+            var opened: ItemMetadata? = nil
+            for compartment in Compartment.allCases {
+                if let m = ItemMetadata.open(sealed, id: id, key: keyStore.key(for: compartment)), m.compartment == compartment {
+                    opened = m
+                    break
+                }
+            }
+            guard let opened else { throw VaultError.itemDamaged(id: id, path: Path.join(metaDir, name)) }
+            found.append(opened)
+        }
+        found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
+        cachedItems = found
+        return found
+    }
+
+    /// Finds a live item by its full UUID or a unique prefix of at least 4 characters.
+    public func item(matching idOrPrefix: String, now: Date = Date()) throws(VaultError) -> ItemMetadata {
+        let wanted = idOrPrefix.uppercased()
+        let all = try allItems()
+        let matches = wanted.count >= 4 ? all.filter { $0.id.hasPrefix(wanted) } : all.filter { $0.id == wanted }
+        guard !matches.isEmpty else { throw .itemNotFound(id: idOrPrefix, vault: path) }
+        guard matches.count == 1 else {
+            if let exact = matches.first(where: { $0.id == wanted }) { return try live(exact, now: now) }
+            throw .ambiguousID(prefix: idOrPrefix, matches: matches.count)
+        }
+        return try live(matches[0], now: now)
+    }
+
+    private func live(_ item: ItemMetadata, now: Date) throws(VaultError) -> ItemMetadata {
+        if item.isExpired(at: now) { throw .itemExpired(id: item.id) }
+        return item
+    }
+
+    public func contentPath(of item: ItemMetadata) -> String { Path.join(path, item.relativePath) }
+    func metadataPath(id: String) -> String { Path.join(Path.join(path, Self.metaDirectory), "\(id).\(Self.metaExtension)") }
+
+    // MARK: reading items
+
+    /// Decrypts an item into `sink`; returns normally only if its tag verified and the
+    /// content is the one its metadata names. Until then the sink must keep what it got
+    /// out of sight (see `UnverifiedPlaintextSink`).
+    public func read(_ item: ItemMetadata, into sink: UnverifiedPlaintextSink) throws(VaultError) {
+        let file = try openContent(of: item)
+        do {
+            let length = try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment),
+                                                  from: file, into: sink)
+            guard length == item.size else { throw VaultError.itemDamaged(id: item.id, path: file.path) }
+        } catch let error as CryptoError where error.kind == .damaged {
+            throw .itemDamaged(id: item.id, path: file.path)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Checks an item's tag without keeping any plaintext.
+    public func verify(_ item: ItemMetadata) throws(VaultError) {
+        try read(item, into: DiscardingSink())
+    }
+
+    /// Opens the content file after checking that its size and tag are the ones the
+    /// metadata recorded (cheap checks that catch swapped or truncated files early).
+    public func openContent(of item: ItemMetadata) throws(VaultError) -> FileDescriptor {
+        let contentPath = contentPath(of: item)
+        do {
+            let file = try FileDescriptor.openForReading(contentPath)
+            let status = try file.status()
+            guard status.kind == .regular, status.size == item.size + Int64(SingleTagStream.overhead) else {
+                throw VaultError.itemDamaged(id: item.id, path: contentPath)
+            }
+            var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
+            try file.seek(to: status.size - Int64(tag.count))
+            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hexString == item.contentTag else {
+                throw VaultError.itemDamaged(id: item.id, path: contentPath)
+            }
+            try file.seek(to: 0)
+            return file
+        } catch let error as SystemError where error.isNotFound {
+            throw .itemDamaged(id: item.id, path: contentPath)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    // MARK: changing the vault
+
+    /// What to add: where the bytes come from and how the item is described.
+    public struct NewItem {
+        public let source: ByteSource
+        public let kind: ItemKind
+        public let name: String
+        public let compartment: Compartment
+        public let expires: Date?
+
+        public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
+            self.source = source
+            self.kind = kind
+            self.name = name
+            self.compartment = compartment
+            self.expires = expires
+        }
+    }
+
+    /// Encrypts and stores one item: content first, then the metadata that makes it exist.
+    public func add(_ new: NewItem, now: Date = Date()) throws(VaultError) -> ItemMetadata {
+        precondition(lock != nil, "vault opened read-only")
+        guard (new.compartment == .fade) == (new.expires != nil) else {
+            throw .invalidCompartmentUse("fade items, and only they, have an expiry")
+        }
+        let id = UUID().uuidString
+        let key = keyStore.key(for: new.compartment)
+        let contentPath = Path.join(Path.join(path, new.kind.directory), "\(id).\(new.kind.fileExtension)")
+        do {
+            let content = try AtomicFile(path: contentPath, mode: 0o600)
+            let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: new.source, to: content.descriptor)
+            try content.commit(replaceExisting: false)
+            let metadata = ItemMetadata(id: id, kind: new.kind, compartment: new.compartment, name: new.name,
+                                        created: now, expires: new.expires, size: sealed.plaintextLength,
+                                        contentTag: sealed.tag.hexString)
+            do {
+                try AtomicFile.write(metadata.sealed(with: key), to: metadataPath(id: id), replaceExisting: false)
+            } catch {
+                try? Directory.removeFile(contentPath)
+                throw error
+            }
+            cachedItems?.append(metadata)
+            return metadata
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Removes an item: metadata first (the item stops existing), then its content.
+    public func remove(_ item: ItemMetadata) throws(VaultError) {
+        precondition(lock != nil, "vault opened read-only")
+        do {
+            try Directory.removeFile(metadataPath(id: item.id))
+            try? Directory.removeFile(contentPath(of: item))
+            cachedItems?.removeAll { $0.id == item.id }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Removes every expired fade item; returns what was removed.
+    public func purgeExpired(now: Date = Date()) throws(VaultError) -> [ItemMetadata] {
+        let expired = try allItems().filter { $0.isExpired(at: now) }
+        for item in expired { try remove(item) }
+        return expired
+    }
+}

@@ -1,0 +1,111 @@
+import N11Crypto
+import N11System
+
+/// The vault and key-store layer's one error type. Messages name the file or item and never
+/// contain key, PIN or item bytes.
+public enum VaultError: CategorizedError, Sendable {
+    case notInitialized(home: String)
+    case alreadyInitialized(path: String)
+    case unsafePermissions(String)
+    case keyStoreDamaged(path: String, reason: String)
+    case keyStoreLocked(path: String)          // sealed with a PIN and no PIN was given
+    case wrongPIN(path: String)
+    case pinRejected(String)
+    case vaultMismatch(vault: String, keyStore: String)
+    case notAVault(path: String)
+    case inputMissing(path: String)
+    case inputNotRegularFile(path: String, what: String)
+    case inputUnreadable(path: String, reason: String)
+    case noteNotText(path: String)
+    case noteTooLarge(path: String, limit: Int)
+    case itemNotFound(id: String, vault: String)
+    case ambiguousID(prefix: String, matches: Int)
+    case itemDamaged(id: String, path: String)
+    case itemExpired(id: String)
+    case outputExists(path: String)
+    case busy(lock: String, holder: Int32?)
+    case invalidDuration(String)
+    case invalidCompartmentUse(String)
+    case system(SystemError)
+    case crypto(CryptoError)
+
+    public var kind: FailureKind {
+        switch self {
+        case .notInitialized, .unsafePermissions: return .configuration
+        case .alreadyInitialized, .outputExists: return .outputExists
+        case .keyStoreDamaged, .itemDamaged: return .damaged
+        case .keyStoreLocked, .wrongPIN, .vaultMismatch: return .authentication
+        case .pinRejected, .invalidDuration, .invalidCompartmentUse: return .usage
+        case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
+        case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
+        case .inputUnreadable: return .ioFailure
+        case .busy: return .busy
+        case .system(let e): return e.kind
+        case .crypto(let e): return e == .authenticationFailed ? .damaged : .other
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .notInitialized(let home): return "no key store in '\(home)'"
+        case .alreadyInitialized(let path): return "a key store already exists at '\(path)'; it was left untouched"
+        case .unsafePermissions(let what): return what
+        case .keyStoreDamaged(let path, let reason): return "the key store '\(path)' is damaged (\(reason)); it was left untouched"
+        case .keyStoreLocked(let path): return "the key store '\(path)' is protected by a PIN and none was given"
+        case .wrongPIN(let path): return "wrong PIN for the key store '\(path)'; nothing was changed"
+        case .pinRejected(let why): return why
+        case .vaultMismatch(let vault, let keyStore): return "the vault '\(vault)' was not made with the key store '\(keyStore)'"
+        case .notAVault(let path): return "'\(path)' exists but is not an n11archive vault"
+        case .inputMissing(let path): return "'\(path)' does not exist"
+        case .inputNotRegularFile(let path, let what): return "'\(path)' is \(what), not a regular file"
+        case .inputUnreadable(let path, let reason): return "cannot read '\(path)': \(reason)"
+        case .noteNotText(let path): return "'\(path)' is not UTF-8 text, so it cannot be a note"
+        case .noteTooLarge(let path, let limit): return "'\(path)' is larger than the \(limit >> 20) MiB a note may hold"
+        case .itemNotFound(let id, let vault): return "no item '\(id)' in the vault '\(vault)'"
+        case .ambiguousID(let prefix, let matches): return "'\(prefix)' matches \(matches) items"
+        case .itemDamaged(let id, let path): return "item \(id) ('\(path)') failed authentication: it is damaged or was modified; nothing was written"
+        case .itemExpired(let id): return "item \(id) has expired (fade)"
+        case .outputExists(let path): return "'\(path)' already exists"
+        case .busy(let lock, let holder):
+            let who = holder.map { "process \($0)" } ?? "another process"
+            return "\(who) is using this vault or key store (lock '\(lock)')"
+        case .invalidDuration(let text): return "'\(text)' is not a duration"
+        case .invalidCompartmentUse(let why): return why
+        case .system(let e): return e.description
+        case .crypto(let e): return e.description
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .notInitialized: return "run `n11archive init` first, or point --home at an existing key store"
+        case .alreadyInitialized: return "use another --home for a second key store"
+        case .keyStoreDamaged: return "restore the key store file from your own backup of it; archives made in portable mode restore with their password alone"
+        case .keyStoreLocked: return "give the PIN with --pin-file FILE or --pin-fd N (or run on a terminal to be asked)"
+        case .wrongPIN: return "check the PIN and try again"
+        case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
+        case .notAVault: return "choose an empty or new directory with --vault"
+        case .inputMissing: return "check the path; nothing was added"
+        case .inputNotRegularFile: return "only regular files can be added; nothing was added"
+        case .itemNotFound: return "`n11archive vault list` shows the IDs"
+        case .ambiguousID: return "give more characters of the ID"
+        case .itemDamaged: return "restore this item from an archive (`n11archive restore`)"
+        case .outputExists: return "choose another path or pass --force to replace it"
+        case .busy: return "wait for it to finish, or pass --lock-wait SECONDS"
+        case .invalidDuration: return "use a number with a unit: 90s, 30m, 12h, 7d or 2w"
+        case .system(let e): return e.hint
+        default: return nil
+        }
+    }
+}
+
+extension CryptoError: CategorizedError {
+    public var kind: FailureKind {
+        switch self {
+        case .authenticationFailed, .truncated, .trailingData: return .damaged
+        case .invalidParameter: return .damaged
+        case .io: return .ioFailure
+        default: return .other
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import ArgumentParser
+import N11Crypto
+import N11Vault
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create the key store (vault, fade and backup keys) and an empty vault.",
+        discussion: """
+        Examples:
+          n11archive init
+          n11archive init --pin                       # asks for a PIN twice on the terminal
+          n11archive init --pin --pin-file ~/.n11pin  # unattended: PIN from a 0600 file
+        An existing key store is never replaced.
+        """)
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var vaultOptions: VaultOptions
+
+    @Flag(help: "Seal the key store under a PIN (Argon2id, interactive profile).")
+    var pin = false
+
+    func run() throws {
+        var pinBytes: SecureBytes? = nil
+        if pin {
+            guard let source = store.pinSource else {
+                throw CLIError(.usage, "--pin needs a terminal to ask for the PIN, or --pin-file/--pin-fd")
+            }
+            pinBytes = try source.read(what: "PIN", confirm: true)
+        } else if store.pinFile != nil || store.pinFD != nil {
+            throw CLIError(.usage, "--pin-file/--pin-fd given without --pin", hint: "add --pin to protect the key store with that PIN")
+        }
+        let home = store.resolvedHome
+        let keyStore = try KeyStore.create(in: home, pin: pinBytes)
+        let vault = try Vault.open(at: vaultOptions.vault ?? home.defaultVaultPath, keyStore: keyStore,
+                                   forWriting: true, lockWait: vaultOptions.lockWait)
+        Console.out("initialised key store \(keyStore.path)\(keyStore.isPINProtected ? " (PIN-protected)" : "")")
+        Console.out("vault \(vault.path)")
+    }
+}

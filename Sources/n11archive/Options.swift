@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import N11Crypto
+import N11System
+import N11Vault
+
+/// Where the key store is and how to unlock it; shared by every command that needs keys.
+struct StoreOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The n11archive home (key store and default vault).",
+                               discussion: "Default: $N11_HOME, else $XDG_DATA_HOME/n11archive, else ~/.local/share/n11archive.",
+                               valueName: "DIR"))
+    var home: String?
+
+    @Option(name: .customLong("pin-file"),
+            help: ArgumentHelp("Read the key store PIN from the first line of FILE ($N11_PIN_FILE also works).", valueName: "FILE"))
+    var pinFile: String?
+
+    @Option(name: .customLong("pin-fd"),
+            help: ArgumentHelp("Read the key store PIN from file descriptor N.", valueName: "N"))
+    var pinFD: Int32?
+
+    var resolvedHome: N11Home {
+        N11Home.resolve(override: home, environment: ProcessInfo.processInfo.environment)
+    }
+
+    var pinSource: SecretSource? {
+        SecretSource.choose(file: pinFile, descriptor: pinFD, environmentFile: "N11_PIN_FILE")
+    }
+
+    /// Loads the key store, asking for the PIN only if it is sealed with one.
+    func loadKeyStore() throws -> KeyStore {
+        let home = resolvedHome
+        return try KeyStore.load(from: home) {
+            guard let source = pinSource else { return nil }
+            return try source.read(what: "PIN")
+        }
+    }
+}
+
+/// Which vault to use and how long to wait for another process that is changing it.
+struct VaultOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The vault directory (default: the home's vault).", valueName: "DIR"))
+    var vault: String?
+
+    @Option(name: .customLong("lock-wait"),
+            help: ArgumentHelp("Wait up to SECONDS for another n11archive using the vault.", valueName: "SECONDS"))
+    var lockWait: Double = 0
+
+    func validate() throws {
+        guard lockWait >= 0 else { throw ValidationError("--lock-wait must be 0 or more seconds") }
+    }
+
+    func open(with store: StoreOptions, forWriting: Bool) throws -> Vault {
+        let keyStore = try store.loadKeyStore()
+        return try Vault.open(at: vault ?? store.resolvedHome.defaultVaultPath, keyStore: keyStore,
+                              forWriting: forWriting, lockWait: lockWait)
+    }
+}

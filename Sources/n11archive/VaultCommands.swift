@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+import N11Crypto
+import N11System
+import N11Vault
+
+struct VaultCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vault",
+        abstract: "Add, list, read and remove vault items.",
+        subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self])
+}
+
+extension VaultCommand {
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Encrypt files into the vault as photos or notes.",
+            discussion: """
+            Examples:
+              n11archive vault add IMG_0001.jpg IMG_0002.heic
+              n11archive vault add --note todo.txt
+              echo "door code 4711" | n11archive vault add --note --name door
+              n11archive vault add --fade 7d boarding-pass.png
+            Either every file is added or none is.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        @Argument(help: ArgumentHelp("Files to add. With --note and no files, the note is read from stdin.", valueName: "FILE"))
+        var files: [String] = []
+
+        @Flag(help: "Add as notes (UTF-8 text) instead of photos.")
+        var note = false
+
+        @Option(help: ArgumentHelp("Name to store (default: the file name; for stdin, \"note\").", valueName: "NAME"))
+        var name: String?
+
+        @Option(help: ArgumentHelp("Make fade items that expire after DURATION (90s, 30m, 12h, 7d, 2w).", valueName: "DURATION"))
+        var fade: String?
+
+        @Option(help: ArgumentHelp("vault, fade or backup (default: vault, or fade with --fade).", valueName: "NAME"))
+        var compartment: Compartment?
+
+        func validate() throws {
+            if files.isEmpty && !note { throw ValidationError("give one or more FILEs, or --note to read a note from stdin") }
+            if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
+            if let fade { _ = try FadeDuration.seconds(from: fade) }
+            if compartment == .fade && fade == nil { throw ValidationError("fade items expire: give --fade DURATION") }
+            if fade != nil, let compartment, compartment != .fade {
+                throw ValidationError("--fade makes fade items; it cannot go with --compartment \(compartment.rawValue)")
+            }
+        }
+
+        func run() throws {
+            let target: Compartment = fade != nil ? .fade : (compartment ?? .vault)
+            let now = Date()
+            let expires = try fade.map { now.addingTimeInterval(try FadeDuration.seconds(from: $0)) }
+            let kind: ItemKind = note ? .note : .photo
+
+            // Check every input before touching the vault, so a bad one changes nothing.
+            let inputs = try files.map { try InputFile.open($0, asNote: note) }
+            let vault = try vaultOptions.open(with: store, forWriting: true)
+            var added: [ItemMetadata] = []
+            do {
+                if inputs.isEmpty {
+                    let text = try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin"))
+                    added.append(try vault.add(.init(source: MemorySource(text), kind: .note, name: name ?? "note",
+                                                     compartment: target, expires: expires), now: now))
+                } else {
+                    for input in inputs {
+                        added.append(try vault.add(.init(source: input.source, kind: kind, name: name ?? input.name,
+                                                         compartment: target, expires: expires), now: now))
+                    }
+                }
+            } catch {
+                // All or nothing: take back what this run added.
+                for item in added { try? vault.remove(item) }
+                throw error
+            }
+            for item in added {
+                Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the live items (expired fade items are hidden).",
+            discussion: """
+            Examples:
+              n11archive vault list
+              n11archive vault list --compartment fade
+              n11archive vault list --json | jq '.items[].id'
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        @Flag(help: "Print one JSON document instead of a table.")
+        var json = false
+
+        @Option(help: ArgumentHelp("Only items of this compartment.", valueName: "NAME"))
+        var compartment: Compartment?
+
+        struct Listing: Encodable {
+            let vault: String
+            let items: [Entry]
+            let expiredHidden: Int
+        }
+        struct Entry: Encodable {
+            let id, kind, compartment, name: String
+            let created: Date
+            let expires: Date?
+            let size: Int64
+        }
+
+        func run() throws {
+            let vault = try vaultOptions.open(with: store, forWriting: false)
+            let now = Date()
+            let all = try vault.items(includeExpired: true, now: now).filter { compartment == nil || $0.compartment == compartment }
+            let live = all.filter { !$0.isExpired(at: now) }
+            let hidden = all.count - live.count
+            if json {
+                try Console.json(Listing(vault: vault.path, items: live.map {
+                    Entry(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, name: $0.name,
+                          created: $0.created, expires: $0.expires, size: $0.size)
+                }, expiredHidden: hidden))
+                return
+            }
+            let formatter = ISO8601DateFormatter()
+            var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
+            for item in live {
+                rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
+                             formatter.string(from: item.created), item.expires.map { formatter.string(from: $0) } ?? "-",
+                             item.name])
+            }
+            let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+            for row in rows {
+                Console.out(row.enumerated().map { i, cell in
+                    i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                }.joined(separator: "  "))
+            }
+            if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }
+        }
+    }
+
+    struct Cat: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Decrypt one item to stdout or to a file.",
+            discussion: """
+            Examples:
+              n11archive vault cat 3F2A9C1B > photo.jpg
+              n11archive vault cat 3F2A9C1B -o photo.jpg
+            The item's tag is verified before anything is written: with -o the file appears only
+            if the item is intact; to stdout, the item is checked in a first pass and decrypted
+            in a second.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        @Argument(help: ArgumentHelp("The item's ID, or a unique prefix of at least 4 characters.", valueName: "ID"))
+        var id: String
+
+        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the plaintext to FILE (mode 0600).", valueName: "FILE"))
+        var output: String?
+
+        @Flag(help: "Replace FILE if it exists.")
+        var force = false
+
+        func run() throws {
+            let vault = try vaultOptions.open(with: store, forWriting: false)
+            let item = try vault.item(matching: id)
+            if let output {
+                if !force, (try? FileStatus.of(output)) ?? nil != nil {
+                    throw CLIError(.outputExists, "'\(output)' already exists; nothing was written", hint: "pass --force to replace it")
+                }
+                let file = try AtomicFile(path: output, mode: 0o600)
+                try vault.read(item, into: StagedFileSink(file))
+                try file.commit(replaceExisting: true)
+            } else {
+                try vault.verify(item)
+                try vault.read(item, into: StandardOutputSink())
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm",
+            abstract: "Remove items from the vault.",
+            discussion: "Example:\n  n11archive vault rm 3F2A9C1B")
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        @Argument(help: ArgumentHelp("IDs (or unique prefixes) of the items to remove.", valueName: "ID"))
+        var ids: [String]
+
+        func validate() throws {
+            if ids.isEmpty { throw ValidationError("give the ID of at least one item") }
+        }
+
+        func run() throws {
+            let vault = try vaultOptions.open(with: store, forWriting: true)
+            // Resolve all IDs first: one unknown ID removes nothing.
+            let items = try ids.map { try vault.item(matching: $0) }
+            for item in items {
+                try vault.remove(item)
+                Console.out("removed \(item.id)  \(item.name)")
+            }
+        }
+    }
+
+    struct Purge: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete the fade items whose time has run out.",
+            discussion: "Example (e.g. hourly from cron):\n  n11archive vault purge")
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        func run() throws {
+            let vault = try vaultOptions.open(with: store, forWriting: true)
+            let removed = try vault.purgeExpired()
+            for item in removed { Console.out("purged \(item.id)  \(item.name)") }
+            Console.note("\(removed.count) expired item(s) purged")
+        }
+    }
+}
+
+extension Compartment: ExpressibleByArgument {}
