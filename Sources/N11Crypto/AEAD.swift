@@ -16,12 +16,13 @@ public enum AEADAlgorithm: Sendable {
         }
     }
 
-    /// AES-GCM accepts any non-empty IV (GHASH derives J0 from long ones); ChaCha20-Poly1305
+    /// AES-GCM accepts IVs of 1…128 bytes (GHASH derives J0 from long ones; OpenSSL 3 stops
+    /// at 128); ChaCha20-Poly1305
     /// (RFC 8439) takes exactly 96 bits.
     func checkNonce(_ nonce: [UInt8]) throws(CryptoError) {
         switch self {
         case .aes256GCM:
-            guard !nonce.isEmpty, nonce.count <= 1024 else { throw .invalidParameter("AES-GCM nonce of \(nonce.count) bytes") }
+            guard !nonce.isEmpty, nonce.count <= 128 else { throw .invalidParameter("AES-GCM nonce of \(nonce.count) bytes") }
         case .chacha20Poly1305:
             guard nonce.count == Self.standardNonceLength else { throw .invalidParameter("ChaCha20-Poly1305 nonce of \(nonce.count) bytes") }
         }

@@ -72,12 +72,12 @@ public final class ChunkedStreamSealer {
 
     /// Reads `source` to its end and seals everything it gives.
     public func write(from source: ByteSource) throws {
+        var buffer = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
+        defer { buffer.wipe() }
         while true {
-            if pendingCount == ChunkedStream.chunkSize { try sealPending(isLast: false) }
-            let n = try source.read(into: &pending, offset: pendingCount, count: ChunkedStream.chunkSize - pendingCount)
+            let n = try source.read(into: &buffer, offset: 0, count: buffer.count)
             if n == 0 { return }
-            pendingCount += n
-            plaintextLength += Int64(n)
+            try write(buffer[0..<n])
         }
     }
 

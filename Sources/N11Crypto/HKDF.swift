@@ -25,10 +25,10 @@ public enum HKDF {
                     saltBytes.withUnsafeMutableBytes { s in
                         infoBytes.withUnsafeMutableBytes { i in
                             let params = [
-                                n11_param_utf8(OSSL_KDF_PARAM_DIGEST, md.baseAddress!),
-                                n11_param_octets(OSSL_KDF_PARAM_KEY, UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
-                                n11_param_octets(OSSL_KDF_PARAM_SALT, s.baseAddress!, salt.count),
-                                n11_param_octets(OSSL_KDF_PARAM_INFO, i.baseAddress!, info.count),
+                                n11_hkdf_digest(md.baseAddress!),
+                                n11_hkdf_key(UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
+                                n11_hkdf_salt(s.baseAddress!, salt.count),
+                                n11_hkdf_info(i.baseAddress!, info.count),
                                 n11_param_end(),
                             ]
                             return params.withUnsafeBufferPointer { p in

@@ -71,10 +71,10 @@ public final class SecureBytes: @unchecked Sendable {
     /// String or Array. One trailing "\n" (and "\r") is not part of the secret.
     public static func readSecret(from descriptor: FileDescriptor, maxLength: Int = 4096,
                                   stopAtNewline: Bool = true) throws(CryptoError) -> SecureBytes {
-        let scratch = try SecureBytes(count: maxLength + 1)
+        let scratch = try SecureBytes(count: maxLength + 3)
         var length = 0
         var byte: UInt8 = 0
-        while length <= maxLength {
+        while length < maxLength + 3 {
             let n = Glibc.read(descriptor.rawValue, &byte, 1)
             if n < 0 {
                 if Glibc.errno == EINTR { continue }
@@ -86,13 +86,14 @@ public final class SecureBytes: @unchecked Sendable {
             length += 1
         }
         byte = 0
-        guard length <= maxLength else { throw .invalidParameter("secret in \(descriptor.path) is longer than \(maxLength) bytes") }
+        let capped = length == maxLength + 3
         // Drop a trailing "\r" (a file written on Windows) and, in whole-file mode, a final "\n".
         while length > 0 {
             let last = scratch.pointer.load(fromByteOffset: length - 1, as: UInt8.self)
             guard last == 0x0D || (!stopAtNewline && last == 0x0A) else { break }
             length -= 1
         }
+        guard !capped, length <= maxLength else { throw .invalidParameter("secret in \(descriptor.path) is longer than \(maxLength) bytes") }
         return try scratch.slice(0..<length)
     }
 

@@ -82,7 +82,11 @@ public enum SingleTagStream {
                 try context.update(input, count: ready, into: &output)
                 try sink.stage(output[0..<ready])
                 total += Int64(ready)
-                input.replaceSubrange(0..<tagLength, with: input[ready..<held])
+                // Move the held-back tail to the front in place (a slice of `input` here
+                // would copy the whole buffer on write).
+                input.withUnsafeMutableBufferPointer { b in
+                    b.baseAddress!.update(from: b.baseAddress! + ready, count: tagLength)
+                }
                 held = tagLength
             }
         }
