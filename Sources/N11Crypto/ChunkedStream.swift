@@ -172,3 +172,20 @@ public final class ChunkedStreamOpener {
         while let chunk = try nextChunk() { try body(chunk) }
     }
 }
+
+extension ChunkedStream {
+    /// Seals bytes already in memory (the manifest) in one call.
+    public static func seal(_ bytes: [UInt8], key: SecureBytes) throws -> [UInt8] {
+        let sink = MemorySink()
+        let sealer = try ChunkedStreamSealer(key: key, sink: sink)
+        try sealer.write(bytes[...])
+        try sealer.finish()
+        return sink.bytes
+    }
+}
+
+/// Collects written bytes in memory.
+final class MemorySink: ByteSink {
+    var bytes: [UInt8] = []
+    func write(_ slice: ArraySlice<UInt8>) throws { bytes.append(contentsOf: slice) }
+}

@@ -14,6 +14,8 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
     case keyDerivationFailed
     /// The system random source failed.
     case randomUnavailable
+    /// Every tag verified, but the plaintext's length or SHA-256 is not the one recorded for it.
+    case contentMismatch
     /// An OpenSSL call failed; the operation names which.
     case library(String)
     /// Reading from or writing to the stream's source or sink failed.
@@ -24,6 +26,7 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
         case .authenticationFailed: return "authentication failed (wrong key, or the data was damaged or tampered with)"
         case .truncated: return "the encrypted stream is truncated"
         case .trailingData: return "unexpected data after the end of the encrypted stream"
+        case .contentMismatch: return "the content does not match its recorded size and SHA-256 digest"
         case .invalidParameter(let what): return "invalid parameter: \(what)"
         case .secureMemoryUnavailable(let bytes): return "cannot allocate \(bytes) bytes of locked memory (check `ulimit -l`)"
         case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"

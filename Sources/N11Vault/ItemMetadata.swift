@@ -18,6 +18,17 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
     /// and the tag ties it to one content file, so swapping content files between items of
     /// the same compartment is detected.
     public var contentTag: String
+    /// Hex SHA-256 of the plaintext: lets a restore recognise an identical item, and
+    /// archives carry it so every restored item is checked end to end.
+    public var sha256: String
+
+    /// Item names are labels that may become file names on export: 1…255 bytes, no "/" or NUL.
+    public static func checkName(_ name: String) throws(VaultError) {
+        let bytes = name.utf8
+        guard (1...255).contains(bytes.count), !bytes.contains(0), !bytes.contains(UInt8(ascii: "/")) else {
+            throw .invalidName("an item name must be 1 to 255 bytes without '/' or NUL")
+        }
+    }
 
     public func isExpired(at now: Date) -> Bool {
         guard let expires else { return false }

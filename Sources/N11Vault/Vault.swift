@@ -104,6 +104,7 @@ public final class Vault: @unchecked Sendable {
             AtomicFile.removeLeftovers(in: Path.join(path, sub))
         }
         AtomicFile.removeLeftovers(in: path)
+        VaultStaging.removeLeftovers(in: path)
         let described = Set((try? Directory.entries(of: Path.join(path, Self.metaDirectory))) ?? [])
         for kind in [ItemKind.photo, .note] {
             let dir = Path.join(path, kind.directory)
@@ -169,6 +170,10 @@ public final class Vault: @unchecked Sendable {
     }
 
     public func contentPath(of item: ItemMetadata) -> String { Path.join(path, item.relativePath) }
+    public var isWritable: Bool { lock != nil }
+
+    func forgetCachedItems() { cachedItems = nil }
+
     func metadataPath(id: String) -> String { Path.join(Path.join(path, Self.metaDirectory), "\(id).\(Self.metaExtension)") }
 
     // MARK: reading items
@@ -236,6 +241,7 @@ public final class Vault: @unchecked Sendable {
     /// Encrypts and stores one item: content first, then the metadata that makes it exist.
     public func add(_ new: NewItem, now: Date = Date()) throws(VaultError) -> ItemMetadata {
         precondition(lock != nil, "vault opened read-only")
+        try ItemMetadata.checkName(new.name)
         guard (new.compartment == .fade) == (new.expires != nil) else {
             throw .invalidCompartmentUse("fade items, and only they, have an expiry")
         }
@@ -244,11 +250,12 @@ public final class Vault: @unchecked Sendable {
         let contentPath = Path.join(Path.join(path, new.kind.directory), "\(id).\(new.kind.fileExtension)")
         do {
             let content = try AtomicFile(path: contentPath, mode: 0o600)
-            let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: new.source, to: content.descriptor)
+            let hashing = HashingSource(new.source)
+            let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: content.descriptor)
             try content.commit(replaceExisting: false)
             let metadata = ItemMetadata(id: id, kind: new.kind, compartment: new.compartment, name: new.name,
                                         created: now, expires: new.expires, size: sealed.plaintextLength,
-                                        contentTag: sealed.tag.hexString)
+                                        contentTag: sealed.tag.hexString, sha256: hashing.sha256.hexString)
             do {
                 try AtomicFile.write(metadata.sealed(with: key), to: metadataPath(id: id), replaceExisting: false)
             } catch {

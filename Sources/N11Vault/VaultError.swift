@@ -26,6 +26,7 @@ public enum VaultError: CategorizedError, Sendable {
     case busy(lock: String, holder: Int32?)
     case invalidDuration(String)
     case invalidCompartmentUse(String)
+    case invalidName(String)
     case system(SystemError)
     case crypto(CryptoError)
 
@@ -35,7 +36,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .alreadyInitialized, .outputExists: return .outputExists
         case .keyStoreDamaged, .itemDamaged: return .damaged
         case .keyStoreLocked, .wrongPIN, .vaultMismatch: return .authentication
-        case .pinRejected, .invalidDuration, .invalidCompartmentUse: return .usage
+        case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName: return .usage
         case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
         case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
         case .inputUnreadable: return .ioFailure
@@ -71,6 +72,7 @@ public enum VaultError: CategorizedError, Sendable {
             return "\(who) is using this vault or key store (lock '\(lock)')"
         case .invalidDuration(let text): return "'\(text)' is not a duration"
         case .invalidCompartmentUse(let why): return why
+        case .invalidName(let why): return why
         case .system(let e): return e.description
         case .crypto(let e): return e.description
         }

@@ -8,14 +8,19 @@ import N11System
 enum SecretSource {
     case file(String)
     case descriptor(Int32)
+    case command(String)
     case terminal
 
     /// The first source given: flag file, flag descriptor, environment file, else the
     /// terminal if there is one. nil when nothing can supply the secret (cron without a file).
-    static func choose(file: String?, descriptor: Int32?, environmentFile: String) -> SecretSource? {
+    static func choose(file: String?, descriptor: Int32?, command: String? = nil, environmentFile: String,
+                       environmentCommand: String? = nil) -> SecretSource? {
+        let environment = ProcessInfo.processInfo.environment
         if let file { return .file(file) }
         if let descriptor { return .descriptor(descriptor) }
-        if let path = ProcessInfo.processInfo.environment[environmentFile], !path.isEmpty { return .file(path) }
+        if let command { return .command(command) }
+        if let path = environment[environmentFile], !path.isEmpty { return .file(path) }
+        if let name = environmentCommand, let command = environment[name], !command.isEmpty { return .command(command) }
         if Terminal.isTerminal(0) { return .terminal }
         return nil
     }
@@ -32,6 +37,8 @@ enum SecretSource {
             secret = try SecureBytes.readSecret(from: fd)
         case .descriptor(let n):
             secret = try SecureBytes.readSecret(from: FileDescriptor(borrowing: n, path: "file descriptor \(n)"))
+        case .command(let command):
+            secret = try Self.run(command, what: what)
         case .terminal:
             guard let tty = Terminal.openControlling() else {
                 throw CLIError(.usage, "no terminal to ask for the \(what)")
@@ -43,6 +50,29 @@ enum SecretSource {
             }
         }
         guard secret.count > 0 else { throw CLIError(.usage, "the \(what) is empty") }
+        return secret
+    }
+
+    /// Runs `sh -c command` and reads the secret from its standard output (first line),
+    /// straight from the pipe into locked memory.
+    private static func run(_ command: String, what: String) throws -> SecureBytes {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardInput = FileHandle.nullDevice
+        do { try process.run() } catch { throw CLIError(.other, "cannot run the \(what) command: \(error.localizedDescription)") }
+        let reader = FileDescriptor(borrowing: pipe.fileHandleForReading.fileDescriptor, path: "the \(what) command")
+        let secret = try SecureBytes.readSecret(from: reader)
+        // Drain the rest so the command never blocks on a full pipe, then wait for it.
+        var rest = [UInt8](repeating: 0, count: 4096)
+        while (try? reader.read(into: &rest, offset: 0, count: rest.count)) ?? 0 > 0 {}
+        rest.wipe()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CLIError(.authentication, "the \(what) command failed (exit status \(process.terminationStatus))")
+        }
         return secret
     }
 

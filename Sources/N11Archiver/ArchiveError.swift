@@ -1,0 +1,93 @@
+import N11Container
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// The archiver's one error type. Every message names the archive (and the item, where
+/// there is one) and never contains a password, key or plaintext.
+public enum ArchiveError: CategorizedError, Sendable {
+    case wrongPassword(archive: String)
+    case keyNotHere(archive: String, archiveID: String)
+    case damaged(archive: String, what: String)
+    case notAnArchive(archive: String, why: String)
+    case unsupported(archive: String, why: String)
+    case archiveMissing(path: String)
+    case outputExists(path: String)
+    case conflicts(ids: [String])
+    case exportConflicts(paths: [String])
+    case passwordNeeded
+    case vaultItemDamaged(id: String, path: String)
+    case vault(VaultError)
+    case system(SystemError)
+
+    public var kind: FailureKind {
+        switch self {
+        case .wrongPassword, .keyNotHere: return .authentication
+        case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
+        case .archiveMissing: return .missingInput
+        case .outputExists, .conflicts, .exportConflicts: return .outputExists
+        case .passwordNeeded: return .usage
+        case .vault(let e): return e.kind
+        case .system(let e): return e.kind
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .wrongPassword(let a): return "wrong password for '\(a)' (or its header was changed)"
+        case .keyNotHere(let a, let id):
+            return "'\(a)' is a secure archive bound to the machine that made it: its key (archive \(id)) is not in this key store"
+        case .damaged(let a, let what): return "'\(a)' is damaged or was tampered with: \(what)"
+        case .notAnArchive(let a, let why): return "'\(a)' is not an n11archive archive (\(why))"
+        case .unsupported(let a, let why): return "'\(a)': \(why)"
+        case .archiveMissing(let p): return "'\(p)' does not exist"
+        case .outputExists(let p): return "'\(p)' already exists; nothing was written"
+        case .conflicts(let ids):
+            return "\(ids.count) item(s) in the vault differ from the archive's items of the same ID (\(ids.prefix(3).joined(separator: ", "))\(ids.count > 3 ? ", …" : "")); nothing was restored"
+        case .exportConflicts(let paths):
+            return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
+        case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
+        case .vault(let e): return e.description
+        case .system(let e): return e.description
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .wrongPassword: return "check the password; an archive's password cannot be recovered"
+        case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
+        case .damaged: return "use another copy of the archive; nothing was written"
+        case .outputExists: return "pass --force to replace it, or choose another path"
+        case .conflicts: return "pass --overwrite to replace them with the archive's versions"
+        case .exportConflicts: return "export into an empty directory, or pass --overwrite"
+        case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
+        case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
+        case .vault(let e): return e.hint
+        case .system(let e): return e.hint
+        default: return nil
+        }
+    }
+
+    /// Translates a lower layer's failure while reading `archive`.
+    static func reading(_ archive: String, _ error: any Error) -> ArchiveError {
+        switch error {
+        case let e as ArchiveError: return e
+        case let e as FormatError:
+            if case .unsupportedVersion = e { return .unsupported(archive: archive, why: e.description) }
+            if case .notAnArchive = e { return .notAnArchive(archive: archive, why: e.description) }
+            return .damaged(archive: archive, what: e.description)
+        case let e as ContainerError: return .damaged(archive: archive, what: e.description)
+        case let e as CryptoError:
+            switch e {
+            case .authenticationFailed, .truncated, .trailingData, .contentMismatch, .invalidParameter:
+                return .damaged(archive: archive, what: e.description)
+            default: return .system(SystemError(e.description, errno: 0))
+            }
+        case let e as VaultError: return .vault(e)
+        case let e as SystemError: return .system(e)
+        default: return .damaged(archive: archive, what: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import N11Container
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// An archive opened without any secret: the ZIP's entries are checked against the layout
+/// (FORMAT.md §1) and the header is parsed and bounded (§2, §8). Nothing here is trusted
+/// yet; `unlock` authenticates it.
+public final class ArchiveReader {
+    public let path: String
+    public let header: ArchiveHeader
+    public let fileSize: Int64
+    let zip: ZipReader
+    let entries: [ZipEntryInfo]
+    let keyWrap: [UInt8]
+
+    public var itemEntryCount: Int { entries.count - EntryName.fixed.count }
+
+    public init(path: String) throws(ArchiveError) {
+        self.path = path
+        do {
+            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: path) }
+            guard status.kind == .regular else { throw ArchiveError.notAnArchive(archive: path, why: "not a regular file") }
+            fileSize = status.size
+            var magic = [UInt8](repeating: 0, count: 4)
+            let fd = try FileDescriptor.openForReading(path)
+            guard try fd.readFully(into: &magic, count: 4) == 4, magic == [0x50, 0x4B, 0x03, 0x04] else {
+                throw ArchiveError.notAnArchive(archive: path, why: "it is not a ZIP file")
+            }
+            zip = try ZipReader(path: path)
+            let count = zip.entryCount
+            guard count >= EntryName.fixed.count else { throw FormatError.notAnArchive("\(count) entries") }
+            guard count <= EntryName.fixed.count + FormatLimits.items else {
+                throw FormatError.limitExceeded("\(count) entries (at most \(EntryName.fixed.count + FormatLimits.items))")
+            }
+            var entries: [ZipEntryInfo] = []
+            entries.reserveCapacity(count)
+            var names = Set<String>()
+            for index in 0..<count {
+                let entry = try zip.entry(at: index)
+                if index < EntryName.fixed.count {
+                    guard entry.name == EntryName.fixed[index] else {
+                        throw index == 0 ? FormatError.notAnArchive("first entry is not \(EntryName.header)") : FormatError.invalidEntryName(entry.name)
+                    }
+                } else {
+                    _ = try EntryName.parseItem(entry.name)
+                }
+                guard names.insert(entry.name).inserted else { throw FormatError.invalidManifest("entry '\(entry.name)' appears twice") }
+                entries.append(entry)
+            }
+            self.entries = entries
+            guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
+            guard entries[1].size == Int64(FormatLimits.keyWrapBytes) else { throw FormatError.invalidHeader("key wrap of \(entries[1].size) bytes") }
+            guard entries[2].size <= FormatLimits.sealedLength(payloadSize: FormatLimits.manifestBytes) else {
+                throw FormatError.limitExceeded("manifest of \(entries[2].size) bytes")
+            }
+            header = try ArchiveHeader(parsing: try Self.readSmall(entries[0], from: zip))
+            keyWrap = try Self.readSmall(entries[1], from: zip)
+        } catch { throw ArchiveError.reading(path, error) }
+    }
+
+    static func readSmall(_ entry: ZipEntryInfo, from zip: ZipReader) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: Int(entry.size))
+        let n = try zip.open(entry).readFully(into: &bytes, count: bytes.count)
+        guard n == bytes.count else { throw ContainerError.entryReadFailed(name: entry.name, reason: "short entry") }
+        return bytes
+    }
+
+    /// Authenticates the archive: derives or looks up the KEK, unwraps the content key,
+    /// decrypts and checks the manifest, and matches the ZIP entries against it.
+    /// `password` is asked only for portable archives, `keyStore` only for secure ones.
+    public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore) throws(ArchiveError) -> UnlockedArchive {
+        do {
+            let contentKey: SecureBytes
+            switch header.mode {
+            case .portable:
+                guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
+                guard let secret = try password() else { throw ArchiveError.passwordNeeded }
+                let kek = try ArchiveKeys.portableKEK(password: secret, kdf: kdf)
+                do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+                catch { throw ArchiveError.wrongPassword(archive: path) }
+            case .secure:
+                let store = try keyStore()
+                guard let kek = store.archiveKey(id: header.archiveID) else {
+                    throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex)
+                }
+                do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+                catch { throw ArchiveError.damaged(archive: path, what: "the header or key wrap was changed") }
+            }
+            let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
+            let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
+            let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
+            // The authenticated manifest decides which entries must exist, in which order.
+            guard manifest.items.count == itemEntryCount else {
+                throw FormatError.invalidManifest("the manifest lists \(manifest.items.count) items but the archive holds \(itemEntryCount)")
+            }
+            for (item, entry) in Swift.zip(manifest.items, entries.dropFirst(EntryName.fixed.count)) {
+                guard item.entry == entry.name else { throw FormatError.invalidManifest("entry '\(entry.name)' is not where the manifest puts it") }
+                guard item.sealedSize == entry.size else { throw FormatError.invalidManifest("entry '\(entry.name)' has the wrong size") }
+            }
+            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey)
+        } catch { throw ArchiveError.reading(path, error) }
+    }
+}
+
+/// An archive whose content key and manifest are authenticated.
+public final class UnlockedArchive {
+    public let reader: ArchiveReader
+    public let manifest: Manifest
+    let contentKey: SecureBytes
+
+    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes) {
+        self.reader = reader
+        self.manifest = manifest
+        self.contentKey = contentKey
+    }
+
+    public var header: ArchiveHeader { reader.header }
+
+    /// An item's payload, released chunk by chunk only as each chunk's tag verifies.
+    func payload(of index: Int) throws -> ByteSource {
+        let item = manifest.items[index]
+        let entry = reader.entries[EntryName.fixed.count + index]
+        let key = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: item.entry)
+        return try ChunkedOpeningSource(reader.zip.open(entry), key: key)
+    }
+}
+
+/// Reads a small verified stream to its end, refusing more than a limit.
+struct BoundedReader {
+    let source: ByteSource
+    init(_ source: ByteSource) { self.source = source }
+
+    func readAll(limit: Int) throws -> [UInt8] {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = try source.read(into: &buffer, offset: 0, count: buffer.count)
+            if n == 0 { return out }
+            guard out.count + n <= limit else { throw FormatError.limitExceeded("manifest larger than \(limit) bytes") }
+            out.append(contentsOf: buffer[0..<n])
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// Restores an unlocked archive all or nothing. Conflicts are found from the manifest
+/// before anything is written; every item is then decrypted, verified and staged out of
+/// sight; only when all verified does one commit make them visible. Any failure before the
+/// commit leaves the destination exactly as it was.
+public enum ArchiveRestorer {
+    public struct Report: Sendable {
+        public var restored: [String] = []
+        public var replaced: [String] = []
+        public var skippedIdentical: [String] = []
+        public var skippedExpired: [String] = []
+        public var plaintextBytes: Int64 = 0
+        public var destination = ""
+        public var dryRun = false
+    }
+
+    /// Restore into `vault` (opened for writing unless `dryRun`).
+    public static func restore(_ archive: UnlockedArchive, into vault: Vault, overwrite: Bool, dryRun: Bool,
+                               now: Date = Date()) throws(ArchiveError) -> Report {
+        var report = Report()
+        report.destination = vault.path
+        report.dryRun = dryRun
+        let existing: [String: ItemMetadata]
+        do {
+            existing = Dictionary(try vault.items(includeExpired: true, now: now).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        } catch { throw .vault(error) }
+
+        // Plan from the manifest alone.
+        var plan: [(index: Int, replaces: ItemMetadata?)] = []
+        var conflicts: [String] = []
+        for (index, item) in archive.manifest.items.enumerated() {
+            if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+            if let old = existing[item.id] {
+                if old.sha256 == item.sha256 && old.kind == item.kind.vaultKind && old.compartment == item.compartment.vaultCompartment {
+                    report.skippedIdentical.append(item.id)
+                    continue
+                }
+                conflicts.append(item.id)
+            }
+            plan.append((index, existing[item.id]))
+        }
+        if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
+
+        let path = archive.reader.path
+        if dryRun {
+            for step in plan {
+                let item = archive.manifest.items[step.index]
+                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: vault.keyStore, into: DiscardingSink()) }
+                catch { throw .itemFailed(archive: path, id: item.id, error) }
+                record(item, replaces: step.replaces, in: &report)
+            }
+            return report
+        }
+
+        let staging: VaultStaging
+        do { staging = try VaultStaging(vault: vault) } catch { throw .vault(error) }
+        for step in plan {
+            let item = archive.manifest.items[step.index]
+            do {
+                try staging.stage(description(of: item), replaces: step.replaces) { file, key in
+                    try writeVaultFile(archive, index: step.index, key: key, to: file)
+                }
+            } catch {
+                staging.discard()
+                throw .itemFailed(archive: path, id: item.id, error)
+            }
+            record(item, replaces: step.replaces, in: &report)
+        }
+        do { try staging.commit() } catch { throw .vault(error) }
+        return report
+    }
+
+    private static func record(_ item: Manifest.Item, replaces: ItemMetadata?, in report: inout Report) {
+        if replaces == nil { report.restored.append(item.id) } else { report.replaced.append(item.id) }
+        report.plaintextBytes += item.size
+    }
+
+    private static func description(of item: Manifest.Item) -> VaultStaging.Description {
+        .init(id: item.id, kind: item.kind.vaultKind, compartment: item.compartment.vaultCompartment, name: item.name,
+              created: item.created, expires: item.expires, size: item.size, sha256: item.sha256)
+    }
+
+    /// Writes item `index` as a vault file under `key`; returns its tag. Portable: verified
+    /// plaintext re-encrypted with ChaCha20-Poly1305. Secure: the vault file as archived,
+    /// its inner tag and plaintext digest verified on the way.
+    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, key: SecureBytes,
+                                       to file: FileDescriptor) throws -> [UInt8] {
+        let item = archive.manifest.items[index]
+        let digest = [UInt8](hex: item.sha256, length: 32) ?? []
+        let payload = try archive.payload(of: index)
+        switch archive.header.mode {
+        case .portable:
+            let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
+            return try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file).tag
+        case .secure:
+            let copy = CopyingSource(payload, to: file)
+            let hashing = DigestSink()
+            try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing)
+            guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
+            return copy.lastBytes
+        }
+    }
+
+    // MARK: export
+
+    /// Writes every live item as a plaintext file under `directory` (`Photos/NAME`,
+    /// `Notes/NAME`), staged in a hidden directory there and moved into place only after
+    /// all verified. Names that collide get `~ID8` before the extension.
+    public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
+                              dryRun: Bool, now: Date = Date()) throws(ArchiveError) -> Report {
+        var report = Report()
+        let root = Path.absolute(directory)
+        report.destination = root
+        report.dryRun = dryRun
+        let path = archive.reader.path
+
+        var plan: [(index: Int, relative: String)] = []
+        var taken = Set<String>()
+        var conflicts: [String] = []
+        for (index, item) in archive.manifest.items.enumerated() {
+            if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+            let relative = exportName(for: item, avoiding: &taken)
+            if ((try? FileStatus.of(Path.join(root, relative))) ?? nil) != nil { conflicts.append(Path.join(root, relative)) }
+            plan.append((index, relative))
+        }
+        if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
+        if dryRun {
+            for step in plan {
+                let item = archive.manifest.items[step.index]
+                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: DiscardingSink()) }
+                catch { throw .itemFailed(archive: path, id: item.id, error) }
+                report.restored.append(item.id)
+                report.plaintextBytes += item.size
+            }
+            return report
+        }
+
+        let staging: String
+        do {
+            try Directory.ensure(root, mode: 0o700)
+            staging = Path.join(root, ".n11staging-" + SecureRandom.bytes(6).hexString)
+            try Directory.ensure(staging, mode: 0o700)
+        } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
+        defer { removeTree(staging) }
+        for (n, step) in plan.enumerated() {
+            let item = archive.manifest.items[step.index]
+            do {
+                let file = try FileDescriptor.createExclusive(Path.join(staging, "\(n)"), mode: 0o600)
+                try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: FileStagingSink(file))
+                try file.sync()
+            } catch { throw .itemFailed(archive: path, id: item.id, error) }
+            report.restored.append(item.id)
+            report.plaintextBytes += item.size
+        }
+        do {
+            for (n, step) in plan.enumerated() {
+                let target = Path.join(root, step.relative)
+                try Directory.ensure(Path.directory(of: target), mode: 0o700)
+                guard rename(Path.join(staging, "\(n)"), target) == 0 else { throw SystemError("cannot move into place", path: target) }
+            }
+            for sub in Set(plan.map { Path.directory(of: Path.join(root, $0.relative)) }) { try Directory.sync(sub) }
+        } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
+        return report
+    }
+
+    /// `Photos/NAME` or `Notes/NAME`; a name the manifest gives is a label, so "." and ".."
+    /// become the item ID, and a second item of the same name gets `~ID8` before its extension.
+    static func exportName(for item: Manifest.Item, avoiding taken: inout Set<String>) -> String {
+        let folder = item.kind == .photo ? "Photos" : "Notes"
+        var name = item.name
+        if name == "." || name == ".." || name.hasPrefix(".n11") { name = item.id }
+        var candidate = "\(folder)/\(name)"
+        if taken.contains(candidate) {
+            let short = String(item.id.prefix(8))
+            if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+                candidate = "\(folder)/\(name[..<dot])~\(short)\(name[dot...])"
+            } else {
+                candidate = "\(folder)/\(name)~\(short)"
+            }
+        }
+        taken.insert(candidate)
+        return candidate
+    }
+
+    static func removeTree(_ path: String) {
+        for name in (try? Directory.entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
+        rmdir(path)
+    }
+}
+
+/// Writes plaintext into a hidden staging file of an export (published only after it verified).
+final class FileStagingSink: UnverifiedPlaintextSink {
+    private let file: FileDescriptor
+    init(_ file: FileDescriptor) { self.file = file }
+    func stage(_ bytes: ArraySlice<UInt8>) throws { try file.write(bytes) }
+}
+
+/// Passes a source through while copying it into a file, keeping its last 16 bytes (the tag).
+final class CopyingSource: ByteSource {
+    private let source: ByteSource
+    private let file: FileDescriptor
+    private(set) var lastBytes: [UInt8] = []
+
+    init(_ source: ByteSource, to file: FileDescriptor) {
+        self.source = source
+        self.file = file
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = try source.read(into: &buffer, offset: offset, count: count)
+        if n > 0 {
+            try file.write(buffer[offset..<(offset + n)])
+            let tail = buffer[max(offset, offset + n - AEADAlgorithm.tagLength)..<(offset + n)]
+            lastBytes = Array((lastBytes + tail).suffix(AEADAlgorithm.tagLength))
+        }
+        return n
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// Checks every tag of an unlocked archive — each chunk of each entry, and in secure mode
+/// the inner ChaCha20-Poly1305 tag of each vault file — plus every item's size and SHA-256,
+/// writing nothing.
+public enum ArchiveVerifier {
+    public struct Report: Sendable {
+        public let items: Int
+        public let plaintextBytes: Int64
+    }
+
+    /// `keyStore` provides the compartment keys for a secure archive's inner tags.
+    public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
+                              progress: (Int64) -> Void = { _ in }) throws(ArchiveError) -> Report {
+        var total: Int64 = 0
+        for index in archive.manifest.items.indices {
+            let item = archive.manifest.items[index]
+            do {
+                try checkItem(archive, index: index, keyStore: keyStore, into: DiscardingSink())
+            } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
+            total += item.size
+            progress(item.size)
+        }
+        return Report(items: archive.manifest.items.count, plaintextBytes: total)
+    }
+
+    /// Reads item `index` fully, verifying every tag, its size and digest; the plaintext goes
+    /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
+    static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink) throws {
+        let item = archive.manifest.items[index]
+        let digest = [UInt8](hex: item.sha256, length: 32) ?? []
+        let payload = try archive.payload(of: index)
+        switch archive.header.mode {
+        case .portable:
+            let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            defer { buffer.wipe() }
+            while true {
+                let n = try checked.read(into: &buffer, offset: 0, count: buffer.count)
+                if n == 0 { break }
+                try sink.stage(buffer[0..<n])
+            }
+        case .secure:
+            guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
+            let hashing = DigestSink(forwardingTo: sink)
+            try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment.vaultCompartment),
+                                     from: payload, into: hashing)
+            guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
+        }
+    }
+}
+
+extension ArchiveError {
+    /// A failure while reading one item, naming it.
+    static func itemFailed(archive: String, id: String, _ error: any Error) -> ArchiveError {
+        let translated = reading(archive, error)
+        if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: "item \(id): \(what)") }
+        return translated
+    }
+}

@@ -1,0 +1,85 @@
+import CZip
+import Glibc
+import N11System
+
+/// What the ZIP says about one entry. Declared values only: nothing here is authenticated.
+public struct ZipEntryInfo: Sendable {
+    public let index: Int
+    public let name: String
+    public let size: Int64
+}
+
+/// Reads a ZIP with libzip's consistency checks on, refusing every kind of entry the format
+/// never writes (FORMAT.md §1) before any of it is read.
+public final class ZipReader {
+    public let path: String
+    private let archive: OpaquePointer
+
+    public init(path: String) throws(ContainerError) {
+        self.path = path
+        var code: Int32 = 0
+        guard let za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
+            throw .unreadable(path: path, reason: ZipWriter.message(code))
+        }
+        archive = za
+    }
+
+    deinit { zip_discard(archive) }
+
+    /// The number of entries the central directory declares.
+    public var entryCount: Int { Int(zip_get_num_entries(archive, 0)) }
+
+    /// Stats and checks entry `index`: STORED, not encrypted, not a link or directory.
+    public func entry(at index: Int) throws(ContainerError) -> ZipEntryInfo {
+        var st = zip_stat_t()
+        zip_stat_init(&st)
+        guard zip_stat_index(archive, zip_uint64_t(index), zip_flags_t(ZIP_FL_ENC_RAW), &st) == 0, let cName = st.name else {
+            throw .unreadable(path: path, reason: "entry \(index): " + String(cString: zip_strerror(archive)))
+        }
+        let name = String(decoding: UnsafeRawBufferPointer(start: cName, count: strlen(cName)), as: UTF8.self)
+        guard st.comp_method == ZIP_CM_STORE else { throw .forbiddenEntry(name: name, reason: "compressed") }
+        guard st.encryption_method == ZIP_EM_NONE else { throw .forbiddenEntry(name: name, reason: "ZIP-encrypted") }
+        var opsys: zip_uint8_t = 0
+        var attributes: zip_uint32_t = 0
+        if zip_file_get_external_attributes(archive, zip_uint64_t(index), 0, &opsys, &attributes) == 0,
+           opsys == zip_uint8_t(ZIP_OPSYS_UNIX) {
+            if n11_zip_attributes_are_symlink(attributes) != 0 { throw .forbiddenEntry(name: name, reason: "a symbolic link") }
+            if n11_zip_attributes_are_directory(attributes) != 0 { throw .forbiddenEntry(name: name, reason: "a directory") }
+        }
+        guard st.size <= zip_uint64_t(Int64.max) else { throw .forbiddenEntry(name: name, reason: "of impossible size") }
+        return ZipEntryInfo(index: index, name: name, size: Int64(st.size))
+    }
+
+    /// Streams one entry's bytes. libzip checks the CRC when the entry ends.
+    public func open(_ entry: ZipEntryInfo) throws(ContainerError) -> ByteSource {
+        guard let file = zip_fopen_index(archive, zip_uint64_t(entry.index), 0) else {
+            throw .entryReadFailed(name: entry.name, reason: String(cString: zip_strerror(archive)))
+        }
+        return ZipEntrySource(file: file, name: entry.name, owner: self)
+    }
+}
+
+/// An open entry as a `ByteSource`; keeps its reader alive while it is read.
+final class ZipEntrySource: ByteSource {
+    private let file: OpaquePointer
+    private let name: String
+    private let owner: ZipReader
+
+    init(file: OpaquePointer, name: String, owner: ZipReader) {
+        self.file = file
+        self.name = name
+        self.owner = owner
+    }
+
+    deinit { zip_fclose(file) }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        precondition(offset + count <= buffer.count)
+        guard count > 0 else { return 0 }
+        let n = buffer.withUnsafeMutableBytes { raw in zip_fread(file, raw.baseAddress! + offset, zip_uint64_t(count)) }
+        guard n >= 0 else {
+            throw ContainerError.entryReadFailed(name: name, reason: String(cString: zip_file_strerror(file)))
+        }
+        return Int(n)
+    }
+}

@@ -1,0 +1,138 @@
+import CZip
+import Glibc
+import N11System
+
+/// Writes a ZIP of STORED entries with libzip. Entries are added with a factory; libzip pulls
+/// each entry's bytes through a source callback while `finish()` runs, so no entry is ever
+/// held in memory whole. libzip writes `<path>.XXXXXX` and renames it to `path`; the caller
+/// makes `path` durable (fsync) and publishes it (AtomicFile-style rename).
+public final class ZipWriter {
+    public let path: String
+    private var archive: OpaquePointer?
+    private var providers: [EntryProvider] = []
+
+    public init(path: String) throws(ContainerError) {
+        self.path = path
+        var code: Int32 = 0
+        guard let za = zip_open(path, ZIP_CREATE | ZIP_EXCL, &code) else {
+            throw .writeFailed(path: path, reason: Self.message(code))
+        }
+        archive = za
+    }
+
+    deinit { if let archive { zip_discard(archive) } }
+
+    /// Adds an entry of exactly `size` bytes; `open` is called when libzip starts writing it.
+    public func addEntry(name: String, size: Int64, modified: time_t,
+                         open: @escaping () throws -> ByteSource) throws(ContainerError) {
+        guard let za = archive else { throw .writeFailed(path: path, reason: "already finished") }
+        let provider = EntryProvider(name: name, size: size, modified: modified, open: open)
+        // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
+        let context = Unmanaged.passRetained(provider).toOpaque()
+        guard let source = zip_source_function(za, entrySourceCallback, context) else {
+            Unmanaged<EntryProvider>.fromOpaque(context).release()
+            throw .writeFailed(path: path, reason: String(cString: zip_strerror(za)))
+        }
+        let index = zip_file_add(za, name, source, zip_flags_t(ZIP_FL_ENC_UTF_8))
+        guard index >= 0 else {
+            zip_source_free(source)
+            throw .writeFailed(path: path, reason: String(cString: zip_strerror(za)))
+        }
+        let i = zip_uint64_t(index)
+        zip_set_file_compression(za, i, ZIP_CM_STORE, 0)
+        zip_file_set_mtime(za, i, modified, 0)
+        zip_file_set_external_attributes(za, i, 0, zip_uint8_t(ZIP_OPSYS_UNIX), zip_uint32_t(0o100600) << 16)
+        providers.append(provider)
+    }
+
+    /// Writes the whole archive. If an entry source threw, that error is rethrown as is.
+    public func finish() throws {
+        guard let za = archive else { return }
+        archive = nil
+        if zip_close(za) != 0 {
+            let reason = String(cString: zip_strerror(za))
+            zip_discard(za)
+            if let failure = providers.lazy.compactMap(\.failure).first { throw failure }
+            throw ContainerError.writeFailed(path: path, reason: reason)
+        }
+    }
+
+    static func message(_ code: Int32) -> String {
+        var error = zip_error_t()
+        zip_error_init_with_code(&error, code)
+        defer { zip_error_fini(&error) }
+        return String(cString: zip_error_strerror(&error))
+    }
+}
+
+/// One entry's state while libzip pulls it.
+final class EntryProvider {
+    let name: String
+    let size: Int64
+    let modified: time_t
+    let open: () throws -> ByteSource
+    var source: ByteSource?
+    var failure: (any Error)?
+    var error = zip_error_t()
+    var buffer = [UInt8]()
+
+    init(name: String, size: Int64, modified: time_t, open: @escaping () throws -> ByteSource) {
+        self.name = name
+        self.size = size
+        self.modified = modified
+        self.open = open
+        zip_error_init(&error)
+    }
+
+    deinit { zip_error_fini(&error) }
+
+    func fail(_ error: any Error) -> zip_int64_t {
+        failure = error
+        zip_error_set(&self.error, ZIP_ER_READ, EIO)
+        return -1
+    }
+}
+
+/// The libzip source callback: a C function pointer, so it reaches the provider through
+/// the opaque user-data pointer.
+private func entrySourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: UnsafeMutableRawPointer?,
+                                 _ length: zip_uint64_t, _ command: zip_source_cmd_t) -> zip_int64_t {
+    guard let userdata else { return -1 }
+    let provider = Unmanaged<EntryProvider>.fromOpaque(userdata).takeUnretainedValue()
+    switch command {
+    case ZIP_SOURCE_OPEN:
+        do { provider.source = try provider.open() } catch { return provider.fail(error) }
+        return 0
+    case ZIP_SOURCE_READ:
+        guard let data, let source = provider.source else { return -1 }
+        let want = Int(min(length, 1 << 20))
+        if provider.buffer.count < want { provider.buffer = [UInt8](repeating: 0, count: want) }
+        do {
+            let n = try source.read(into: &provider.buffer, offset: 0, count: want)
+            provider.buffer.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: n) }
+            return zip_int64_t(n)
+        } catch { return provider.fail(error) }
+    case ZIP_SOURCE_CLOSE:
+        provider.source = nil
+        return 0
+    case ZIP_SOURCE_STAT:
+        guard let data, length >= MemoryLayout<zip_stat_t>.size else { return -1 }
+        let stat = data.assumingMemoryBound(to: zip_stat_t.self)
+        zip_stat_init(stat)
+        stat.pointee.size = zip_uint64_t(provider.size)
+        stat.pointee.mtime = provider.modified
+        stat.pointee.valid |= zip_uint64_t(ZIP_STAT_SIZE) | zip_uint64_t(ZIP_STAT_MTIME)
+        return zip_int64_t(MemoryLayout<zip_stat_t>.size)
+    case ZIP_SOURCE_ERROR:
+        guard let data else { return -1 }
+        return zip_error_to_data(&provider.error, data, length)
+    case ZIP_SOURCE_FREE:
+        Unmanaged<EntryProvider>.fromOpaque(userdata).release()
+        return 0
+    case ZIP_SOURCE_SUPPORTS:
+        return n11_zip_supports_readable()
+    default:
+        zip_error_set(&provider.error, ZIP_ER_OPNOTSUPP, 0)
+        return -1
+    }
+}

@@ -1,0 +1,197 @@
+import N11System
+
+/// Pull-based sources that turn one encrypted form into another. libzip pulls archive
+/// entries as it writes them, so these are `ByteSource`s; the plaintext in between never
+/// leaves this layer, and the single-tag input's tag (and the plaintext digest) are checked
+/// before the last sealed chunk is produced, so a bad input fails the read that would
+/// complete the output.
+public enum Resealing {
+    /// The chunked stream (under `sealKey`) of the plaintext of a single-tag message
+    /// (under `openKey`). Portable archives: vault item → archive entry.
+    public static func singleTagToChunked(_ source: ByteSource, algorithm: AEADAlgorithm, openKey: SecureBytes,
+                                          sealKey: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws -> ByteSource {
+        let plaintext = try SingleTagPlaintextSource(source, algorithm: algorithm, key: openKey)
+        return try ChunkedSealingSource(DigestCheckingSource(plaintext, expectedSHA256: expectedSHA256,
+                                                             expectedLength: expectedLength), key: sealKey)
+    }
+
+    /// The chunked stream (under `sealKey`) of a single-tag message kept as it is, checking on
+    /// the way that its tag verifies under `innerKey` and its plaintext has the expected
+    /// digest. Secure archives: vault file → archive entry (double encryption).
+    public static func wrapSingleTag(_ source: ByteSource, algorithm: AEADAlgorithm, innerKey: SecureBytes,
+                                     sealKey: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws -> ByteSource {
+        let checked = try SingleTagCheckingSource(source, algorithm: algorithm, key: innerKey,
+                                                  expectedSHA256: expectedSHA256, expectedLength: expectedLength)
+        return try ChunkedSealingSource(checked, key: sealKey)
+    }
+}
+
+/// A chunked stream's verified payload as a source: each chunk is released only after its
+/// tag verified, and the end is reported only after the last-flagged chunk verified.
+public final class ChunkedOpeningSource: ByteSource {
+    private let opener: ChunkedStreamOpener
+    private var current: ArraySlice<UInt8> = []
+
+    public init(_ sealed: ByteSource, key: SecureBytes) throws {
+        opener = try ChunkedStreamOpener(key: key, source: sealed)
+    }
+
+    public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        while current.isEmpty {
+            guard let next = try opener.nextChunk() else { return 0 }
+            current = next
+        }
+        let n = min(count, current.count)
+        buffer.withUnsafeMutableBufferPointer { dst in
+            current.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress!, count: n) }
+        }
+        current = current.dropFirst(n)
+        return n
+    }
+}
+
+/// Seals a payload source into a chunked stream, pulled on demand.
+final class ChunkedSealingSource: ByteSource, ByteSink {
+    private let payload: ByteSource
+    private var sealer: ChunkedStreamSealer!
+    private var output: [UInt8] = []
+    private var outputStart = 0
+    private var input = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
+    private var finished = false
+
+    init(_ payload: ByteSource, key: SecureBytes) throws {
+        self.payload = payload
+        sealer = try ChunkedStreamSealer(key: key, sink: self)
+    }
+
+    deinit { input.wipe() }
+
+    // The sealer writes sealed chunks here.
+    func write(_ bytes: ArraySlice<UInt8>) throws { output.append(contentsOf: bytes) }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        while outputStart == output.count {
+            if finished { return 0 }
+            output.removeAll(keepingCapacity: true)
+            outputStart = 0
+            let n = try payload.read(into: &input, offset: 0, count: input.count)
+            if n == 0 {
+                try sealer.finish()
+                finished = true
+            } else {
+                try sealer.write(input[0..<n])
+            }
+        }
+        let n = min(count, output.count - outputStart)
+        buffer.withUnsafeMutableBufferPointer { dst in
+            output.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress! + outputStart, count: n) }
+        }
+        outputStart += n
+        return n
+    }
+}
+
+/// The plaintext of a single-tag message, pulled. Internal: it hands out plaintext before
+/// the tag is checked, so it is only ever wrapped by a sealing source (whose output is
+/// ciphertext that is thrown away if the final read throws).
+final class SingleTagPlaintextSource: ByteSource {
+    private let source: ByteSource
+    private let context: AEADContext
+    private var input = [UInt8](repeating: 0, count: SingleTagStream.bufferSize + AEADAlgorithm.tagLength)
+    private var held = 0
+    private var ended = false
+
+    init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes) throws {
+        self.source = source
+        context = try AEADContext(algorithm, key: key, encrypting: false)
+        var nonce = [UInt8](repeating: 0, count: AEADAlgorithm.standardNonceLength)
+        guard try source.readFully(into: &nonce, count: nonce.count) == nonce.count else { throw CryptoError.truncated }
+        try context.start(nonce: nonce)
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let tagLength = AEADAlgorithm.tagLength
+        while !ended {
+            let room = min(input.count - held, count)
+            let n = try source.read(into: &input, offset: held, count: room)
+            held += n
+            if n == 0 {
+                ended = true
+                guard held == tagLength else { throw CryptoError.truncated }
+                guard context.finishOpening(tag: Array(input[0..<tagLength])) else { throw CryptoError.authenticationFailed }
+                return 0
+            }
+            let ready = held - tagLength
+            if ready > 0 {
+                var plain = [UInt8](repeating: 0, count: ready)
+                try context.update(input, count: ready, into: &plain)
+                buffer.replaceSubrange(offset..<(offset + ready), with: plain)
+                plain.wipe()
+                input.withUnsafeMutableBufferPointer { b in b.baseAddress!.update(from: b.baseAddress! + ready, count: tagLength) }
+                held = tagLength
+                return ready
+            }
+        }
+        return 0
+    }
+}
+
+/// Passes a single-tag message through unchanged while decrypting it on the side to check
+/// its tag and plaintext digest; the end is reported only if both hold.
+final class SingleTagCheckingSource: ByteSource {
+    private let plaintext: SingleTagPlaintextSource
+    private let tee: TeeSource
+    private let digest = SHA256Digest()
+    private let expectedDigest: [UInt8]
+    private let expectedLength: Int64
+    private var length: Int64 = 0
+    private var verifiedEnd = false
+    private var scratch = [UInt8](repeating: 0, count: SingleTagStream.bufferSize)
+
+    init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws {
+        tee = TeeSource(source)
+        plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key)
+        expectedDigest = expectedSHA256
+        self.expectedLength = expectedLength
+    }
+
+    deinit { scratch.wipe() }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        // Drive the decryptor until the tee has captured some ciphertext to hand on.
+        while tee.captured.isEmpty && !verifiedEnd {
+            let n = try plaintext.read(into: &scratch, offset: 0, count: scratch.count)
+            if n == 0 {
+                guard length == expectedLength, digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
+                verifiedEnd = true
+                break
+            }
+            digest.update(scratch[0..<n])
+            length += Int64(n)
+        }
+        return tee.drain(into: &buffer, offset: offset, count: count)
+    }
+}
+
+/// Records what is read through it, so the same bytes can be both checked and passed on.
+final class TeeSource: ByteSource {
+    private let source: ByteSource
+    private(set) var captured: [UInt8] = []
+    private var start = 0
+
+    init(_ source: ByteSource) { self.source = source }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = try source.read(into: &buffer, offset: offset, count: count)
+        captured.append(contentsOf: buffer[offset..<(offset + n)])
+        return n
+    }
+
+    func drain(into buffer: inout [UInt8], offset: Int, count: Int) -> Int {
+        let n = min(count, captured.count - start)
+        buffer.replaceSubrange(offset..<(offset + n), with: captured[start..<(start + n)])
+        start += n
+        if start == captured.count { captured.removeAll(keepingCapacity: true); start = 0 }
+        return n
+    }
+}

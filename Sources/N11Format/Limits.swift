@@ -1,0 +1,58 @@
+/// The bounds of FORMAT.md §8, checked on declared values before anything is allocated.
+public enum FormatLimits {
+    public static let headerBytes = 4096
+    public static let keyWrapBytes = 12 + 32 + 16
+    public static let manifestBytes: Int64 = 256 << 20
+    public static let items = 1_000_000
+    public static let itemSize: Int64 = 1 << 40
+    public static let nameBytes = 255
+    public static let chunkSize = 65536
+    public static let chunkTag = 16
+
+    /// Length of a sealed stream (FORMAT.md §5) for a payload of `payloadSize` bytes.
+    public static func sealedLength(payloadSize: Int64) -> Int64 {
+        let chunks = max(1, (payloadSize + Int64(chunkSize) - 1) / Int64(chunkSize))
+        return payloadSize + chunks * Int64(chunkTag)
+    }
+}
+
+/// The fixed entry names of FORMAT.md §1 and the rules for item entries.
+public enum EntryName {
+    public static let header = "header.json"
+    public static let keyWrap = "keywrap.bin"
+    public static let manifest = "manifest.json"
+    public static let fixed = [header, keyWrap, manifest]
+
+    /// `Photos/{ID}.n11` or `Notes/{ID}.n11note`.
+    public static func item(id: String, kind: ItemKindName) -> String {
+        kind == .photo ? "Photos/\(id).n11" : "Notes/\(id).n11note"
+    }
+
+    /// True for a canonical upper-case UUID (8-4-4-4-12 hex digits).
+    public static func isCanonicalID(_ id: String) -> Bool {
+        let bytes = Array(id.utf8)
+        guard bytes.count == 36 else { return false }
+        for (i, b) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(i) { if b != UInt8(ascii: "-") { return false }; continue }
+            let isDigit = b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+            let isUpperHex = b >= UInt8(ascii: "A") && b <= UInt8(ascii: "F")
+            if !(isDigit || isUpperHex) { return false }
+        }
+        return true
+    }
+
+    /// Checks an item entry name from a ZIP: exactly the layout, nothing else
+    /// (so `..`, absolute paths, backslashes and NUL bytes are all rejected).
+    public static func parseItem(_ name: String) throws(FormatError) -> (id: String, kind: ItemKindName) {
+        for (prefix, suffix, kind) in [("Photos/", ".n11", ItemKindName.photo), ("Notes/", ".n11note", .note)]
+        where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
+            let id = String(name.dropFirst(prefix.count).dropLast(suffix.count))
+            if isCanonicalID(id) { return (id, kind) }
+        }
+        throw .invalidEntryName(name)
+    }
+}
+
+public enum ItemKindName: String, Codable, Sendable { case photo, note }
+public enum CompartmentName: String, Codable, Sendable, CaseIterable { case vault, fade, backup }
+public enum ArchiveMode: String, Codable, Sendable { case portable, secure }

@@ -1,0 +1,97 @@
+import Foundation
+
+/// The decrypted `manifest.json` (FORMAT.md §6): every item of the archive, in entry order.
+public struct Manifest: Codable, Sendable, Equatable {
+    public struct Item: Codable, Sendable, Equatable {
+        public let id: String
+        public let kind: ItemKindName
+        public let compartment: CompartmentName
+        public let name: String
+        public let created: Date
+        public let expires: Date?
+        public let size: Int64
+        public let sha256: String
+        public let entry: String
+        public let payloadSize: Int64
+
+        public init(id: String, kind: ItemKindName, compartment: CompartmentName, name: String, created: Date,
+                    expires: Date?, size: Int64, sha256: String, mode: ArchiveMode) {
+            self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
+            self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
+            entry = EntryName.item(id: id, kind: kind)
+            payloadSize = mode == .portable ? size : size + 28
+        }
+
+        static let fields: Set<String> = ["id", "kind", "compartment", "name", "created", "expires", "size", "sha256", "entry", "payloadSize"]
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.requireOnlyKeys(Self.fields, in: "manifest item")
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(String.self, forKey: .id)
+            kind = try c.decode(ItemKindName.self, forKey: .kind)
+            compartment = try c.decode(CompartmentName.self, forKey: .compartment)
+            name = try c.decode(String.self, forKey: .name)
+            created = try c.decode(Date.self, forKey: .created)
+            expires = try c.decodeIfPresent(Date.self, forKey: .expires)
+            size = try c.decode(Int64.self, forKey: .size)
+            sha256 = try c.decode(String.self, forKey: .sha256)
+            entry = try c.decode(String.self, forKey: .entry)
+            payloadSize = try c.decode(Int64.self, forKey: .payloadSize)
+        }
+
+        /// Length of this item's ZIP entry.
+        public var sealedSize: Int64 { FormatLimits.sealedLength(payloadSize: payloadSize) }
+
+        public func isExpired(at now: Date) -> Bool { expires.map { $0 <= now } ?? false }
+    }
+
+    public let version: Int
+    public let archiveId: String
+    public let mode: ArchiveMode
+    public let created: Date
+    public let items: [Item]
+
+    public init(header: ArchiveHeader, items: [Item]) {
+        version = 1
+        archiveId = header.archiveIDHex
+        mode = header.mode
+        created = header.created
+        self.items = items
+    }
+
+    static let fields: Set<String> = ["version", "archiveId", "mode", "created", "items"]
+
+    public init(from decoder: any Decoder) throws {
+        try decoder.requireOnlyKeys(Self.fields, in: "manifest")
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decode(Int.self, forKey: .version)
+        archiveId = try c.decode(String.self, forKey: .archiveId)
+        mode = try c.decode(ArchiveMode.self, forKey: .mode)
+        created = try c.decode(Date.self, forKey: .created)
+        items = try c.decode([Item].self, forKey: .items)
+    }
+
+    public func serialized() throws -> [UInt8] { Array(try JSONCoding.encoder().encode(self)) }
+
+    /// Parses decrypted manifest bytes and checks them against the header (FORMAT.md §6).
+    public init(parsing bytes: [UInt8], header: ArchiveHeader) throws(FormatError) {
+        do { self = try JSONCoding.decoder().decode(Manifest.self, from: Data(bytes)) }
+        catch { throw .invalidManifest(JSONCoding.reason(error)) }
+        guard version == 1 else { throw .unsupportedVersion(version) }
+        guard archiveId == header.archiveIDHex, mode == header.mode else { throw .invalidManifest("it belongs to another archive") }
+        guard items.count <= FormatLimits.items else { throw .limitExceeded("\(items.count) items (at most \(FormatLimits.items))") }
+        var seen = Set<String>()
+        for item in items {
+            guard EntryName.isCanonicalID(item.id), seen.insert(item.id).inserted else { throw .invalidManifest("item ID '\(item.id)' is malformed or repeated") }
+            guard item.entry == EntryName.item(id: item.id, kind: item.kind) else { throw .invalidEntryName(item.entry) }
+            guard (0...FormatLimits.itemSize).contains(item.size) else { throw .limitExceeded("item \(item.id) size \(item.size)") }
+            guard item.payloadSize == (mode == .portable ? item.size : item.size + 28) else { throw .invalidManifest("item \(item.id) payload size") }
+            guard [UInt8](hex: item.sha256, length: 32) != nil else { throw .invalidManifest("item \(item.id) digest") }
+            let nameBytes = item.name.utf8
+            guard (1...FormatLimits.nameBytes).contains(nameBytes.count), !nameBytes.contains(0), !nameBytes.contains(UInt8(ascii: "/")) else {
+                throw .invalidManifest("item \(item.id) name")
+            }
+            guard (item.compartment == .fade) == (item.expires != nil) else { throw .invalidManifest("item \(item.id) expiry") }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+struct Create: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Back the vault up into an encrypted .nu11vlt archive.",
+        discussion: """
+        Examples:
+          n11archive create --portable -o vault.nu11vlt                 # asks for a password twice
+          n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
+          n11archive create --secure -o nightly.nu11vlt --force          # bound to this machine
+          n11archive create --secure --compartment backup -o backup.nu11vlt
+        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM); secure
+        archives keep the vault ciphertext and add AES-256-GCM under a key that never leaves
+        this machine's key store. Expired fade items are left out. The output appears only
+        when complete; an existing file is replaced only with --force.
+        """)
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup var password: PasswordOptions
+
+    @Flag(help: "Restorable anywhere with the password.") var portable = false
+    @Flag(help: "Restorable only with this machine's key store.") var secure = false
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"))
+    var output: String
+
+    @Option(help: ArgumentHelp("Compartments to include: vault,fade (default) or backup.", valueName: "LIST"))
+    var compartment: String = "vault,fade"
+
+    @Flag(help: "Replace FILE if it exists.") var force = false
+
+    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for portable archives (default 3).", valueName: "N"))
+    var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
+
+    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for portable archives (default 256).", valueName: "MIB"))
+    var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
+
+    func validate() throws {
+        guard portable != secure else { throw ValidationError("choose exactly one of --portable and --secure") }
+        let set = try compartments()
+        if set.contains(.backup) && set.count > 1 {
+            throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
+        }
+        guard (1...ArchiveHeader.KDF.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
+            throw ValidationError("--kdf-ops must be 1…32 and --kdf-memory 1…1024 MiB")
+        }
+    }
+
+    func compartments() throws -> Set<Compartment> {
+        var set = Set<Compartment>()
+        for name in compartment.split(separator: ",") {
+            guard let c = Compartment(rawValue: String(name)) else { throw ValidationError("unknown compartment '\(name)'") }
+            set.insert(c)
+        }
+        guard !set.isEmpty else { throw ValidationError("--compartment needs at least one of vault, fade, backup") }
+        return set
+    }
+
+    func run() throws {
+        let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
+        if portable && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
+            Console.note("warning: Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
+        }
+        let vault = try vaultOptions.open(with: store, forWriting: true)
+        let report = try ArchiveCreator.create(from: vault, .init(mode: portable ? .portable : .secure, compartments: try compartments(),
+                                                                  output: output, replaceExisting: force, kdf: kdf)) {
+            try password.read(confirm: true)
+        }
+        if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
+        Console.out("created \(report.path): \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+    }
+}
+
+/// What every command that reads an archive shares: which archive, and how to unlock it.
+struct ArchiveInput: ParsableArguments {
+    @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var password: PasswordOptions
+
+    /// Opens and authenticates the archive: portable ones ask for the password, secure ones
+    /// load the key store.
+    func unlock() throws -> (UnlockedArchive, KeyStore?) {
+        let reader = try ArchiveReader(path: file)
+        var keyStore: KeyStore? = nil
+        let archive = try reader.unlock(password: { try password.read(confirm: false) }, keyStore: {
+            let loaded = try store.loadKeyStore()
+            keyStore = loaded
+            return loaded
+        })
+        return (archive, keyStore)
+    }
+}
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check every tag, size and digest of an archive, writing nothing.",
+        discussion: """
+        Examples:
+          n11archive verify vault.nu11vlt --password-file ~/.n11pass
+          n11archive verify nightly.nu11vlt            # secure: uses this machine's key store
+        Exit status 0 only if the whole archive is sound.
+        """)
+
+    @OptionGroup var input: ArchiveInput
+
+    func run() throws {
+        let (archive, unlockedStore) = try input.unlock()
+        let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
+        let report = try ArchiveVerifier.verify(archive, keyStore: keyStore)
+        Console.out("ok: \(input.file): \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) verified")
+    }
+}
+
+struct ListArchive: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the items an archive holds (needs its password or key).",
+        discussion: """
+        Examples:
+          n11archive list vault.nu11vlt --password-file ~/.n11pass
+          n11archive list nightly.nu11vlt --json
+        """)
+
+    @OptionGroup var input: ArchiveInput
+    @Flag(help: "Print one JSON document.") var json = false
+
+    struct Listing: Encodable {
+        let archive: String
+        let archiveId: String
+        let mode: String
+        let created: Date
+        let items: [Manifest.Item]
+    }
+
+    func run() throws {
+        let (archive, _) = try input.unlock()
+        if json {
+            try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
+                                     created: archive.header.created, items: archive.manifest.items))
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        for item in archive.manifest.items {
+            Console.out([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
+                         formatter.string(from: item.created), item.expires.map { "expires " + formatter.string(from: $0) } ?? "",
+                         item.name].filter { !$0.isEmpty }.joined(separator: "  "))
+        }
+    }
+}
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what can be known about an archive without any secret.",
+        discussion: "Example:\n  n11archive info vault.nu11vlt")
+
+    @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
+    @Flag(help: "Print one JSON document.") var json = false
+
+    struct Summary: Encodable {
+        let archive: String
+        let formatVersion: Int
+        let mode: String
+        let archiveId: String
+        let created: Date
+        let kdf: ArchiveHeader.KDF?
+        let entries: Int
+        let items: Int
+        let size: Int64
+    }
+
+    func run() throws {
+        let reader = try ArchiveReader(path: file)
+        let h = reader.header
+        let summary = Summary(archive: file, formatVersion: 1, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
+                              kdf: h.kdf, entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,
+                              size: reader.fileSize)
+        if json { try Console.json(summary); return }
+        Console.out("archive:  \(file)")
+        Console.out("format:   n11archive version 1")
+        Console.out("mode:     \(h.mode.rawValue)\(h.mode == .secure ? " (restorable only with the key store that made it)" : "")")
+        Console.out("id:       \(h.archiveIDHex)")
+        Console.out("created:  \(ISO8601DateFormatter().string(from: h.created))")
+        if let kdf = h.kdf { Console.out("kdf:      Argon2id v\(kdf.version), \(kdf.opsLimit) passes, \(kdf.memoryKiB >> 10) MiB, parallelism \(kdf.parallelism)") }
+        Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
+        Console.out("size:     \(Console.byteCount(reader.fileSize))")
+    }
+}
+
+struct Restore: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Restore an archive into a vault, or export its items as plain files.",
+        discussion: """
+        Examples:
+          n11archive restore vault.nu11vlt                       # into this home's vault
+          n11archive restore vault.nu11vlt --vault ~/vault2 --dry-run
+          n11archive restore vault.nu11vlt --export ~/photos     # plaintext files, explicitly
+        All or nothing: every tag, size and digest is verified and every item staged before any
+        becomes visible; on any failure the destination is left exactly as it was. Items that
+        are already in the vault unchanged are skipped; one that differs stops the restore
+        unless --overwrite. Expired fade items are reported and skipped. On a machine without
+        a key store, restoring a portable archive creates one (like `init`).
+        """)
+
+    @OptionGroup var input: ArchiveInput
+    @OptionGroup var vaultOptions: VaultOptions
+
+    @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault.", valueName: "DIR"))
+    var export: String?
+
+    @Flag(name: .customLong("dry-run"), help: "Verify and report what would be restored, writing nothing.")
+    var dryRun = false
+
+    @Flag(help: "Replace vault items (or export files) that differ from the archive's.")
+    var overwrite = false
+
+    func validate() throws {
+        if export != nil && vaultOptions.vault != nil { throw ValidationError("--export and --vault exclude each other") }
+    }
+
+    func run() throws {
+        let reader = try ArchiveReader(path: input.file)
+        let report: ArchiveRestorer.Report
+        if let export {
+            let (archive, keyStore) = try input.unlock()
+            report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun)
+        } else {
+            let home = input.store.resolvedHome
+            if reader.header.mode == .portable, !dryRun, ((try? FileStatus.of(home.keyStorePath)) ?? nil) == nil {
+                let created = try KeyStore.create(in: home, pin: nil)
+                Console.note("no key store in '\(home.root)': created \(created.path) for the restored vault")
+            }
+            let (archive, _) = try input.unlock()
+            let vault = try vaultOptions.open(with: input.store, forWriting: !dryRun)
+            report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun)
+        }
+        let verb = dryRun ? "would restore" : "restored"
+        if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
+        if !report.skippedIdentical.isEmpty { Console.note("skipped \(report.skippedIdentical.count) item(s) already in the vault") }
+        Console.out("\(verb) \(report.restored.count + report.replaced.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+    }
+}
