@@ -95,6 +95,8 @@ public enum ArchiveCreator {
 
             let file = try FileDescriptor.openForReading(temp)
             let size = try file.status().size
+            // Encrypted, but still nobody else's business: owner-only like the key store.
+            _ = fchmod(file.rawValue, 0o600)
             try file.sync()
             if request.replaceExisting {
                 guard rename(temp, output) == 0 else { throw SystemError("cannot move the archive into place", path: output) }
