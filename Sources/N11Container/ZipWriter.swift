@@ -10,6 +10,9 @@ public final class ZipWriter {
     public let path: String
     private var archive: OpaquePointer?
     private var providers: [EntryProvider] = []
+    /// One read buffer for every entry: libzip writes entries one after another, and a
+    /// buffer per entry would cost 1 MiB per item until the archive is closed.
+    private let buffer = TransferBuffer()
 
     public init(path: String) throws(ContainerError) {
         self.path = path
@@ -26,7 +29,7 @@ public final class ZipWriter {
     public func addEntry(name: String, size: Int64, modified: time_t,
                          open: @escaping () throws -> ByteSource) throws(ContainerError) {
         guard let za = archive else { throw .writeFailed(path: path, reason: "already finished") }
-        let provider = EntryProvider(name: name, size: size, modified: modified, open: open)
+        let provider = EntryProvider(name: name, size: size, modified: modified, buffer: buffer, open: open)
         // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
         let context = Unmanaged.passRetained(provider).toOpaque()
         guard let source = zip_source_function(za, entrySourceCallback, context) else {
@@ -65,21 +68,28 @@ public final class ZipWriter {
     }
 }
 
+/// The bytes handed from an entry's source to libzip.
+final class TransferBuffer {
+    var bytes = [UInt8](repeating: 0, count: 1 << 20)
+}
+
 /// One entry's state while libzip pulls it.
 final class EntryProvider {
     let name: String
     let size: Int64
     let modified: time_t
     let open: () throws -> ByteSource
+    let buffer: TransferBuffer
     var source: ByteSource?
+    var produced: Int64 = 0
     var failure: (any Error)?
     var error = zip_error_t()
-    var buffer = [UInt8]()
 
-    init(name: String, size: Int64, modified: time_t, open: @escaping () throws -> ByteSource) {
+    init(name: String, size: Int64, modified: time_t, buffer: TransferBuffer, open: @escaping () throws -> ByteSource) {
         self.name = name
         self.size = size
         self.modified = modified
+        self.buffer = buffer
         self.open = open
         zip_error_init(&error)
     }
@@ -104,14 +114,26 @@ private func entrySourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: U
         do { provider.source = try provider.open() } catch { return provider.fail(error) }
         return 0
     case ZIP_SOURCE_READ:
-        guard let data, let source = provider.source else { return -1 }
-        let want = Int(min(length, 1 << 20))
-        if provider.buffer.count < want { provider.buffer = [UInt8](repeating: 0, count: want) }
+        guard let data else { return -1 }
+        guard let source = provider.source else { return 0 }   // already delivered in full
+        let want = Int(min(length, zip_uint64_t(provider.buffer.bytes.count)))
         do {
-            let n = try source.read(into: &provider.buffer, offset: 0, count: want)
-            provider.buffer.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: n) }
+            let n = try source.read(into: &provider.buffer.bytes, offset: 0, count: min(want, Int(provider.size - provider.produced)))
+            provider.produced += Int64(n)
+            if n == 0 && provider.produced != provider.size {
+                throw ContainerError.writeFailed(path: provider.name, reason: "the entry ended after \(provider.produced) of \(provider.size) bytes")
+            }
+            provider.buffer.bytes.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: n) }
+            // libzip reads exactly the declared size and closes sources only when the whole
+            // archive is written: free this entry's pipeline (and its buffers) as soon as it
+            // has delivered everything. A sealed stream's last bytes exist only after all its
+            // checks passed, so nothing is skipped by stopping here.
+            if provider.produced == provider.size { provider.source = nil }
             return zip_int64_t(n)
-        } catch { return provider.fail(error) }
+        } catch {
+            provider.source = nil
+            return provider.fail(error)
+        }
     case ZIP_SOURCE_CLOSE:
         provider.source = nil
         return 0

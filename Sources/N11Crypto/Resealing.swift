@@ -51,28 +51,27 @@ public final class ChunkedOpeningSource: ByteSource {
 }
 
 /// Seals a payload source into a chunked stream, pulled on demand.
-final class ChunkedSealingSource: ByteSource, ByteSink {
+final class ChunkedSealingSource: ByteSource {
     private let payload: ByteSource
-    private var sealer: ChunkedStreamSealer!
-    private var output: [UInt8] = []
+    private let sealer: ChunkedStreamSealer
+    /// Where the sealer puts sealed chunks. A separate object: were this source the
+    /// sealer's sink, the two would keep each other alive (and their buffers) forever.
+    private let output = MemorySink()
     private var outputStart = 0
     private var input = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
     private var finished = false
 
     init(_ payload: ByteSource, key: SecureBytes) throws {
         self.payload = payload
-        sealer = try ChunkedStreamSealer(key: key, sink: self)
+        sealer = try ChunkedStreamSealer(key: key, sink: output)
     }
 
     deinit { input.wipe() }
 
-    // The sealer writes sealed chunks here.
-    func write(_ bytes: ArraySlice<UInt8>) throws { output.append(contentsOf: bytes) }
-
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-        while outputStart == output.count {
+        while outputStart == output.bytes.count {
             if finished { return 0 }
-            output.removeAll(keepingCapacity: true)
+            output.bytes.removeAll(keepingCapacity: true)
             outputStart = 0
             let n = try payload.read(into: &input, offset: 0, count: input.count)
             if n == 0 {
@@ -82,9 +81,9 @@ final class ChunkedSealingSource: ByteSource, ByteSink {
                 try sealer.write(input[0..<n])
             }
         }
-        let n = min(count, output.count - outputStart)
+        let n = min(count, output.bytes.count - outputStart)
         buffer.withUnsafeMutableBufferPointer { dst in
-            output.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress! + outputStart, count: n) }
+            output.bytes.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress! + outputStart, count: n) }
         }
         outputStart += n
         return n

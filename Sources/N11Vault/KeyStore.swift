@@ -90,7 +90,10 @@ public final class KeyStore: @unchecked Sendable {
         let contents: SecureBytes
         do {
             let fd = try FileDescriptor.openForReading(path)
-            contents = try SecureBytes.readContents(of: fd, limit: maximumFileSize)
+            // Size the locked buffer from the file, not from the maximum: locked memory is
+            // scarce (RLIMIT_MEMLOCK) and counts against the process's footprint.
+            let size = Int(min(try fd.status().size, Int64(maximumFileSize)))
+            contents = try SecureBytes.readContents(of: fd, limit: size)
         } catch let error as CryptoError {
             throw VaultError.keyStoreDamaged(path: path, reason: error.description)
         } catch { throw VaultError.wrap(error) }
