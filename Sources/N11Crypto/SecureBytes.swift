@@ -68,7 +68,7 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Reads a secret (a password or PIN) from `descriptor` into locked memory, up to
     /// `maxLength` bytes or the first newline, without the bytes ever passing through a
-    /// String or Array. One trailing "\n" (and "\r") is not part of the secret.
+    /// String or Array. The line end ("\n" or "\r\n") is not part of the secret.
     public static func readSecret(from descriptor: FileDescriptor, maxLength: Int = 4096,
                                   stopAtNewline: Bool = true) throws(CryptoError) -> SecureBytes {
         let scratch = try SecureBytes(count: maxLength + 3)
@@ -87,12 +87,12 @@ public final class SecureBytes: @unchecked Sendable {
         }
         byte = 0
         let capped = length == maxLength + 3
-        // Drop a trailing "\r" (a file written on Windows) and, in whole-file mode, a final "\n".
-        while length > 0 {
-            let last = scratch.pointer.load(fromByteOffset: length - 1, as: UInt8.self)
-            guard last == 0x0D || (!stopAtNewline && last == 0x0A) else { break }
-            length -= 1
-        }
+        // The line end is not part of the secret: in whole-file mode one final "\n", then (in
+        // both modes) one "\r" before it, for files written on Windows. Exactly one each, as
+        // FORMAT.md §3 states, so another reader derives the same key from the same file.
+        func last() -> UInt8 { scratch.pointer.load(fromByteOffset: length - 1, as: UInt8.self) }
+        if !stopAtNewline && length > 0 && last() == 0x0A { length -= 1 }
+        if length > 0 && last() == 0x0D { length -= 1 }
         guard !capped, length <= maxLength else { throw .invalidParameter("secret in \(descriptor.path) is longer than \(maxLength) bytes") }
         return try scratch.slice(0..<length)
     }

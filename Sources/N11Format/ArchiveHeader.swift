@@ -53,6 +53,7 @@ public struct ArchiveHeader: Sendable, Equatable {
     /// Parses and checks stored header bytes (FORMAT.md §2 rejection rules).
     public init(parsing bytes: [UInt8]) throws(FormatError) {
         guard bytes.count <= FormatLimits.headerBytes else { throw .limitExceeded("header of \(bytes.count) bytes (at most \(FormatLimits.headerBytes))") }
+        if let problem = StrictJSONValidator.problem(in: bytes) { throw .invalidHeader(problem) }
         let wire: Wire
         do { wire = try JSONCoding.decoder().decode(Wire.self, from: Data(bytes)) }
         catch { throw .invalidHeader(JSONCoding.reason(error)) }

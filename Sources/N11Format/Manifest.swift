@@ -32,7 +32,8 @@ public struct Manifest: Codable, Sendable, Equatable {
             compartment = try c.decode(CompartmentName.self, forKey: .compartment)
             name = try c.decode(String.self, forKey: .name)
             created = try c.decode(Date.self, forKey: .created)
-            expires = try c.decodeIfPresent(Date.self, forKey: .expires)
+            // Absent for items that do not fade; `null` is not a valid value.
+            expires = c.contains(.expires) ? try c.decode(Date.self, forKey: .expires) : nil
             size = try c.decode(Int64.self, forKey: .size)
             sha256 = try c.decode(String.self, forKey: .sha256)
             entry = try c.decode(String.self, forKey: .entry)
@@ -75,10 +76,13 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// Parses decrypted manifest bytes and checks them against the header (FORMAT.md §6).
     public init(parsing bytes: [UInt8], header: ArchiveHeader) throws(FormatError) {
+        if let problem = StrictJSONValidator.problem(in: bytes) { throw .invalidManifest(problem) }
         do { self = try JSONCoding.decoder().decode(Manifest.self, from: Data(bytes)) }
         catch { throw .invalidManifest(JSONCoding.reason(error)) }
         guard version == 1 else { throw .unsupportedVersion(version) }
-        guard archiveId == header.archiveIDHex, mode == header.mode else { throw .invalidManifest("it belongs to another archive") }
+        guard archiveId == header.archiveIDHex, mode == header.mode, created == header.created else {
+            throw .invalidManifest("it belongs to another archive")
+        }
         guard items.count <= FormatLimits.items else { throw .limitExceeded("\(items.count) items (at most \(FormatLimits.items))") }
         var seen = Set<String>()
         for item in items {

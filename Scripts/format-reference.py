@@ -1,0 +1,759 @@
+#!/usr/bin/env python3
+"""Independent reference reader for PORTABLE `.nu11vlt` archives (format version 1).
+
+This script was written from FORMAT.md ALONE, without looking at the n11archive
+sources or tests, to show that the document suffices to read an archive byte-exactly.
+It uses only the Python standard library plus the `cryptography` package (AES-GCM,
+HKDF-SHA256, Argon2id).
+
+What it checks, in order (section numbers refer to FORMAT.md):
+
+  §1/§8  ZIP container: end-of-central-directory (ZIP64 aware), single disk, entry count
+         <= 3 + 1,000,000 before reading entries; every central-directory entry has a
+         matching local header (signature, name, flags, method, CRC, sizes); entries are
+         STORED (method 0, compressed size == size), not ZIP-encrypted, not directories,
+         not symbolic links; names are exactly `header.json`, `keywrap.bin`,
+         `manifest.json`, then `Photos/{ID}.n11` / `Notes/{ID}.n11note` (upper-case
+         canonical UUID); no duplicates; entry data lies inside the file, before the
+         central directory, in central-directory order and without overlap.
+  §2/§8  header.json: <= 4096 bytes (declared size checked before reading), strict JSON
+         object (UTF-8, no duplicate keys, no NaN), exact field set, value checks
+         (format, version, mode, archiveId, created, chunkSize, kdf and its bounds).
+  §3     KEK = Argon2id(password, salt, t, m, p=1, v=0x13, 32 bytes). The password is the
+         first line of --password-file without its "\\n" (and one "\\r" before it); not empty.
+  §4     keywrap.bin is exactly 60 bytes; CK = AES-256-GCM open with aad = header bytes.
+  §5     entryKey(name) = HKDF-SHA256(CK, salt = archiveId bytes,
+         info = "n11archive/v1/entry/" + name); STREAM chunks of 65536 bytes, nonce =
+         11-byte big-endian counter || last flag; the stream must end with a verified
+         last chunk and nothing after it; ZIP size must be a valid sealed length.
+  §6/§8  manifest: sealed size implies a payload <= 256 MiB (checked before reading);
+         strict JSON; exact field sets; version, archiveId, mode, created equal the
+         header's; <= 1,000,000 items; ids unique canonical UUIDs; kind/compartment
+         values; name 1..255 UTF-8 bytes without "/" or NUL; timestamps; `expires` only
+         on fade items; size <= 2^40; sha256 lowercase hex; entry derived from kind+id;
+         payloadSize == size (portable); ZIP entries after the third are exactly the
+         manifest entries in order; each ZIP size == sealed length of payloadSize.
+  §5/§6  every item decrypted chunk by chunk; payload length == payloadSize and
+         SHA-256 == sha256. Nothing of an entry is released (exported) before its last
+         chunk and digest verified; with --export, files appear under their final
+         names only after the WHOLE archive verified (all or nothing).
+
+Usage:
+  format-reference.py ARCHIVE --password-file FILE [--export DIR] [--explain]
+
+With --explain, stdout is pure Markdown (for FORMAT.md §9) and the one-line summary goes
+to stderr; otherwise the summary is printed on stdout.
+
+Exit status: 0 archive fully verified; 1 any failure (damaged, tampered, wrong password,
+unreadable input); 2 secure archive (header validated, device key needed, not supported
+here); 64 command-line usage error.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import sys
+import tempfile
+from datetime import datetime
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+# ---------------------------------------------------------------- constants (FORMAT.md)
+
+CHUNK = 65536                      # §2 chunkSize, §5
+TAG = 16                           # AES-GCM tag
+HEADER_MAX = 4096                  # §1, §2, §8
+KEYWRAP_LEN = 60                   # §4, §8
+MANIFEST_MAX = 256 * 1024 * 1024   # §6, §8 (256 MiB)
+MAX_ITEMS = 1_000_000              # §6, §8
+ITEM_SIZE_MAX = 1 << 40            # §8
+OPS_RANGE = (1, 32)                # §2, §8
+MEM_RANGE = (8, 1_048_576)         # §2, §8 (KiB)
+INFO_PREFIX = b"n11archive/v1/entry/"  # §5
+SECURE_OVERHEAD = 28               # §6 payloadSize = size + 28 in secure mode
+
+FIXED_ENTRIES = ("header.json", "keywrap.bin", "manifest.json")
+UUID_RE = r"[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}"
+ITEM_ENTRY_RE = re.compile(r"(?:Photos/" + UUID_RE + r"\.n11|Notes/" + UUID_RE + r"\.n11note)")
+UUID_FULL_RE = re.compile(UUID_RE)
+HEX_RE = re.compile(r"[0-9a-f]*")
+TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+
+HEADER_FIELDS = {"format", "version", "mode", "archiveId", "created", "chunkSize", "kdf"}
+KDF_FIELDS = {"algorithm", "version", "opsLimit", "memoryKiB", "parallelism", "salt"}
+MANIFEST_FIELDS = {"version", "archiveId", "mode", "created", "items"}
+ITEM_REQUIRED = {"id", "kind", "compartment", "name", "created", "size", "sha256",
+                 "entry", "payloadSize"}
+ITEM_OPTIONAL = {"expires"}
+
+EXIT_OK, EXIT_FAIL, EXIT_SECURE, EXIT_USAGE = 0, 1, 2, 64
+
+
+class Reject(Exception):
+    """The archive (or an input) fails a rule of FORMAT.md."""
+
+
+class SecureArchive(Exception):
+    """A valid secure-mode header: the device key is needed."""
+
+
+# ---------------------------------------------------------------- small helpers
+
+def sealed_length(payload_size):
+    """§5: payloadSize + 16 * max(1, ceil(payloadSize / 65536))."""
+    chunks = max(1, -(-payload_size // CHUNK))
+    return payload_size + TAG * chunks
+
+
+def payload_for_sealed(n):
+    """Inverse of sealed_length; None if n is not the length of any sealed stream."""
+    if n < TAG:
+        return None
+    chunks = max(1, -(-n // (CHUNK + TAG)))
+    p = n - TAG * chunks
+    return p if p >= 0 and sealed_length(p) == n else None
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def strict_json(data, what):
+    """Parse UTF-8 JSON strictly: valid UTF-8, no duplicate keys, no NaN/Infinity."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Reject(f"{what}: not valid UTF-8")
+
+    def no_dupes(pairs):
+        obj = {}
+        for k, v in pairs:
+            if k in obj:
+                raise Reject(f"{what}: duplicate key {k!r}")
+            obj[k] = v
+        return obj
+
+    def no_constants(name):
+        raise Reject(f"{what}: non-standard JSON constant {name}")
+
+    try:
+        return json.loads(text, object_pairs_hook=no_dupes, parse_constant=no_constants)
+    except json.JSONDecodeError as e:
+        raise Reject(f"{what}: not valid JSON ({e})")
+    except RecursionError:
+        raise Reject(f"{what}: JSON nested too deeply")
+
+
+def check_fields(obj, required, optional, what):
+    if not isinstance(obj, dict):
+        raise Reject(f"{what}: not a JSON object")
+    keys = set(obj)
+    unknown = keys - required - optional
+    if unknown:
+        raise Reject(f"{what}: unknown field(s) {sorted(unknown)}")
+    missing = required - keys
+    if missing:
+        raise Reject(f"{what}: missing field(s) {sorted(missing)}")
+
+
+def check_hex(value, nbytes, what):
+    if not isinstance(value, str) or len(value) != 2 * nbytes or not HEX_RE.fullmatch(value):
+        raise Reject(f"{what}: must be {nbytes} bytes as {2 * nbytes} lowercase hex characters")
+    return bytes.fromhex(value)
+
+
+def check_time(value, what):
+    if not isinstance(value, str) or not TIME_RE.fullmatch(value):
+        raise Reject(f"{what}: not an ISO 8601 UTC time like 2026-11-21T22:40:00Z")
+    try:
+        datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        raise Reject(f"{what}: not a valid date/time")
+
+
+# ---------------------------------------------------------------- §1 ZIP container
+
+class Entry:
+    __slots__ = ("name", "size", "data_offset")
+
+    def __init__(self, name, size, data_offset):
+        self.name, self.size, self.data_offset = name, size, data_offset
+
+
+def _zip64_extra(extra, want, what):
+    """Read the ZIP64 extended-information extra field (0x0001): the fields listed in
+    `want` (in APPNOTE order usize, csize, offset, disk) that were 0xFFFFFFFF/0xFFFF."""
+    pos = 0
+    while pos + 4 <= len(extra):
+        hid, hlen = struct.unpack_from("<HH", extra, pos)
+        body = extra[pos + 4: pos + 4 + hlen]
+        if len(body) != hlen:
+            break
+        if hid == 0x0001:
+            vals, q = [], 0
+            for kind in want:
+                size = 4 if kind == "disk" else 8
+                if q + size > len(body):
+                    raise Reject(f"{what}: truncated ZIP64 extra field")
+                vals.append(int.from_bytes(body[q:q + size], "little"))
+                q += size
+            return vals
+        pos += 4 + hlen
+    if want:
+        raise Reject(f"{what}: ZIP64 values needed but no ZIP64 extra field")
+    return []
+
+
+def read_zip_layout(f, file_size):
+    """Parse the central directory and local headers; return [Entry] in CD order."""
+    # --- end of central directory (comment may follow it; must end exactly at EOF)
+    tail_len = min(file_size, 22 + 65535)
+    f.seek(file_size - tail_len)
+    tail = f.read(tail_len)
+    eocd = None
+    for i in range(len(tail) - 22, -1, -1):
+        if tail[i:i + 4] == b"PK\x05\x06":
+            clen = struct.unpack_from("<H", tail, i + 20)[0]
+            if i + 22 + clen == len(tail):
+                eocd = i
+                break
+    if eocd is None:
+        raise Reject("not a ZIP archive (no end-of-central-directory record)")
+    eocd_pos = file_size - tail_len + eocd
+    (_, disk, cd_disk, n_disk, n_total, cd_size, cd_off, _) = struct.unpack_from(
+        "<IHHHHIIH", tail, eocd)
+
+    # --- ZIP64 end of central directory, if present
+    loc_pos = eocd_pos - 20
+    zip64 = False
+    if loc_pos >= 0:
+        f.seek(loc_pos)
+        loc = f.read(20)
+        if loc[:4] == b"PK\x06\x07":
+            zip64 = True
+            _, z_disk, z64_off, z_disks = struct.unpack("<IIQI", loc)
+            if z_disk != 0 or z_disks != 1:
+                raise Reject("multi-disk ZIP archives are not accepted")
+            if z64_off + 56 > loc_pos:
+                raise Reject("ZIP64 end-of-central-directory record out of bounds")
+            f.seek(z64_off)
+            rec = f.read(56)
+            if rec[:4] != b"PK\x06\x06":
+                raise Reject("bad ZIP64 end-of-central-directory record")
+            (_, _, _, _, disk, cd_disk, n_disk, n_total, cd_size, cd_off) = struct.unpack(
+                "<IQHHIIQQQQ", rec)
+            cd_end_limit = z64_off
+    if not zip64:
+        cd_end_limit = eocd_pos
+    if disk != 0 or cd_disk != 0 or n_disk != n_total:
+        raise Reject("multi-disk ZIP archives are not accepted")
+    # §8: bound the entry count before reading any entry.
+    if n_total > 3 + MAX_ITEMS:
+        raise Reject(f"too many ZIP entries ({n_total} > {3 + MAX_ITEMS})")
+    if n_total < 3:
+        raise Reject(f"ZIP has {n_total} entries; at least header.json, keywrap.bin "
+                     f"and manifest.json are required")
+    if cd_off + cd_size != cd_end_limit:
+        raise Reject("central directory does not end where the end record says "
+                     "(data prepended, appended or damaged)")
+
+    f.seek(cd_off)
+    cd = f.read(cd_size)
+    if len(cd) != cd_size:
+        raise Reject("central directory truncated")
+
+    entries, seen, pos = [], set(), 0
+    prev_end = 0
+    for idx in range(n_total):
+        if pos + 46 > len(cd) or cd[pos:pos + 4] != b"PK\x01\x02":
+            raise Reject(f"central directory entry #{idx + 1} is damaged")
+        (_, made_by, _need, flags, method, _t, _d, crc, csize, usize, nlen, xlen, clen,
+         dstart, _iattr, eattr, lho) = struct.unpack_from("<IHHHHHHIIIHHHHHII", cd, pos)
+        raw_name = cd[pos + 46: pos + 46 + nlen]
+        extra = cd[pos + 46 + nlen: pos + 46 + nlen + xlen]
+        if len(raw_name) != nlen or pos + 46 + nlen + xlen + clen > len(cd):
+            raise Reject(f"central directory entry #{idx + 1} is truncated")
+        pos += 46 + nlen + xlen + clen
+        what = f"ZIP entry #{idx + 1}"
+        want = [k for k, v in (("usize", usize), ("csize", csize), ("offset", lho),
+                               ("disk", dstart))
+                if v == (0xFFFF if k == "disk" else 0xFFFFFFFF)]
+        vals = dict(zip(want, _zip64_extra(extra, want, what)))
+        usize, csize = vals.get("usize", usize), vals.get("csize", csize)
+        lho, dstart = vals.get("offset", lho), vals.get("disk", dstart)
+
+        # --- name: exact bytes, no interpretation beyond UTF-8 of ASCII names
+        try:
+            name = raw_name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Reject(f"{what}: entry name is not UTF-8")
+        what = f"ZIP entry #{idx + 1} ({name!r})"
+        if "\x00" in name or "\\" in name or name.startswith("/") or ".." in name:
+            raise Reject(f"{what}: unsafe entry name")
+        if name.endswith("/") or (eattr & 0x10):
+            raise Reject(f"{what}: directory entries are not accepted")
+        if ((eattr >> 16) & 0o170000) == 0o120000:
+            raise Reject(f"{what}: symbolic links are not accepted")
+        if ((eattr >> 16) & 0o170000) == 0o040000:
+            raise Reject(f"{what}: directory entries are not accepted")
+        if name in FIXED_ENTRIES:
+            if idx != FIXED_ENTRIES.index(name):
+                raise Reject(f"{what}: {name} must be entry #{FIXED_ENTRIES.index(name) + 1}")
+        elif idx < 3:
+            raise Reject(f"{what}: entry #{idx + 1} must be {FIXED_ENTRIES[idx]}")
+        elif not ITEM_ENTRY_RE.fullmatch(name):
+            raise Reject(f"{what}: name is not part of the archive layout")
+        if name in seen:
+            raise Reject(f"{what}: duplicate entry name")
+        seen.add(name)
+        if flags & 0x0001 or flags & 0x0040 or flags & 0x2000:
+            raise Reject(f"{what}: ZIP-level encryption is not accepted")
+        if method != 0:
+            raise Reject(f"{what}: compressed (method {method}); every entry must be STORED")
+        if csize != usize:
+            raise Reject(f"{what}: STORED entry with compressed size {csize} != size {usize}")
+        if dstart != 0:
+            raise Reject(f"{what}: multi-disk ZIP archives are not accepted")
+
+        # --- local header must agree with the central directory
+        if lho < prev_end or lho + 30 > cd_off:
+            raise Reject(f"{what}: local header out of order, overlapping or out of bounds")
+        f.seek(lho)
+        lh = f.read(30)
+        if len(lh) != 30 or lh[:4] != b"PK\x03\x04":
+            raise Reject(f"{what}: no local header where the central directory points")
+        (_, _lneed, lflags, lmethod, _lt, _ld, lcrc, lcsize, lusize, lnlen,
+         lxlen) = struct.unpack("<IHHHHHIIIHH", lh)
+        lname = f.read(lnlen)
+        lextra = f.read(lxlen)
+        if lname != raw_name:
+            raise Reject(f"{what}: local header name differs from the central directory")
+        if lflags != flags or lmethod != method:
+            raise Reject(f"{what}: local header flags/method differ from the central directory")
+        data_off = lho + 30 + lnlen + lxlen
+        if data_off + csize > cd_off:
+            raise Reject(f"{what}: entry data extends past the central directory")
+        if flags & 0x0008:
+            # Sizes and CRC live in a data descriptor after the data.
+            f.seek(data_off + csize)
+            dd = f.read(24)
+            sig = 4 if dd[:4] == b"PK\x07\x08" else 0
+            big = zip64 or csize >= 0xFFFFFFFF
+            dlen = sig + (20 if big else 12)
+            if len(dd) < dlen:
+                raise Reject(f"{what}: data descriptor truncated")
+            dcrc, dcs, dus = struct.unpack_from("<IQQ" if big else "<III", dd, sig)
+            if (dcrc, dcs, dus) != (crc, csize, usize):
+                raise Reject(f"{what}: data descriptor differs from the central directory")
+            end = data_off + csize + dlen
+            if end > cd_off:
+                raise Reject(f"{what}: data descriptor extends past the central directory")
+        else:
+            lwant = [k for k, v in (("usize", lusize), ("csize", lcsize)) if v == 0xFFFFFFFF]
+            if lwant:  # APPNOTE: local ZIP64 extra has both sizes
+                lv = _zip64_extra(lextra, ["usize", "csize"], what)
+                lusize, lcsize = lv[0], lv[1]
+            if (lcrc, lcsize, lusize) != (crc, csize, usize):
+                raise Reject(f"{what}: local header CRC/sizes differ from the central directory")
+            end = data_off + csize
+        prev_end = end
+        entries.append(Entry(name, usize, data_off))
+    if pos != len(cd):
+        raise Reject("central directory has trailing bytes")
+    return entries
+
+
+def read_entry(f, entry):
+    f.seek(entry.data_offset)
+    data = f.read(entry.size)
+    if len(data) != entry.size:
+        raise Reject(f"{entry.name}: truncated")
+    return data
+
+
+# ---------------------------------------------------------------- §2 header
+
+def parse_header(data):
+    h = strict_json(data, "header.json")
+    check_fields(h, HEADER_FIELDS - {"kdf"}, {"kdf"}, "header.json")
+    if h["format"] != "n11archive":
+        raise Reject(f"header.json: format is {h['format']!r}, not 'n11archive'")
+    if not is_int(h["version"]) or h["version"] != 1:
+        raise Reject(f"header.json: unsupported version {h['version']!r}")
+    if h["mode"] not in ("portable", "secure"):
+        raise Reject(f"header.json: unknown mode {h['mode']!r}")
+    h["_archiveId"] = check_hex(h["archiveId"], 16, "header.json archiveId")
+    check_time(h["created"], "header.json created")
+    if not is_int(h["chunkSize"]) or h["chunkSize"] != CHUNK:
+        raise Reject(f"header.json: chunkSize {h['chunkSize']!r} (version 1 has only 65536)")
+    if h["mode"] == "secure":
+        if "kdf" in h:
+            raise Reject("header.json: a secure archive must not have a kdf")
+        return h
+    if "kdf" not in h:
+        raise Reject("header.json: a portable archive needs a kdf")
+    k = h["kdf"]
+    check_fields(k, KDF_FIELDS, set(), "header.json kdf")
+    if k["algorithm"] != "argon2id":
+        raise Reject(f"header.json: kdf algorithm {k['algorithm']!r} is not 'argon2id'")
+    if not is_int(k["version"]) or k["version"] != 19:
+        raise Reject(f"header.json: Argon2 version {k['version']!r} is not 19 (0x13)")
+    if not is_int(k["opsLimit"]) or not OPS_RANGE[0] <= k["opsLimit"] <= OPS_RANGE[1]:
+        raise Reject(f"header.json: opsLimit {k['opsLimit']!r} outside 1...32")
+    if not is_int(k["memoryKiB"]) or not MEM_RANGE[0] <= k["memoryKiB"] <= MEM_RANGE[1]:
+        raise Reject(f"header.json: memoryKiB {k['memoryKiB']!r} outside 8...1048576")
+    if not is_int(k["parallelism"]) or k["parallelism"] != 1:
+        raise Reject(f"header.json: parallelism {k['parallelism']!r} is not 1")
+    k["_salt"] = check_hex(k["salt"], 16, "header.json kdf salt")
+    return h
+
+
+# ---------------------------------------------------------------- §3-§5 crypto
+
+def derive_kek(password, kdf):
+    return Argon2id(salt=kdf["_salt"], length=32, iterations=kdf["opsLimit"], lanes=1,
+                    memory_cost=kdf["memoryKiB"]).derive(password)
+
+
+def unwrap_ck(kek, keywrap, header_bytes):
+    try:
+        return AESGCM(kek).decrypt(keywrap[:12], keywrap[12:], header_bytes)
+    except InvalidTag:
+        raise Reject("keywrap.bin does not open: wrong password or damaged header")
+
+
+def entry_key(ck, archive_id, name):
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=archive_id,
+                info=INFO_PREFIX + name.encode("utf-8")).derive(ck)
+
+
+def chunk_nonce(i, last):
+    return i.to_bytes(11, "big") + (b"\x01" if last else b"\x00")
+
+
+def open_stream(f, entry, key, payload_size, sink, trace=None):
+    """Decrypt a sealed stream of `payload_size` bytes (ZIP size already checked equal to
+    its sealed length). Each verified chunk's plaintext goes to sink(bytes). Returns
+    nothing; raises Reject on any failure."""
+    aead = AESGCM(key)
+    nchunks = max(1, -(-payload_size // CHUNK))
+    f.seek(entry.data_offset)
+    remaining = payload_size
+    for i in range(nchunks):
+        last = i == nchunks - 1
+        plen = remaining if last else CHUNK
+        ct = f.read(plen + TAG)
+        if len(ct) != plen + TAG:
+            raise Reject(f"{entry.name}: truncated in chunk {i}")
+        nonce = chunk_nonce(i, last)
+        try:
+            pt = aead.decrypt(nonce, ct, b"")
+        except InvalidTag:
+            raise Reject(f"{entry.name}: chunk {i} fails authentication (damaged or tampered)")
+        if trace is not None and i == 0:
+            trace["nonce"], trace["tag"] = nonce, ct[-TAG:]
+        remaining -= plen
+        sink(pt)
+    # No bytes follow the last chunk: guaranteed because the ZIP size equals
+    # sealed_length(payload_size) and exactly that many bytes were consumed.
+    assert remaining == 0
+
+
+# ---------------------------------------------------------------- §6 manifest
+
+def validate_manifest(m, header):
+    check_fields(m, MANIFEST_FIELDS, set(), "manifest")
+    if not is_int(m["version"]) or m["version"] != 1:
+        raise Reject(f"manifest: unsupported version {m['version']!r}")
+    if m["archiveId"] != header["archiveId"]:
+        raise Reject("manifest: archiveId differs from the header's")
+    if m["mode"] != header["mode"]:
+        raise Reject("manifest: mode differs from the header's")
+    if m["created"] != header["created"]:
+        raise Reject("manifest: created differs from the header's")
+    items = m["items"]
+    if not isinstance(items, list):
+        raise Reject("manifest: items is not an array")
+    if len(items) > MAX_ITEMS:
+        raise Reject(f"manifest: {len(items)} items (at most {MAX_ITEMS})")
+    ids = set()
+    for n, it in enumerate(items):
+        what = f"manifest item #{n + 1}"
+        check_fields(it, ITEM_REQUIRED, ITEM_OPTIONAL, what)
+        if not isinstance(it["id"], str) or not UUID_FULL_RE.fullmatch(it["id"]):
+            raise Reject(f"{what}: id {it['id']!r} is not a canonical upper-case UUID")
+        what = f"manifest item {it['id']}"
+        if it["id"] in ids:
+            raise Reject(f"{what}: duplicate id")
+        ids.add(it["id"])
+        if it["kind"] not in ("photo", "note"):
+            raise Reject(f"{what}: unknown kind {it['kind']!r}")
+        if it["compartment"] not in ("vault", "fade", "backup"):
+            raise Reject(f"{what}: unknown compartment {it['compartment']!r}")
+        name = it["name"]
+        if not isinstance(name, str):
+            raise Reject(f"{what}: name is not a string")
+        try:
+            nb = name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Reject(f"{what}: name is not valid Unicode")
+        if not 1 <= len(nb) <= 255 or "/" in name or "\x00" in name:
+            raise Reject(f"{what}: name must be 1...255 bytes without '/' or NUL")
+        check_time(it["created"], f"{what} created")
+        if "expires" in it:
+            if it["compartment"] != "fade":
+                raise Reject(f"{what}: expires on a non-fade item")
+            check_time(it["expires"], f"{what} expires")
+        if not is_int(it["size"]) or not 0 <= it["size"] <= ITEM_SIZE_MAX:
+            raise Reject(f"{what}: size {it['size']!r} is not an integer in 0...2^40")
+        check_hex(it["sha256"], 32, f"{what} sha256")
+        want = (f"Photos/{it['id']}.n11" if it["kind"] == "photo"
+                else f"Notes/{it['id']}.n11note")
+        if it["entry"] != want:
+            raise Reject(f"{what}: entry {it['entry']!r} should be {want!r}")
+        overhead = 0 if header["mode"] == "portable" else SECURE_OVERHEAD
+        if not is_int(it["payloadSize"]) or it["payloadSize"] != it["size"] + overhead:
+            raise Reject(f"{what}: payloadSize {it['payloadSize']!r} should be "
+                         f"{it['size'] + overhead}")
+    return items
+
+
+# ---------------------------------------------------------------- driver
+
+def read_password(path):
+    try:
+        with open(path, "rb") as pf:
+            raw = pf.read(1 << 16)
+    except OSError as e:
+        raise Reject(f"cannot read password file: {e.strerror}")
+    # FORMAT.md §3: the first line, without its LF and one CR before it.
+    pw = raw.split(b"\n", 1)[0]
+    if pw.endswith(b"\r"):
+        pw = pw[:-1]
+    if not pw:
+        raise Reject("the password (first line of the password file) is empty")
+    return pw
+
+
+def run(args):
+    out = []  # --explain lines
+    try:
+        f = open(args.archive, "rb")
+    except OSError as e:
+        raise Reject(f"cannot open archive: {e.strerror}")
+    with f:
+        file_size = os.fstat(f.fileno()).st_size
+        entries = read_zip_layout(f, file_size)
+        hdr_e, kw_e, man_e = entries[:3]
+        item_entries = entries[3:]
+
+        # §2: size bound before reading; then validate before deriving anything.
+        if hdr_e.size > HEADER_MAX:
+            raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX})")
+        header_bytes = read_entry(f, hdr_e)
+        header = parse_header(header_bytes)
+        if kw_e.size != KEYWRAP_LEN:
+            raise Reject(f"keywrap.bin is {kw_e.size} bytes (must be {KEYWRAP_LEN})")
+        man_payload = payload_for_sealed(man_e.size)
+        if man_payload is None:
+            raise Reject(f"manifest.json size {man_e.size} is not a valid sealed-stream length")
+        if man_payload > MANIFEST_MAX:
+            raise Reject(f"manifest payload {man_payload} bytes exceeds 256 MiB")
+        if header["mode"] == "secure":
+            raise SecureArchive()
+
+        if args.password_file is None:
+            raise Reject("a portable archive needs --password-file")
+        password = read_password(args.password_file)
+        kdf = header["kdf"]
+        kek = derive_kek(password, kdf)
+        keywrap = read_entry(f, kw_e)
+        ck = unwrap_ck(kek, keywrap, header_bytes)
+        archive_id = header["_archiveId"]
+
+        # §5/§6 manifest
+        mkey = entry_key(ck, archive_id, "manifest.json")
+        mbuf = bytearray()
+        mtrace = {}
+        open_stream(f, man_e, mkey, man_payload, mbuf.extend, mtrace)
+        manifest_bytes = bytes(mbuf)
+        manifest = strict_json(manifest_bytes, "manifest")
+        items = validate_manifest(manifest, header)
+
+        # §1/§6: ZIP entries after the first three == manifest entries, in order; sizes.
+        if len(item_entries) != len(items):
+            raise Reject(f"ZIP has {len(item_entries)} item entries, manifest lists {len(items)}")
+        for ze, it in zip(item_entries, items):
+            if ze.name != it["entry"]:
+                raise Reject(f"ZIP entry {ze.name!r} where the manifest expects {it['entry']!r}")
+            if ze.size != sealed_length(it["payloadSize"]):
+                raise Reject(f"{ze.name}: ZIP size {ze.size} != sealed length "
+                             f"{sealed_length(it['payloadSize'])} of payloadSize "
+                             f"{it['payloadSize']}")
+
+        if args.explain:
+            out += explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace)
+
+        # §5/§6 items: verify each completely before releasing it.
+        stage = None
+        if args.export:
+            os.makedirs(args.export, exist_ok=True)
+            for it in items:
+                if os.path.lexists(os.path.join(args.export, it["id"])):
+                    raise Reject(f"export target {os.path.join(args.export, it['id'])} exists")
+            stage = tempfile.mkdtemp(prefix=".format-reference-", dir=args.export)
+        try:
+            total = 0
+            for n, (ze, it) in enumerate(zip(item_entries, items)):
+                key = entry_key(ck, archive_id, ze.name)
+                digest = hashlib.sha256()
+                count = [0]
+                keep = args.explain and it["size"] <= 4096
+                held = bytearray()
+                spool = tempfile.SpooledTemporaryFile(max_size=64 << 20,
+                                                      dir=stage) if stage else None
+
+                def sink(pt, digest=digest, count=count, spool=spool, held=held, keep=keep):
+                    digest.update(pt)
+                    count[0] += len(pt)
+                    if spool is not None:
+                        spool.write(pt)
+                    if keep:
+                        held.extend(pt)
+
+                trace = {}
+                open_stream(f, ze, key, it["payloadSize"], sink, trace)
+                if count[0] != it["payloadSize"]:
+                    raise Reject(f"{ze.name}: payload is {count[0]} bytes, "
+                                 f"manifest says {it['payloadSize']}")
+                if digest.hexdigest() != it["sha256"]:
+                    raise Reject(f"{ze.name}: SHA-256 differs from the manifest")
+                total += it["size"]
+                # Verified: only now is the plaintext released (to the staging dir).
+                if spool is not None:
+                    spool.seek(0)
+                    fd = os.open(os.path.join(stage, it["id"]),
+                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as dst:
+                        shutil.copyfileobj(spool, dst, 1 << 20)
+                    spool.close()
+                if args.explain:
+                    out += explain_item(n, ze.name, key, trace, it, bytes(held) if keep else None)
+            if stage:
+                # Whole archive verified: move every file to its final name.
+                for it in items:
+                    os.rename(os.path.join(stage, it["id"]), os.path.join(args.export, it["id"]))
+        finally:
+            if stage:
+                shutil.rmtree(stage, ignore_errors=True)
+
+    if args.explain:
+        out += ["#### Decrypted manifest (`manifest.json` payload, exact bytes)", "",
+                "```json", manifest_bytes.decode("utf-8"), "```", ""]
+        print("\n".join(out))
+    # With --explain stdout is pure Markdown; the summary goes to stderr.
+    print(f"OK: portable archive {header['archiveId']}, {len(items)} item(s), "
+          f"{total} bytes of content, every tag, size and SHA-256 verified"
+          + (f", exported to {args.export}" if args.export else ""),
+          file=sys.stderr if args.explain else sys.stdout)
+
+
+# ---------------------------------------------------------------- --explain output
+
+def explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace):
+    k = header["kdf"]
+    return [
+        "### Worked example values", "",
+        "#### `header.json` (exact bytes, "
+        f"{len(header_bytes)} bytes; the associated data of the key wrap)", "",
+        "```json", header_bytes.decode("utf-8"), "```", "",
+        "#### Key derivation and key wrap", "",
+        "| quantity | value |", "|---|---|",
+        f"| archive ID (HKDF salt) | `{header['archiveId']}` |",
+        f"| Argon2id salt | `{k['salt']}` |",
+        f"| Argon2id parameters | t = {k['opsLimit']}, m = {k['memoryKiB']} KiB, p = "
+        f"{k['parallelism']}, version 0x13, 32-byte output |",
+        f"| KEK | `{kek.hex()}` |",
+        f"| keywrap nonce (`keywrap.bin[0:12]`) | `{keywrap[:12].hex()}` |",
+        f"| keywrap tag (`keywrap.bin[44:60]`) | `{keywrap[44:].hex()}` |",
+        f"| content key (CK) | `{ck.hex()}` |",
+        f"| entry key of `manifest.json` | `{mkey.hex()}` |",
+        f"| `manifest.json` chunk 0 nonce | `{mtrace['nonce'].hex()}` |",
+        f"| `manifest.json` chunk 0 tag | `{mtrace['tag'].hex()}` |",
+        "",
+    ]
+
+
+def explain_item(n, name, key, trace, it, plaintext):
+    lines = [f"#### Item {n + 1}: `{name}`", "",
+             "| quantity | value |", "|---|---|",
+             f"| entry key | `{key.hex()}` |",
+             f"| chunk 0 nonce | `{trace['nonce'].hex()}` |",
+             f"| chunk 0 tag | `{trace['tag'].hex()}` |",
+             f"| plaintext size | {it['size']} bytes |",
+             f"| plaintext SHA-256 | `{it['sha256']}` |"]
+    text = None
+    if plaintext is not None:
+        try:
+            text = plaintext.decode("utf-8")
+            if any(ord(c) < 32 and c not in "\n\t" for c in text):
+                text = None
+        except UnicodeDecodeError:
+            text = None
+    if text is not None:
+        lines.append(f"| plaintext (as a JSON string) | `{json.dumps(text, ensure_ascii=False)}` |")
+    else:
+        lines.append("| plaintext | (binary or large; not shown) |")
+    lines.append("")
+    return lines
+
+
+# ---------------------------------------------------------------- main
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def main(argv=None):
+    p = Parser(description="Reference reader for portable .nu11vlt archives "
+                           "(written from FORMAT.md alone).")
+    p.add_argument("archive", metavar="ARCHIVE")
+    p.add_argument("--password-file", metavar="FILE",
+                   help="the password is the first line of FILE, without its newline "
+                        "(required for portable archives)")
+    p.add_argument("--export", metavar="DIR",
+                   help="write each item's plaintext to DIR/<id> after everything verified")
+    p.add_argument("--explain", action="store_true",
+                   help="print the worked-example values (Markdown)")
+    args = p.parse_args(argv)
+    try:
+        run(args)
+    except SecureArchive:
+        print("secure archive: needs the device key, not supported by this reader",
+              file=sys.stderr)
+        return EXIT_SECURE
+    except Reject as e:
+        print(f"format-reference: REJECTED: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except MemoryError:
+        print("format-reference: REJECTED: out of memory", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as e:
+        print(f"format-reference: I/O error: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
