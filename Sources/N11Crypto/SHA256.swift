@@ -14,7 +14,12 @@ public final class SHA256Digest {
     deinit { EVP_MD_CTX_free(context) }
 
     public func update(_ bytes: ArraySlice<UInt8>) {
-        bytes.withUnsafeBytes { raw in _ = EVP_DigestUpdate(context, raw.baseAddress, raw.count) }
+        bytes.withUnsafeBytes { raw in update(raw: raw) }
+    }
+
+    /// Hashes bytes in place (e.g. inside `SecureBytes.withUnsafeBytes`), copying nothing.
+    public func update(raw: UnsafeRawBufferPointer) {
+        _ = EVP_DigestUpdate(context, raw.baseAddress, raw.count)
     }
 
     /// The digest; the object can be used again after (it restarts).

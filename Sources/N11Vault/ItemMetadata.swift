@@ -9,9 +9,13 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
     public var compartment: Compartment
     /// The original file name (or the name given to a note).
     public var name: String
-    public var created: Date
+    /// Times are kept as whole milliseconds since 1970 (JSON integers): exact through a
+    /// save and load, and fine enough that a `--fade 1s` item lives one second.
+    private var createdMilliseconds: Int64
+    private var expiresMilliseconds: Int64?
+    public var created: Date { Self.date(createdMilliseconds) }
     /// Fade items only: after this moment the item is never listed or read as live.
-    public var expires: Date?
+    public var expires: Date? { expiresMilliseconds.map(Self.date) }
     /// Plaintext size in bytes.
     public var size: Int64
     /// Hex of the content file's Poly1305 tag. The metadata is authenticated with the item ID,
@@ -30,6 +34,22 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
         }
     }
 
+    public init(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
+                size: Int64, contentTag: String, sha256: String) {
+        self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
+        createdMilliseconds = Self.milliseconds(created)
+        expiresMilliseconds = expires.map(Self.milliseconds)
+        self.size = size; self.contentTag = contentTag; self.sha256 = sha256
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, kind, compartment, name, size, contentTag, sha256
+        case createdMilliseconds = "created", expiresMilliseconds = "expires"
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
     public func isExpired(at now: Date) -> Bool {
         guard let expires else { return false }
         return expires <= now
@@ -40,15 +60,10 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
 
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
-        e.dateEncodingStrategy = .iso8601
         e.outputFormatting = [.sortedKeys]
         return e
     }()
-    static let decoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dateDecodingStrategy = .iso8601
-        return d
-    }()
+    static let decoder = JSONDecoder()
 
     /// Associated data of the metadata record: binds the record to its item ID.
     static func associatedData(id: String) -> [UInt8] { Array("n11archive.item-metadata.v1:\(id)".utf8) }
@@ -79,9 +94,12 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
 public enum FadeDuration {
     public static func seconds(from text: String) throws(VaultError) -> TimeInterval {
         let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
-        guard let unit = text.last, let factor = units[unit],
-              let value = Double(text.dropLast()), value > 0, value.isFinite,
-              value * factor <= 100 * 365 * 86400 else { throw .invalidDuration(text) }
+        // Plain decimal numbers only ("1.5h"), not the hex or exponent forms Double accepts.
+        let number = text.dropLast()
+        let parts = number.split(separator: ".", omittingEmptySubsequences: false)
+        guard let unit = text.last, let factor = units[unit], number.count <= 12, (1...2).contains(parts.count),
+              parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+              let value = Double(number), value > 0, value * factor <= 100 * 365 * 86400 else { throw .invalidDuration(text) }
         return value * factor
     }
 }

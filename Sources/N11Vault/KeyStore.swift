@@ -10,11 +10,12 @@ import N11System
 ///     "N11KEYS\0"  version:u8=1  protection:u8 (0 none, 1 PIN)
 ///     protection 1: ops:u32  memoryKiB:u32  salt[16]  then nonce[12] ‖ body ciphertext ‖ tag[16]
 ///                   (ChaCha20-Poly1305 under Argon2id(PIN), associated data = every byte before the nonce)
-///     protection 0: body
+///     protection 0: body  SHA-256(every byte before it)[32]   (catches damage; not a secret)
 ///     body: storeID[16]  count:u32  count × (kind:u8  id[16]  key[32])
 ///
 /// kind 1/2/3 are the vault/fade/backup compartment keys (id all zero), kind 4 an archive key
-/// (id = archive ID).
+/// (id = archive ID). Writers hold the home's lock (`.lock`) and re-read the file before
+/// saving, so two processes adding archive keys never lose one.
 public final class KeyStore: @unchecked Sendable {
     public static let maximumFileSize = 64 << 20
     static let magic: [UInt8] = Array("N11KEYS\0".utf8)
@@ -36,14 +37,16 @@ public final class KeyStore: @unchecked Sendable {
     }
 
     public let path: String
+    let home: N11Home
     public let storeID: [UInt8]
     private var records: [Record]
     private let sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
 
-    private init(path: String, storeID: [UInt8], records: [Record], sealing: Sealing?) {
-        self.path = path
+    private init(home: N11Home, storeID: [UInt8], records: [Record], sealing: Sealing?) {
+        self.home = home
+        self.path = home.keyStorePath
         self.storeID = storeID
         self.records = records
         self.sealing = sealing
@@ -71,7 +74,7 @@ public final class KeyStore: @unchecked Sendable {
                 let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: .interactive)
                 sealing = Sealing(parameters: .interactive, salt: salt, key: key)
             }
-            let store = KeyStore(path: home.keyStorePath, storeID: SecureRandom.bytes(16), records: records, sealing: sealing)
+            let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), records: records, sealing: sealing)
             try store.save(replaceExisting: false)
             return store
         } catch { throw VaultError.wrap(error) }
@@ -79,6 +82,15 @@ public final class KeyStore: @unchecked Sendable {
 
     /// Loads the key store of `home`. `pin` is asked for only if the file is sealed.
     public static func load(from home: N11Home, pin: () throws -> SecureBytes?) throws -> KeyStore {
+        let contents = try readFile(of: home)
+        return try parse(contents, home: home) { parameters, salt in
+            guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: home.keyStorePath) }
+            return try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
+        }
+    }
+
+    /// The file's bytes in locked memory, after the permission checks.
+    private static func readFile(of home: N11Home) throws -> SecureBytes {
         let path = home.keyStorePath
         guard (try? FileStatus.of(home.root, followLinks: true)) != nil,
               (try? FileStatus.of(path)) != nil else { throw VaultError.notInitialized(home: home.root) }
@@ -97,17 +109,28 @@ public final class KeyStore: @unchecked Sendable {
         } catch let error as CryptoError {
             throw VaultError.keyStoreDamaged(path: path, reason: error.description)
         } catch { throw VaultError.wrap(error) }
-        return try parse(contents, path: path, pin: pin)
+        return contents
     }
 
-    private static func parse(_ contents: SecureBytes, path: String, pin: () throws -> SecureBytes?) throws -> KeyStore {
+    /// Parses the file. `sealingKey` turns a sealed file's Argon2id parameters and salt into
+    /// its key (from the PIN, or the key this process already derived).
+    private static func parse(_ contents: SecureBytes, home: N11Home,
+                              sealingKey: (Argon2Parameters, [UInt8]) throws -> SecureBytes) throws -> KeyStore {
+        let path = home.keyStorePath
         let damaged = { (why: String) in VaultError.keyStoreDamaged(path: path, reason: why) }
         var reader = contents.withUnsafeBytes { ByteReader(prefixOf: $0, count: min($0.count, 10 + 8 + 16)) }
         guard contents.count >= 10, reader.take(8) == magic else { throw damaged("not an n11archive key store") }
         guard reader.byte() == 1 else { throw damaged("unknown key store version") }
         switch reader.byte() {
         case 0:
-            return try parseBody(contents.slice(10..<contents.count), path: path, sealing: nil)
+            guard contents.count >= 10 + 32 else { throw damaged("truncated") }
+            let (stored, computed) = contents.withUnsafeBytes { raw in
+                let digest = SHA256Digest()
+                digest.update(raw: UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 32)]))
+                return (Array(raw[(raw.count - 32)...]), digest.finish())
+            }
+            guard stored == computed else { throw damaged("its checksum does not match") }
+            return try parseBody(contents.slice(10..<(contents.count - 32)), home: home, sealing: nil)
         case 1:
             guard contents.count >= 10 + 8 + 16 + SingleTagStream.overhead else { throw damaged("truncated") }
             let ops = reader.uint32(), memoryKiB = reader.uint32()
@@ -117,20 +140,19 @@ public final class KeyStore: @unchecked Sendable {
             catch { throw damaged("PIN parameters out of bounds") }
             let headerLength = 10 + 8 + 16
             let header = contents.withUnsafeBytes { Array($0[0..<headerLength]) }
-            guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: path) }
-            let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
+            let key = try sealingKey(parameters, salt)
             let sealed = contents.withUnsafeBytes { Array($0[headerLength...]) }
             let body: SecureBytes
             do { body = try AEAD.openSecret(.chacha20Poly1305, key: key, sealed: sealed, aad: header) }
             catch { throw error == .authenticationFailed ? VaultError.wrongPIN(path: path) : VaultError.crypto(error) }
-            return try parseBody(body, path: path, sealing: Sealing(parameters: parameters, salt: salt, key: key))
+            return try parseBody(body, home: home, sealing: Sealing(parameters: parameters, salt: salt, key: key))
         default:
             throw damaged("unknown protection")
         }
     }
 
-    private static func parseBody(_ body: SecureBytes, path: String, sealing: Sealing?) throws -> KeyStore {
-        let damaged = VaultError.keyStoreDamaged(path: path, reason: "the key records are malformed")
+    private static func parseBody(_ body: SecureBytes, home: N11Home, sealing: Sealing?) throws -> KeyStore {
+        let damaged = VaultError.keyStoreDamaged(path: home.keyStorePath, reason: "the key records are malformed")
         guard body.count >= 20 else { throw damaged }
         let (storeID, count) = body.withUnsafeBytes { raw -> ([UInt8], Int) in
             var r = ByteReader(prefixOf: raw, count: 20)
@@ -143,12 +165,13 @@ public final class KeyStore: @unchecked Sendable {
             let offset = 20 + i * recordSize
             let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
             guard let kind = RecordKind(rawValue: kindByte) else { throw damaged }
+            if kind != .archive && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }
         for kind in [RecordKind.vault, .fade, .backup] where records.filter({ $0.kind == kind }).count != 1 {
             throw damaged
         }
-        return KeyStore(path: path, storeID: storeID, records: records, sealing: sealing)
+        return KeyStore(home: home, storeID: storeID, records: records, sealing: sealing)
     }
 
     // MARK: keys
@@ -164,15 +187,32 @@ public final class KeyStore: @unchecked Sendable {
         records.first { $0.kind == .archive && $0.id == id }?.key
     }
 
-    /// Stores a new archive key and saves the file atomically.
-    public func addArchiveKey(id: [UInt8], key: SecureBytes) throws(VaultError) {
+    /// Stores a new archive key and saves the file atomically. Under the home's lock the file
+    /// is read again and the key added to what it holds now, so keys that another process
+    /// added since this one loaded are kept.
+    public func addArchiveKey(id: [UInt8], key: SecureBytes, lockWait: Double = 60) throws(VaultError) {
         precondition(id.count == 16 && key.count == 32)
-        guard archiveKey(id: id) == nil else { return }
-        records.append(Record(kind: .archive, id: id, key: key))
-        do { try save(replaceExisting: true) } catch {
-            records.removeLast()
-            throw VaultError.wrap(error)
-        }
+        do {
+            let lock: FileLock
+            switch try FileLock.acquire(home.lockPath, waitSeconds: lockWait) {
+            case .acquired(let held): lock = held
+            case .heldBy(let pid): throw VaultError.busy(lock: home.lockPath, holder: pid)
+            }
+            defer { withExtendedLifetime(lock) {} }
+            let current = try Self.parse(try Self.readFile(of: home), home: home) { parameters, salt in
+                guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
+                    throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
+                }
+                return sealing.key
+            }
+            guard current.storeID == storeID else {
+                throw VaultError.keyStoreDamaged(path: path, reason: "it was replaced by another key store")
+            }
+            records = current.records
+            guard archiveKey(id: id) == nil else { return }
+            records.append(Record(kind: .archive, id: id, key: key))
+            try save(replaceExisting: true)
+        } catch { throw VaultError.wrap(error) }
     }
 
     public var archiveKeyCount: Int { records.filter { $0.kind == .archive }.count }
@@ -202,8 +242,14 @@ public final class KeyStore: @unchecked Sendable {
             try file.descriptor.write(AEAD.sealSecret(.chacha20Poly1305, key: sealing.key, secret: body, aad: header))
         } else {
             header += [0]
+            let digest = SHA256Digest()
+            digest.update(header[...])
             try file.descriptor.write(header)
-            try body.withUnsafeBytes { try file.descriptor.write(raw: $0) }
+            try body.withUnsafeBytes { raw in
+                digest.update(raw: raw)
+                try file.descriptor.write(raw: raw)
+            }
+            try file.descriptor.write(digest.finish())
         }
         try file.commit(replaceExisting: replaceExisting)
     }

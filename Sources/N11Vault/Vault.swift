@@ -42,24 +42,45 @@ public final class Vault: @unchecked Sendable {
         let vault = Vault(path: Path.absolute(path), keyStore: keyStore)
         do {
             let status = try FileStatus.of(vault.path, followLinks: true)
-            let isEmptyDirectory = try status?.kind == .directory && Directory.entries(of: vault.path).isEmpty
-            let hasMarker = ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil
-            if status == nil || isEmptyDirectory {
-                guard forWriting else { throw VaultError.notAVault(path: vault.path) }
-                try vault.createLayout()
-            } else if status?.kind != .directory || !hasMarker {
+            if let status, status.kind != .directory { throw VaultError.notAVault(path: vault.path) }
+            // Decide before creating anything (even the lock file) in a directory that is not ours.
+            if status != nil, !(try vault.isNewOrUnfinished()), ((try? FileStatus.of(vault.markerPath)) ?? nil) == nil {
                 throw VaultError.notAVault(path: vault.path)
             }
-            try vault.checkMarker()
             if forWriting {
+                // Lock first, then decide whether to create the layout: two processes starting
+                // the same new vault must not both try to write its marker.
+                if status == nil { try Directory.ensure(vault.path, mode: 0o700) }
                 try vault.takeLock(wait: lockWait)
-                vault.removeLeftovers()
+                if try vault.isNewOrUnfinished() { try vault.createLayout() }
             }
+            guard ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil else { throw VaultError.notAVault(path: vault.path) }
+            try vault.checkMarker()
+            if forWriting { vault.removeLeftovers() }
         } catch { throw VaultError.wrap(error) }
         return vault
     }
 
+    /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):
+    /// lets `init` refuse a bad --vault before it creates anything.
+    public static func canCreateOrOpen(at path: String) -> Bool {
+        guard let status = (try? FileStatus.of(Path.absolute(path), followLinks: true)) ?? nil else { return true }
+        guard status.kind == .directory, let names = try? Directory.entries(of: path) else { return false }
+        return names.allSatisfy({ $0 == ".lock" }) || names.contains(markerName)
+    }
+
     private var markerPath: String { Path.join(path, Self.markerName) }
+
+    /// Empty, or holding only what an interrupted `createLayout` leaves (empty item
+    /// directories, no marker yet).
+    private func isNewOrUnfinished() throws -> Bool {
+        let layout: Set<String> = [".lock", ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory]
+        for name in try Directory.entries(of: path) {
+            guard layout.contains(name) else { return false }
+            if name != ".lock", !(try Directory.entries(of: Path.join(path, name))).isEmpty { return false }
+        }
+        return true
+    }
 
     private func createLayout() throws {
         try Directory.ensure(path, mode: 0o700)
@@ -247,6 +268,7 @@ public final class Vault: @unchecked Sendable {
         }
         let id = UUID().uuidString
         let key = keyStore.key(for: new.compartment)
+        let (created, expires) = (now, new.expires)
         let contentPath = Path.join(Path.join(path, new.kind.directory), "\(id).\(new.kind.fileExtension)")
         do {
             let content = try AtomicFile(path: contentPath, mode: 0o600)
@@ -254,7 +276,7 @@ public final class Vault: @unchecked Sendable {
             let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: content.descriptor)
             try content.commit(replaceExisting: false)
             let metadata = ItemMetadata(id: id, kind: new.kind, compartment: new.compartment, name: new.name,
-                                        created: now, expires: new.expires, size: sealed.plaintextLength,
+                                        created: created, expires: expires, size: sealed.plaintextLength,
                                         contentTag: sealed.tag.hexString, sha256: hashing.sha256.hexString)
             do {
                 try AtomicFile.write(metadata.sealed(with: key), to: metadataPath(id: id), replaceExisting: false)

@@ -30,8 +30,11 @@ struct Init: ParsableCommand {
             throw CLIError(.usage, "--pin-file/--pin-fd given without --pin", hint: "add --pin to protect the key store with that PIN")
         }
         let home = store.resolvedHome
+        let vaultPath = vaultOptions.vault ?? home.defaultVaultPath
+        // Check the vault's place before creating keys, so a failed init leaves nothing behind.
+        guard Vault.canCreateOrOpen(at: vaultPath) else { throw VaultError.notAVault(path: vaultPath) }
         let keyStore = try KeyStore.create(in: home, pin: pinBytes)
-        let vault = try Vault.open(at: vaultOptions.vault ?? home.defaultVaultPath, keyStore: keyStore,
+        let vault = try Vault.open(at: vaultPath, keyStore: keyStore,
                                    forWriting: true, lockWait: vaultOptions.lockWait)
         Console.out("initialised key store \(keyStore.path)\(keyStore.isPINProtected ? " (PIN-protected)" : "")")
         Console.out("vault \(vault.path)")

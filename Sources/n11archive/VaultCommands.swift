@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import Foundation
 import N11Crypto
 import N11System
@@ -45,7 +46,9 @@ extension VaultCommand {
         func validate() throws {
             if files.isEmpty && !note { throw ValidationError("give one or more FILEs, or --note to read a note from stdin") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
-            if let fade { _ = try FadeDuration.seconds(from: fade) }
+            if let fade {
+                do { _ = try FadeDuration.seconds(from: fade) } catch { throw ValidationError("\(error)") }
+            }
             if compartment == .fade && fade == nil { throw ValidationError("fade items expire: give --fade DURATION") }
             if fade != nil, let compartment, compartment != .fade {
                 throw ValidationError("--fade makes fade items; it cannot go with --compartment \(compartment.rawValue)")
@@ -178,7 +181,10 @@ extension VaultCommand {
                 }
                 let file = try AtomicFile(path: output, mode: 0o600)
                 try vault.read(item, into: StagedFileSink(file))
-                try file.commit(replaceExisting: true)
+                do { try file.commit(replaceExisting: force) }
+                catch let error as SystemError where error.errno == EEXIST {
+                    throw CLIError(.outputExists, "'\(output)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")
+                }
             } else {
                 try vault.verify(item)
                 try vault.read(item, into: StandardOutputSink())

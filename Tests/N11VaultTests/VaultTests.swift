@@ -1,0 +1,451 @@
+import Foundation
+import Glibc
+import Testing
+import N11Crypto
+import N11System
+import N11Vault
+
+private let overhead = 12 + 16   // nonce ‖ … ‖ tag of every content file
+
+@Suite("Vault: layout, items, tampering, fade, locking, leftovers")
+struct VaultTests {
+
+    // MARK: layout and round trip
+
+    @Test("open(forWriting:) creates the layout; photos and notes round-trip; nothing readable on disk")
+    func layoutAndRoundTrip() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vaultPath = dir + "/vaults/main"
+            let vault = try Vault.open(at: vaultPath, keyStore: store, forWriting: true)
+            #expect(vault.path == vaultPath)
+            for sub in ["Photos", "Notes", "Meta"] {
+                var st = stat()
+                #expect(lstat(vaultPath + "/" + sub, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR, "\(sub) missing")
+                #expect(mode(of: vaultPath + "/" + sub) == 0o700)
+            }
+            #expect(exists(vaultPath + "/.n11vault"))
+            #expect(mode(of: vaultPath) == 0o700)
+            #expect(try vault.items().isEmpty)
+
+            // A 32-byte marker inside the big photo and the note; the names are unique too.
+            let marker = randomBytes(32)
+            var big = randomBytes((1 << 20) + 3)
+            big.replaceSubrange(4096..<(4096 + 32), with: marker)
+            let noteText = "door code " + marker.map { String(format: "%02x", $0) }.joined()
+            let names = (0..<4).map { _ in "IMG_\(randomBytes(8).map { String(format: "%02x", $0) }.joined()).jpg" }
+            let contents: [[UInt8]] = [[], [0x42], big]
+
+            let before = Date()
+            var added: [ItemMetadata] = []
+            for (i, bytes) in contents.enumerated() {
+                added.append(try vault.add(photo(bytes, name: names[i])))
+            }
+            added.append(try vault.add(note(noteText, name: names[3])))
+            let after = Date()
+
+            // The listing, from a fresh vault object (nothing cached).
+            let reopened = try Vault.open(at: vaultPath, keyStore: store, forWriting: false)
+            let listed = try reopened.items()
+            #expect(listed.count == 4)
+            #expect(Set(listed.map(\.id)) == Set(added.map(\.id)))
+            for item in added {
+                let found = try #require(listed.first { $0.id == item.id })
+                // `created` is compared to the second: see metadataRoundTrip.
+                #expect(found.kind == item.kind && found.name == item.name && found.size == item.size)
+                #expect(found.contentTag == item.contentTag && found.sha256 == item.sha256)
+                #expect(abs(found.created.timeIntervalSince(item.created)) < 1)
+                #expect(UUID(uuidString: found.id) != nil)
+                #expect(found.compartment == .vault)
+                #expect(found.expires == nil)
+                #expect(found.created >= before.addingTimeInterval(-1) && found.created <= after.addingTimeInterval(1))
+            }
+            for (i, bytes) in contents.enumerated() {
+                let item = added[i]
+                #expect(item.kind == .photo)
+                #expect(item.name == names[i])
+                #expect(item.size == Int64(bytes.count))
+                #expect(try plaintext(of: item, in: reopened) == bytes, "photo of \(bytes.count) bytes differs")
+                try reopened.verify(item)
+                let content = reopened.contentPath(of: item)
+                #expect(content == vaultPath + "/Photos/\(item.id).n11")
+                #expect(fileSize(content) == Int64(overhead + bytes.count))
+                #expect(mode(of: content) == 0o600)
+                #expect(mode(of: metadataPath(of: item, in: reopened)) == 0o600)
+            }
+            let noteItem = added[3]
+            #expect(noteItem.kind == .note)
+            #expect(noteItem.name == names[3])
+            #expect(noteItem.size == Int64(noteText.utf8.count))
+            #expect(reopened.contentPath(of: noteItem) == vaultPath + "/Notes/\(noteItem.id).n11note")
+            #expect(fileSize(reopened.contentPath(of: noteItem)) == Int64(overhead + noteText.utf8.count))
+            #expect(try plaintext(of: noteItem, in: reopened) == Array(noteText.utf8))
+
+            // §3.1: neither plaintext nor names anywhere under the vault.
+            let files = allFiles(under: vaultPath)
+            #expect(files.count >= 9)   // marker, lock, 4 contents, 4 metadata
+            for file in files {
+                let bytes = try readBytes(file)
+                #expect(!contains(bytes, marker), "\(file) contains the photo's plaintext")
+                #expect(!contains(bytes, Array(noteText.utf8.prefix(40))), "\(file) contains the note's plaintext")
+                for name in names {
+                    #expect(!contains(bytes, Array(name.utf8)), "\(file) contains the item name \(name)")
+                }
+            }
+        }
+    }
+
+    /// SOURCE BUG (reported): metadata dates are stored with JSONEncoder's .iso8601 strategy,
+    /// which drops fractions of a second, but Vault.add returns (and caches) the exact Date.
+    /// What add returns is not what every later reader sees, and a fade expiry moves.
+    @Test("the metadata add returns is the metadata a later reader gets (created, expires)")
+    func metadataRoundTrip() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let now = Date(timeIntervalSince1970: 1_800_000_000.75)
+            let plain = try vault.add(photo([1, 2, 3]), now: now)
+            let fading = try vault.add(photo([4], compartment: .fade, expires: now.addingTimeInterval(90)), now: now)
+            let reread = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+                .items(includeExpired: true, now: now)
+            let plainBack = try #require(reread.first { $0.id == plain.id })
+            let fadingBack = try #require(reread.first { $0.id == fading.id })
+            #expect(plainBack == plain)
+            #expect(fadingBack.expires == fading.expires)
+            #expect(abs(plainBack.created.timeIntervalSince(plain.created)) < 1)
+        }
+    }
+
+    @Test("items of the backup compartment are listed under it and read back")
+    func backupCompartment() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let bytes = randomBytes(1000)
+            let item = try vault.add(photo(bytes, compartment: .backup))
+            let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            let listed = try reopened.items()
+            #expect(listed.map(\.compartment) == [.backup])
+            #expect(try plaintext(of: item, in: reopened) == bytes)
+        }
+    }
+
+    // MARK: tampering
+
+    @Test("a flipped byte (nonce, ciphertext, tag) in a content file: read and verify throw itemDamaged",
+          arguments: ["nonce", "ciphertext", "tag"])
+    func flippedContentByte(position: String) throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let bytes = randomBytes(70_000)
+            let item = try vault.add(photo(bytes))
+            let content = vault.contentPath(of: item)
+            let offset = switch position {
+                case "nonce": 3
+                case "ciphertext": 12 + 50_000
+                default: overhead + bytes.count - 2
+            }
+            try flipByte(in: content, at: offset)
+
+            // The staging contract: the read must throw; what the sink saw is not trusted.
+            let sink = CollectingSink()
+            let error = expectVaultError("itemDamaged") { try vault.read(item, into: sink) }
+            #expect(error?.kind == .damaged)
+            #expect(error?.description.contains(item.id) == true)
+            expectVaultError("itemDamaged") { try vault.verify(item) }
+            // The listing still works: only the content is damaged.
+            #expect(try vault.items().map(\.id) == [item.id])
+        }
+    }
+
+    @Test("a truncated or missing content file is itemDamaged", arguments: [0, 11, 12, 27, 28, 1000 + 27])
+    func truncatedContent(length: Int) throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let item = try vault.add(photo(randomBytes(1000)))
+            try truncateFile(vault.contentPath(of: item), to: length)
+            expectVaultError("itemDamaged") { try vault.read(item, into: CollectingSink()) }
+            expectVaultError("itemDamaged") { try vault.verify(item) }
+            #expect(unlink(vault.contentPath(of: item)) == 0)
+            expectVaultError("itemDamaged") { try vault.verify(item) }
+        }
+    }
+
+    @Test("appending bytes to a content file is itemDamaged")
+    func extendedContent() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let item = try vault.add(photo(randomBytes(1000)))
+            let path = vault.contentPath(of: item)
+            try writeBytes(try readBytes(path) + [0], to: path)
+            expectVaultError("itemDamaged") { try vault.verify(item) }
+        }
+    }
+
+    @Test("swapping the content files of two items of the same compartment and size is detected")
+    func swappedContents() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let a = try vault.add(photo(randomBytes(5000), name: "a.jpg"))
+            let b = try vault.add(photo(randomBytes(5000), name: "b.jpg"))
+            let pathA = vault.contentPath(of: a), pathB = vault.contentPath(of: b)
+            let tmp = dir + "/swap"
+            #expect(rename(pathA, tmp) == 0)
+            #expect(rename(pathB, pathA) == 0)
+            #expect(rename(tmp, pathB) == 0)
+            let sink = CollectingSink()
+            expectVaultError("itemDamaged") { try vault.read(a, into: sink) }
+            expectVaultError("itemDamaged") { try vault.read(b, into: CollectingSink()) }
+            expectVaultError("itemDamaged") { try vault.verify(a) }
+            expectVaultError("itemDamaged") { try vault.verify(b) }
+        }
+    }
+
+    @Test("a damaged metadata file makes the listing fail as itemDamaged, naming it")
+    func damagedMetadata() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let item = try vault.add(photo(randomBytes(10)))
+            try flipByte(in: metadataPath(of: item, in: vault), at: 20)
+            let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            let error = expectVaultError("itemDamaged") { _ = try reopened.items() }
+            #expect(error?.description.contains(item.id) == true)
+        }
+    }
+
+    // MARK: mismatch
+
+    @Test("a vault opened with another key store is vaultMismatch")
+    func otherKeyStore() throws {
+        try withTemporaryDirectory { dir in
+            let (_, storeA) = try makeHome(in: dir, name: "a")
+            let (_, storeB) = try makeHome(in: dir, name: "b")
+            do {
+                let vault = try Vault.open(at: dir + "/vault", keyStore: storeA, forWriting: true)
+                _ = try vault.add(photo(randomBytes(10)))
+            }
+            let markerBefore = try readBytes(dir + "/vault/.n11vault")
+            let e1 = expectVaultError("vaultMismatch") { _ = try Vault.open(at: dir + "/vault", keyStore: storeB, forWriting: false) }
+            #expect(e1?.kind == .authentication)
+            expectVaultError("vaultMismatch") { _ = try Vault.open(at: dir + "/vault", keyStore: storeB, forWriting: true) }
+            #expect(try readBytes(dir + "/vault/.n11vault") == markerBefore)
+            #expect(try Vault.open(at: dir + "/vault", keyStore: storeA, forWriting: false).items().count == 1)
+        }
+    }
+
+    @Test("a non-empty directory without a marker, or a file, is notAVault; nothing is created in it")
+    func notAVault() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let photos = dir + "/my-photos"
+            #expect(mkdir(photos, 0o755) == 0)
+            try writeBytes([1, 2, 3], to: photos + "/holiday.jpg")
+            expectVaultError("notAVault") { _ = try Vault.open(at: photos, keyStore: store, forWriting: true) }
+            expectVaultError("notAVault") { _ = try Vault.open(at: photos, keyStore: store, forWriting: false) }
+            #expect(Directory.entriesOrEmpty(photos) == ["holiday.jpg"])
+
+            try writeBytes([1], to: dir + "/plain-file")
+            expectVaultError("notAVault") { _ = try Vault.open(at: dir + "/plain-file", keyStore: store, forWriting: true) }
+            // Read-only opening never creates a vault.
+            expectVaultError("notAVault") { _ = try Vault.open(at: dir + "/absent", keyStore: store, forWriting: false) }
+            #expect(!exists(dir + "/absent"))
+            // An empty directory becomes a vault.
+            #expect(mkdir(dir + "/empty", 0o700) == 0)
+            _ = try Vault.open(at: dir + "/empty", keyStore: store, forWriting: true)
+            #expect(exists(dir + "/empty/.n11vault"))
+        }
+    }
+
+    // MARK: fade
+
+    @Test("a fade item is live until it expires, then hidden, unreadable by ID, and purged from disk")
+    func fade() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let now = Date()
+            let keep = try vault.add(photo(randomBytes(20), name: "keep.jpg"), now: now)
+            let fading = try vault.add(photo(randomBytes(20), name: "boarding.png", compartment: .fade,
+                                             expires: now.addingTimeInterval(1)), now: now)
+            #expect(fading.compartment == .fade)
+            #expect(fading.expires != nil)
+
+            #expect(Set(try vault.items(now: now).map(\.id)) == [keep.id, fading.id])
+            #expect(try vault.item(matching: fading.id, now: now).id == fading.id)
+
+            let later = now.addingTimeInterval(2)
+            #expect(try vault.items(now: later).map(\.id) == [keep.id])
+            #expect(Set(try vault.items(includeExpired: true, now: later).map(\.id)) == [keep.id, fading.id])
+            let error = expectVaultError("itemExpired") { _ = try vault.item(matching: fading.id, now: later) }
+            #expect(error?.kind == .missingInput)
+            expectVaultError("itemExpired") { _ = try vault.item(matching: String(fading.id.prefix(8)), now: later) }
+
+            // Nothing to purge yet.
+            #expect(try vault.purgeExpired(now: now).isEmpty)
+            let content = vault.contentPath(of: fading), meta = metadataPath(of: fading, in: vault)
+            #expect(exists(content) && exists(meta))
+
+            let purged = try vault.purgeExpired(now: later)
+            #expect(purged.map(\.id) == [fading.id])
+            #expect(!exists(content))
+            #expect(!exists(meta))
+            #expect(exists(vault.contentPath(of: keep)))
+
+            let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            #expect(try reopened.items(includeExpired: true, now: later).map(\.id) == [keep.id])
+            expectVaultError("itemNotFound") { _ = try reopened.item(matching: fading.id, now: later) }
+        }
+    }
+
+    @Test("fade without expiry, or an expiry outside fade, is invalidCompartmentUse and adds nothing")
+    func fadeRules() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let soon = Date().addingTimeInterval(60)
+            let e = expectVaultError("invalidCompartmentUse") { _ = try vault.add(photo([1], compartment: .fade)) }
+            #expect(e?.kind == .usage)
+            expectVaultError("invalidCompartmentUse") { _ = try vault.add(photo([1], compartment: .vault, expires: soon)) }
+            expectVaultError("invalidCompartmentUse") { _ = try vault.add(note("x", compartment: .backup, expires: soon)) }
+            #expect(try vault.items(includeExpired: true).isEmpty)
+            for sub in ["Photos", "Notes", "Meta"] { #expect(Directory.entriesOrEmpty(dir + "/vault/" + sub).isEmpty) }
+        }
+    }
+
+    @Test("item names must be 1…255 bytes without '/' or NUL")
+    func names() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            for bad in ["", "a/b", "../x", "nul\u{0}", String(repeating: "x", count: 256)] {
+                let e = expectVaultError("invalidName") { _ = try vault.add(photo([1], name: bad)) }
+                #expect(e?.kind == .usage)
+            }
+            #expect(try vault.items().isEmpty)
+            _ = try vault.add(photo([1], name: String(repeating: "x", count: 255)))
+            _ = try vault.add(photo([1], name: "Ünïcødé .jpg"))
+        }
+    }
+
+    // MARK: locking
+
+    @Test("a second open for writing, even in the same process, is busy and names this PID")
+    func locking() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let path = dir + "/vault"
+            do {
+                let first = try Vault.open(at: path, keyStore: store, forWriting: true)
+                try withExtendedLifetime(first) {
+                    let error = expectVaultError("busy") { _ = try Vault.open(at: path, keyStore: store, forWriting: true) }
+                    #expect(error?.kind == .busy)
+                    if case .busy(_, let holder)? = error { #expect(holder == getpid()) }
+                    #expect(error?.description.contains("\(getpid())") == true)
+                    // Readers do not need the lock.
+                    _ = try Vault.open(at: path, keyStore: store, forWriting: false).items()
+                }
+            }
+            // The first vault is gone, so is its lock.
+            _ = try Vault.open(at: path, keyStore: store, forWriting: true)
+        }
+    }
+
+    @Test("lockWait waits for the holder to go away")
+    func lockWait() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let path = dir + "/vault"
+            _ = try Vault.open(at: path, keyStore: store, forWriting: true)
+            // Hold the lock from another open file description for ~0.3 s.
+            let fd = open(path + "/.lock", O_RDWR | O_CLOEXEC)
+            #expect(fd >= 0)
+            #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+            let release = Thread { usleep(300_000); close(fd) }
+            release.start()
+            _ = try Vault.open(at: path, keyStore: store, forWriting: true, lockWait: 5)
+        }
+    }
+
+    // MARK: leftovers
+
+    @Test("opening for writing removes temp files and content without metadata, and keeps real items")
+    func leftovers() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let path = dir + "/vault"
+            let photoBytes = randomBytes(3000)
+            let (realPhoto, realNote) = try {
+                let vault = try Vault.open(at: path, keyStore: store, forWriting: true)
+                return (try vault.add(photo(photoBytes)), try vault.add(note("hello")))
+            }()
+
+            let orphanPhoto = path + "/Photos/\(UUID().uuidString).n11"
+            let orphanNote = path + "/Notes/\(UUID().uuidString).n11note"
+            let temps = [path + "/Photos/.n11tmp-x", path + "/Notes/.n11tmp-y", path + "/Meta/.n11tmp-z",
+                         path + "/.n11tmp-w"]
+            for file in temps + [orphanPhoto, orphanNote] { try writeBytes(randomBytes(40), to: file) }
+
+            // Readers leave them alone (a writer might be mid-add).
+            let reader = try Vault.open(at: path, keyStore: store, forWriting: false)
+            #expect(try reader.items().count == 2)
+            for file in temps + [orphanPhoto, orphanNote] { #expect(exists(file)) }
+
+            let writer = try Vault.open(at: path, keyStore: store, forWriting: true)
+            for file in temps + [orphanPhoto, orphanNote] { #expect(!exists(file), "\(file) was not cleaned") }
+            #expect(Set(try writer.items().map(\.id)) == [realPhoto.id, realNote.id])
+            #expect(try plaintext(of: realPhoto, in: writer) == photoBytes)
+            #expect(try plaintext(of: realNote, in: writer) == Array("hello".utf8))
+            #expect(exists(writer.contentPath(of: realPhoto)) && exists(writer.contentPath(of: realNote)))
+            #expect(exists(path + "/.n11vault"))
+        }
+    }
+
+    // MARK: lookup by ID
+
+    @Test("item(matching:): full ID, unique 6-char prefix, lower case; short prefixes must match exactly")
+    func lookup() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            var items: [ItemMetadata] = []
+            for i in 0..<8 { items.append(try vault.add(photo([UInt8(i)], name: "p\(i)"))) }
+
+            for item in items {
+                #expect(try vault.item(matching: item.id).id == item.id)
+                #expect(try vault.item(matching: item.id.lowercased()).id == item.id)
+                let others = items.filter { $0.id != item.id }
+                let six = String(item.id.prefix(6))
+                if !others.contains(where: { $0.id.hasPrefix(six) }) {
+                    #expect(try vault.item(matching: six).id == item.id)
+                    #expect(try vault.item(matching: six.lowercased()).id == item.id)
+                }
+                // Fewer than 4 characters are never a prefix, even if unique.
+                let e = expectVaultError("itemNotFound") { _ = try vault.item(matching: String(item.id.prefix(3))) }
+                #expect(e?.kind == .missingInput)
+                expectVaultError("itemNotFound") { _ = try vault.item(matching: String(item.id.prefix(1))) }
+            }
+            expectVaultError("itemNotFound") { _ = try vault.item(matching: UUID().uuidString) }
+            expectVaultError("itemNotFound") { _ = try vault.item(matching: "") }
+        }
+    }
+}
+
+@Suite("FadeDuration")
+struct FadeDurationTests {
+    @Test("valid durations", arguments: [("90s", 90.0), ("30m", 1800), ("12h", 43200), ("7d", 604800),
+                                         ("2w", 1_209_600), ("1.5h", 5400)])
+    func valid(text: String, seconds: Double) throws {
+        #expect(try FadeDuration.seconds(from: text) == seconds)
+    }
+
+    @Test("invalid durations", arguments: ["", "7", "d", "-1d", "0s", "1y", "7 d", "s7", "1D", "nan s", "6000w"])
+    func invalid(text: String) {
+        let error = expectVaultError("invalidDuration") { _ = try FadeDuration.seconds(from: text) }
+        #expect(error?.kind == .usage)
+    }
+}
