@@ -40,5 +40,6 @@ let package = Package(
                     resources: []),
         .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Crypto", "N11System"]),
         .testTarget(name: "CLITests", dependencies: ["N11System"]),
+        .testTarget(name: "N11ArchiverTests", dependencies: ["N11Archiver", "N11Vault", "N11Format", "N11Container", "N11Crypto", "N11System"]),
     ]
 )

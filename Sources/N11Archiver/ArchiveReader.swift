@@ -61,11 +61,13 @@ public final class ArchiveReader {
         } catch { throw ArchiveError.reading(path, error) }
     }
 
+    /// Reads a small entry to its end: libzip checks an entry's CRC-32 only when a read
+    /// reaches the end, and a CRC failure here tells disk damage apart from a wrong password.
     static func readSmall(_ entry: ZipEntryInfo, from zip: ZipReader) throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: Int(entry.size))
+        var bytes = [UInt8](repeating: 0, count: Int(entry.size) + 1)
         let n = try zip.open(entry).readFully(into: &bytes, count: bytes.count)
-        guard n == bytes.count else { throw ContainerError.entryReadFailed(name: entry.name, reason: "short entry") }
-        return bytes
+        guard n == Int(entry.size) else { throw ContainerError.entryReadFailed(name: entry.name, reason: "wrong length") }
+        return Array(bytes[0..<n])
     }
 
     /// Authenticates the archive: derives or looks up the KEK, unwraps the content key,

@@ -141,11 +141,16 @@ public enum ArchiveRestorer {
         }
 
         let staging: String
+        let createdRoot: Bool
         do {
-            try Directory.ensure(root, mode: 0o700)
+            createdRoot = try Directory.ensure(root, mode: 0o700)
             staging = Path.join(root, ".n11staging-" + SecureRandom.bytes(6).hexString)
             try Directory.ensure(staging, mode: 0o700)
         } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
+        var published = false
+        // Runs after the staging directory is removed: a failed export into a directory this
+        // run made leaves no directory behind either.
+        defer { if createdRoot && !published { rmdir(root) } }
         defer { removeTree(staging) }
         for (n, step) in plan.enumerated() {
             let item = archive.manifest.items[step.index]
@@ -157,6 +162,7 @@ public enum ArchiveRestorer {
             report.restored.append(item.id)
             report.plaintextBytes += item.size
         }
+        published = true
         do {
             for (n, step) in plan.enumerated() {
                 let target = Path.join(root, step.relative)

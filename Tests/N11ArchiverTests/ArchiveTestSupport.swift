@@ -1,0 +1,318 @@
+import Foundation
+import Glibc
+import Testing
+import N11Archiver
+import N11Container
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+// Helpers shared by the archive tests: a private temp directory per test, vaults and key
+// stores, archive pipelines (create / unlock / verify / restore / export), a way to assert
+// which ArchiveError case was thrown, and directory snapshots.
+
+// MARK: files
+
+/// Runs `body` with a fresh directory made by mkdtemp under /tmp, removed afterwards.
+func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
+    var template = Array("/tmp/n11archiver-tests-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard made != nil else { throw SystemError("mkdtemp", path: "/tmp") }
+    let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+func readBytes(_ path: String) throws -> [UInt8] {
+    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+func writeBytes(_ bytes: [UInt8], to path: String) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
+func exists(_ path: String) -> Bool {
+    var st = stat()
+    return lstat(path, &st) == 0
+}
+
+func makeDirectory(_ path: String) throws {
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+}
+
+/// Names in a directory (hidden ones included), sorted.
+func listing(of path: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+}
+
+func randomBytes(_ count: Int) -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    var out = [UInt8](repeating: 0, count: count)
+    var i = 0
+    while i < count {
+        var word = generator.next()
+        for _ in 0..<8 where i < count {
+            out[i] = UInt8(truncatingIfNeeded: word)
+            word >>= 8
+            i += 1
+        }
+    }
+    return out
+}
+
+func sha256Hex(_ bytes: [UInt8]) -> String { SHA256Digest.hash(bytes).hexString }
+
+/// What a directory tree holds: relative path → "dir" or "file <sha256>" (or "link …").
+/// The vault's `.lock` is ignored: opening a vault for writing creates it and writes a PID.
+typealias Snapshot = [String: String]
+
+func snapshot(_ root: String) -> Snapshot {
+    var result: Snapshot = [:]
+    guard exists(root) else { return result }
+    guard let enumerator = FileManager.default.enumerator(atPath: root) else { return result }
+    while let relative = enumerator.nextObject() as? String {
+        if relative == ".lock" || relative.hasSuffix("/.lock") { continue }
+        let full = root + "/" + relative
+        var st = stat()
+        guard lstat(full, &st) == 0 else { continue }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR: result[relative] = "dir"
+        case S_IFREG: result[relative] = "file " + ((try? sha256Hex(readBytes(full))) ?? "unreadable")
+        default: result[relative] = "other \(st.st_mode)"
+        }
+    }
+    return result
+}
+
+/// Describes how two snapshots differ (for failure messages).
+func difference(_ before: Snapshot, _ after: Snapshot) -> String {
+    var lines: [String] = []
+    for key in Set(before.keys).union(after.keys).sorted() where before[key] != after[key] {
+        lines.append("\(key): \(before[key] ?? "absent") → \(after[key] ?? "absent")")
+    }
+    return lines.joined(separator: "; ")
+}
+
+// MARK: keys, vaults, archives
+
+let fastKDF = try! Argon2Parameters(opsLimit: 1, memoryBytes: 8 << 20)
+let testPassword = "correct horse battery staple"
+
+func secret(_ text: String) throws -> SecureBytes { try SecureBytes(copying: Array(text.utf8)) }
+
+/// A home `dir/name` with a fresh unsealed key store, and its vault opened for writing.
+func makeVault(in dir: String, name: String) throws -> (KeyStore, Vault) {
+    let home = N11Home(root: dir + "/" + name)
+    let store = try KeyStore.create(in: home, pin: nil)
+    let vault = try Vault.open(at: home.defaultVaultPath, keyStore: store, forWriting: true)
+    return (store, vault)
+}
+
+func photo(_ bytes: [UInt8], name: String, compartment: Compartment = .vault, expires: Date? = nil) -> Vault.NewItem {
+    Vault.NewItem(source: MemorySource(bytes), kind: .photo, name: name, compartment: compartment, expires: expires)
+}
+
+func note(_ bytes: [UInt8], name: String, compartment: Compartment = .vault, expires: Date? = nil) -> Vault.NewItem {
+    Vault.NewItem(source: MemorySource(bytes), kind: .note, name: name, compartment: compartment, expires: expires)
+}
+
+@discardableResult
+func createArchive(from vault: Vault, mode: ArchiveMode, to output: String,
+                   compartments: Set<Compartment> = [.vault, .fade], replaceExisting: Bool = false,
+                   kdf: Argon2Parameters = fastKDF, now: Date = Date(),
+                   password: String = testPassword) throws -> ArchiveCreator.Report {
+    try ArchiveCreator.create(from: vault, .init(mode: mode, compartments: compartments, output: output,
+                                                 replaceExisting: replaceExisting, kdf: kdf, now: now)) {
+        try secret(password)
+    }
+}
+
+struct NoKeyStore: Error {}
+
+/// Opens and authenticates an archive the way the CLI does.
+func unlock(_ path: String, password: String = testPassword, keyStore: KeyStore?) throws -> UnlockedArchive {
+    let reader = try ArchiveReader(path: path)
+    return try reader.unlock(password: { try secret(password) }, keyStore: {
+        guard let keyStore else { throw NoKeyStore() }
+        return keyStore
+    })
+}
+
+/// Collects what a vault read stages (tests only).
+final class CollectingSink: UnverifiedPlaintextSink {
+    private(set) var bytes: [UInt8] = []
+    func stage(_ chunk: ArraySlice<UInt8>) throws { bytes.append(contentsOf: chunk) }
+}
+
+/// Hashes what it gets, for items too large to collect.
+final class HashingSink: UnverifiedPlaintextSink {
+    private let digest = SHA256Digest()
+    private(set) var length: Int64 = 0
+    func stage(_ chunk: ArraySlice<UInt8>) throws {
+        digest.update(chunk)
+        length += Int64(chunk.count)
+    }
+    func finish() -> String { digest.finish().hexString }
+}
+
+func plaintext(of item: ItemMetadata, in vault: Vault) throws -> [UInt8] {
+    let sink = CollectingSink()
+    try vault.read(item, into: sink)
+    return sink.bytes
+}
+
+/// The vault's items as stored on disk (a fresh read-only instance, so nothing cached),
+/// by ID.
+func storedItems(of vaultPath: String, keyStore: KeyStore) throws -> [String: ItemMetadata] {
+    let vault = try Vault.open(at: vaultPath, keyStore: keyStore, forWriting: false)
+    return Dictionary(uniqueKeysWithValues: try vault.items(includeExpired: true).map { ($0.id, $0) })
+}
+
+/// Checks that `restored` holds exactly the items of `original` (by ID) with the same
+/// descriptive metadata and the given plaintexts.
+func expectSameItems(_ original: [String: ItemMetadata], _ restored: [String: ItemMetadata],
+                     plaintexts: [String: [UInt8]], restoredVault: Vault,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+    #expect(Set(restored.keys) == Set(original.keys), sourceLocation: sourceLocation)
+    for (id, old) in original {
+        guard let new = restored[id] else { continue }
+        #expect(new.name == old.name, sourceLocation: sourceLocation)
+        #expect(new.kind == old.kind, sourceLocation: sourceLocation)
+        #expect(new.compartment == old.compartment, sourceLocation: sourceLocation)
+        #expect(new.created == old.created, "created \(new.created) vs \(old.created)", sourceLocation: sourceLocation)
+        #expect(new.expires == old.expires, "expires \(String(describing: new.expires)) vs \(String(describing: old.expires))", sourceLocation: sourceLocation)
+        #expect(new.size == old.size, sourceLocation: sourceLocation)
+        #expect(new.sha256 == old.sha256, sourceLocation: sourceLocation)
+        if let expected = plaintexts[id] {
+            let bytes = try plaintext(of: new, in: restoredVault)
+            #expect(bytes.count == expected.count && bytes == expected, "item \(id) (\(old.name)) differs after restore",
+                    sourceLocation: sourceLocation)
+        }
+    }
+}
+
+// MARK: errors
+
+extension ArchiveError {
+    var caseName: String {
+        switch self {
+        case .wrongPassword: return "wrongPassword"
+        case .keyNotHere: return "keyNotHere"
+        case .damaged: return "damaged"
+        case .notAnArchive: return "notAnArchive"
+        case .unsupported: return "unsupported"
+        case .archiveMissing: return "archiveMissing"
+        case .outputExists: return "outputExists"
+        case .conflicts: return "conflicts"
+        case .exportConflicts: return "exportConflicts"
+        case .passwordNeeded: return "passwordNeeded"
+        case .vaultItemDamaged: return "vaultItemDamaged"
+        case .vault: return "vault"
+        case .system: return "system"
+        }
+    }
+}
+
+/// Runs `body` and checks that it throws an ArchiveError whose case is one of `expected`
+/// and whose kind is `kind`. Returns the error so callers can check more.
+@discardableResult
+func expectArchiveError(_ expected: Set<String>, kind: FailureKind, _ what: String = "",
+                        sourceLocation: SourceLocation = #_sourceLocation,
+                        _ body: () throws -> Void) -> ArchiveError? {
+    do {
+        try body()
+        Issue.record("\(what): expected ArchiveError.\(expected.sorted()), but nothing was thrown", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as ArchiveError {
+        #expect(expected.contains(error.caseName), "\(what): expected ArchiveError.\(expected.sorted()), got .\(error.caseName): \(error)",
+                sourceLocation: sourceLocation)
+        #expect(error.kind == kind, "\(what): expected kind \(kind), got \(error.kind): \(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("\(what): expected ArchiveError.\(expected.sorted()), got \(type(of: error)): \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+@discardableResult
+func expectArchiveError(_ expected: String, kind: FailureKind, _ what: String = "",
+                        sourceLocation: SourceLocation = #_sourceLocation,
+                        _ body: () throws -> Void) -> ArchiveError? {
+    expectArchiveError([expected], kind: kind, what, sourceLocation: sourceLocation, body)
+}
+
+// MARK: large streamed content
+
+/// A deterministic pseudo-random byte stream of a given length, generated on the fly
+/// (splitmix64 per 8-byte word), so a large item never exists in memory.
+final class PatternSource: ByteSource {
+    let length: Int64
+    private let seed: UInt64
+    private var position: Int64 = 0
+
+    init(length: Int64, seed: UInt64) {
+        self.length = length
+        self.seed = seed
+    }
+
+    static func word(_ index: Int64, seed: UInt64) -> UInt64 {
+        var z = seed &+ UInt64(bitPattern: index) &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = Int(min(Int64(count), length - position))
+        guard n > 0 else { return 0 }
+        let seed = self.seed
+        let start = position
+        buffer.withUnsafeMutableBytes { raw in
+            let base = raw.baseAddress! + offset
+            var i = 0
+            // Unaligned head, byte by byte.
+            while i < n && (start + Int64(i)) & 7 != 0 {
+                let p = start + Int64(i)
+                base.storeBytes(of: UInt8(truncatingIfNeeded: Self.word(p >> 3, seed: seed) >> (8 * UInt64(p & 7))), toByteOffset: i, as: UInt8.self)
+                i += 1
+            }
+            // Whole words.
+            while i + 8 <= n {
+                let p = start + Int64(i)
+                base.storeBytes(of: Self.word(p >> 3, seed: seed).littleEndian, toByteOffset: i, as: UInt64.self)
+                i += 8
+            }
+            // Tail.
+            while i < n {
+                let p = start + Int64(i)
+                base.storeBytes(of: UInt8(truncatingIfNeeded: Self.word(p >> 3, seed: seed) >> (8 * UInt64(p & 7))), toByteOffset: i, as: UInt8.self)
+                i += 1
+            }
+        }
+        position += Int64(n)
+        return n
+    }
+}
+
+// MARK: memory
+
+/// Resident set size and its high-water mark (VmRSS, VmHWM) in bytes, from /proc.
+func residentMemory() -> (current: Int64, peak: Int64)? {
+    guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    func value(_ key: String) -> Int64? {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key + ":") }) else { return nil }
+        return line.split(separator: " ").compactMap { Int64($0) }.first.map { $0 * 1024 }
+    }
+    guard let current = value("VmRSS"), let peak = value("VmHWM") else { return nil }
+    return (current, peak)
+}
+
+/// Resets the process's RSS high-water mark to its current RSS (Linux ≥ 4.0:
+/// `echo 5 > /proc/self/clear_refs`). False if the kernel or sandbox refuses.
+func resetPeakResidentMemory() -> Bool {
+    let fd = open("/proc/self/clear_refs", O_WRONLY)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    return write(fd, "5", 1) == 1
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Glibc
+import Testing
+import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// Format version 1 must stay readable forever: the archives committed under
+/// Fixtures/golden (made once by Scripts/make-golden) restore byte-exactly.
+@Suite("Golden archives (format v1)")
+struct GoldenArchiveTests {
+    static let golden = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fixtures/golden").standardized.path
+
+    /// The originals, by the names the archives store.
+    func originals() throws -> [String: [UInt8]] {
+        ["note.txt": try readBytes(Self.golden + "/items/note.txt"),
+         "photo.jpg": try readBytes(Self.golden + "/items/photo.jpg")]
+    }
+
+    func password() throws -> SecureBytes {
+        var bytes = try readBytes(Self.golden + "/portable-v1.password")
+        if bytes.last == 0x0A { bytes.removeLast() }
+        return try SecureBytes(copying: bytes)
+    }
+
+    func restoredItems(_ vault: Vault) throws -> [String: [UInt8]] {
+        var out: [String: [UInt8]] = [:]
+        for item in try vault.items() {
+            let sink = CollectingSink()
+            try vault.read(item, into: sink)
+            out[item.name] = sink.bytes
+        }
+        return out
+    }
+
+    @Test func portableV1RestoresByteExactly() throws {
+        try withTemporaryDirectory { dir in
+            let reader = try ArchiveReader(path: Self.golden + "/portable-v1.nu11vlt")
+            #expect(reader.header.mode == .portable)
+            #expect(reader.header.kdf?.opsLimit == 1 && reader.header.kdf?.memoryKiB == 8192)
+            let home = N11Home(root: dir + "/home")
+            let keyStore = try KeyStore.create(in: home, pin: nil)
+            let archive = try reader.unlock(password: { try password() }, keyStore: { keyStore })
+            #expect(archive.manifest.items.count == 2)
+            _ = try ArchiveVerifier.verify(archive, keyStore: nil)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
+            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: false, dryRun: false)
+            #expect(report.restored.count == 2)
+            #expect(try restoredItems(vault) == originals())
+
+            _ = try ArchiveRestorer.export(archive, to: dir + "/export", keyStore: nil, overwrite: false, dryRun: false)
+            #expect(try readBytes(dir + "/export/Notes/note.txt") == originals()["note.txt"])
+            #expect(try readBytes(dir + "/export/Photos/photo.jpg") == originals()["photo.jpg"])
+        }
+    }
+
+    @Test func secureV1RestoresByteExactlyWithItsKeyStore() throws {
+        try withTemporaryDirectory { dir in
+            // Git keeps no file modes: give the copied key store the private ones it needs.
+            let home = N11Home(root: dir + "/home")
+            try makeDirectory(home.root)
+            chmod(home.root, 0o700)
+            try writeBytes(try readBytes(Self.golden + "/secure-v1.keystore.n11keys"), to: home.keyStorePath)
+            chmod(home.keyStorePath, 0o600)
+            let keyStore = try KeyStore.load(from: home) { nil }
+
+            let reader = try ArchiveReader(path: Self.golden + "/secure-v1.nu11vlt")
+            #expect(reader.header.mode == .secure && reader.header.kdf == nil)
+            let archive = try reader.unlock(password: { nil }, keyStore: { keyStore })
+            _ = try ArchiveVerifier.verify(archive, keyStore: keyStore)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
+            _ = try ArchiveRestorer.restore(archive, into: vault, overwrite: false, dryRun: false)
+            #expect(try restoredItems(vault) == originals())
+        }
+    }
+
+    @Test func secureV1IsRefusedWithoutItsKey() throws {
+        try withTemporaryDirectory { dir in
+            let keyStore = try KeyStore.create(in: N11Home(root: dir + "/home"), pin: nil)
+            let reader = try ArchiveReader(path: Self.golden + "/secure-v1.nu11vlt")
+            #expect {
+                _ = try reader.unlock(password: { nil }, keyStore: { keyStore })
+            } throws: { error in
+                guard case .keyNotHere? = error as? ArchiveError else { return false }
+                return (error as? ArchiveError)?.kind == .authentication
+            }
+        }
+    }
+}
