@@ -115,6 +115,7 @@ public enum ArchiveCreator {
             throw .vault(error)
         } catch let error as SystemError { throw .system(error) }
         catch let error as ContainerError { throw .system(SystemError(error.description, path: output, errno: EIO)) }
+        catch let error as CategorizedError { throw .caller(kind: error.kind, message: error.description, hint: error.hint) }
         catch { throw .system(SystemError("\(error)", path: output, errno: EIO)) }
     }
 

@@ -20,6 +20,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case vaultItemDamaged(id: String, path: String)
     case vault(VaultError)
     case system(SystemError)
+    /// A failure of a caller-supplied step (reading the password, say), kept as it was.
+    case caller(kind: FailureKind, message: String, hint: String?)
 
     public var kind: FailureKind {
         switch self {
@@ -30,6 +32,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .passwordNeeded: return .usage
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
+        case .caller(let kind, _, _): return kind
         }
     }
 
@@ -51,6 +54,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
         case .vault(let e): return e.description
         case .system(let e): return e.description
+        case .caller(_, let message, _): return message
         }
     }
 
@@ -66,6 +70,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
         case .vault(let e): return e.hint
         case .system(let e): return e.hint
+        case .caller(_, _, let hint): return hint
         default: return nil
         }
     }
@@ -87,6 +92,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             }
         case let e as VaultError: return .vault(e)
         case let e as SystemError: return .system(e)
+        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
         default: return .damaged(archive: archive, what: "\(error)")
         }
     }

@@ -210,6 +210,7 @@ extension ArchiveError {
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .vault: return "vault"
         case .system: return "system"
+        case .caller: return "caller"
         }
     }
 }
