@@ -46,25 +46,27 @@ public enum ArchiveCreator {
             }
             AtomicFile.removeLeftovers(in: outputDirectory)
 
-            let all = try vault.items(includeExpired: true, now: request.now).filter { request.compartments.contains($0.compartment) }
-            let live = all.filter { !$0.isExpired(at: request.now) }
-            let expired = all.filter { $0.isExpired(at: request.now) }.map(\.id)
-
-            // Keys (FORMAT.md §3–4).
+            // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
+            // derive it before the catalogue and the ZIP writer hold anything.
             let archiveID = SecureRandom.bytes(16)
             let contentKey = try SecureBytes(randomCount: 32)
             let header: ArchiveHeader
             let kek: SecureBytes
             switch request.mode {
             case .portable:
-                let salt = SecureRandom.bytes(Argon2id.saltLength)
-                header = try ArchiveHeader(mode: .portable, archiveID: archiveID, created: request.now,
-                                           kdf: .init(opsLimit: request.kdf.opsLimit, memoryKiB: request.kdf.memoryBytes >> 10, salt: salt))
-                kek = try ArchiveKeys.portableKEK(password: try password(), kdf: header.kdf!)
+                let kdf = ArchiveHeader.KDF(opsLimit: request.kdf.opsLimit, memoryKiB: request.kdf.memoryBytes >> 10,
+                                            salt: SecureRandom.bytes(Argon2id.saltLength))
+                header = try ArchiveHeader(mode: .portable, archiveID: archiveID, created: request.now, kdf: kdf)
+                kek = try ArchiveKeys.portableKEK(password: try password(), kdf: kdf)
             case .secure:
                 header = try ArchiveHeader(mode: .secure, archiveID: archiveID, created: request.now, kdf: nil)
                 kek = try SecureBytes(randomCount: 32)
             }
+
+            let all = try vault.items(includeExpired: true, now: request.now).filter { request.compartments.contains($0.compartment) }
+            let live = all.filter { !$0.isExpired(at: request.now) }
+            let expired = all.filter { $0.isExpired(at: request.now) }.map(\.id)
+
             let keyWrap = try ArchiveKeys.wrap(contentKey: contentKey, kek: kek, header: header)
 
             let manifestItems = live.map { item in

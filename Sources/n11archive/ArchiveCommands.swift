@@ -85,9 +85,9 @@ struct ArchiveInput: ParsableArguments {
     @OptionGroup var password: PasswordOptions
 
     /// Opens and authenticates the archive: portable ones ask for the password, secure ones
-    /// load the key store.
-    func unlock() throws -> (UnlockedArchive, KeyStore?) {
-        let reader = try ArchiveReader(path: file)
+    /// load the key store. Pass a reader already opened to avoid opening the file twice.
+    func unlock(_ opened: ArchiveReader? = nil) throws -> (UnlockedArchive, KeyStore?) {
+        let reader = try opened ?? ArchiveReader(path: file)
         var keyStore: KeyStore? = nil
         let archive = try reader.unlock(password: { try password.read(confirm: false) }, keyStore: {
             let loaded = try store.loadKeyStore()
@@ -228,7 +228,7 @@ struct Restore: ParsableCommand {
         let reader = try ArchiveReader(path: input.file)
         let report: ArchiveRestorer.Report
         if let export {
-            let (archive, keyStore) = try input.unlock()
+            let (archive, keyStore) = try input.unlock(reader)
             report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun)
         } else {
             let home = input.store.resolvedHome
@@ -236,7 +236,7 @@ struct Restore: ParsableCommand {
                 let created = try KeyStore.create(in: home, pin: nil)
                 Console.note("no key store in '\(home.root)': created \(created.path) for the restored vault")
             }
-            let (archive, _) = try input.unlock()
+            let (archive, _) = try input.unlock(reader)
             let vault = try vaultOptions.open(with: input.store, forWriting: !dryRun)
             report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun)
         }
