@@ -1,0 +1,66 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Runs `n11archive ARGS` on a real pseudo-terminal (util-linux `script`), typing `lines`
+/// one by one, each after a pause (the prompt flushes type-ahead, as getpass does).
+/// Returns the terminal's transcript and the exit status.
+func runOnTerminal(_ arguments: [String], typing lines: [String], home: String) throws -> (String, Int32) {
+    let command = ([n11archiveBinary] + arguments).map { "'\($0)'" }.joined(separator: " ")
+    let typing = lines.map { "sleep 0.8; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "(\(typing); sleep 0.8) | script -qec \"\(command)\" /dev/null"]
+    process.environment = ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb"]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let transcript = output.fileHandleForReading.readDataToEndOfFile()   // drained before waiting
+    process.waitUntilExit()
+    return (String(decoding: transcript, as: UTF8.self), process.terminationStatus)
+}
+
+@Suite("Terminal prompts", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"),
+                                      "needs util-linux script for a pseudo-terminal"))
+struct TerminalPromptTests {
+    @Test("init --pin on a terminal asks twice without echo; the PIN then unlocks the key store")
+    func pinPrompt() throws {
+        try withSandbox { s in
+            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["8642", "8642"], home: s.home)
+            #expect(transcript.contains("Enter PIN:") && transcript.contains("Repeat PIN:"), "\(transcript)")
+            #expect(!transcript.contains("8642"), "the PIN was echoed: \(transcript)")
+            #expect(transcript.contains("PIN-protected"), "\(transcript)")
+            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("pin", Array("8642\n".utf8))]), 0)
+            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("bad", Array("8641\n".utf8))]), 77)
+        }
+    }
+
+    @Test("two different PINs create nothing")
+    func pinMismatch() throws {
+        try withSandbox { s in
+            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["8642", "8643"], home: s.home)
+            #expect(transcript.contains("differ"), "\(transcript)")
+            #expect(!exists(s.home + "/keystore.n11keys"))
+        }
+    }
+
+    @Test("create --portable on a terminal asks for the password twice without echo; verify asks once")
+    func passwordPrompt() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("a.jpg", [1, 2, 3])]), 0)
+            let archive = s.path("t.nu11vlt")
+            let (made, _) = try runOnTerminal(["create", "--portable", "-o", archive] + fastKDF,
+                                              typing: ["tty password", "tty password"], home: s.home)
+            #expect(made.contains("Enter password:") && made.contains("Repeat password:"), "\(made)")
+            #expect(!made.contains("tty password"), "the password was echoed: \(made)")
+            #expect(exists(archive), "\(made)")
+            let (checked, _) = try runOnTerminal(["verify", archive], typing: ["tty password"], home: s.home)
+            #expect(checked.contains("ok:"), "\(checked)")
+            #expect(!checked.contains("Repeat"), "verify asks once: \(checked)")
+            // The same password from a file opens it too: the prompt adds nothing to the bytes.
+            expectExit(try s.run(["verify", archive, "--password-file", try s.file("pw", Array("tty password\n".utf8))]), 0)
+        }
+    }
+}
