@@ -36,7 +36,7 @@ public enum Timestamp {
             }
             return v
         }
-        for (i, c) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")] where b[i] != UInt8(ascii: Unicode.Scalar(c)!) { return nil }
+        for (i, c) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")] as [(Int, Unicode.Scalar)] where b[i] != UInt8(ascii: c) { return nil }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
               (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 60 else { return nil }

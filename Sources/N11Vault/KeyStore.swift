@@ -29,6 +29,17 @@ public final class KeyStore: @unchecked Sendable {
         let key: SecureBytes
     }
 
+    /// The three compartment keys every key store has (parse and create guarantee them).
+    struct CompartmentKeys {
+        let vault, fade, backup: SecureBytes
+
+        var records: [Record] {
+            let zero = [UInt8](repeating: 0, count: 16)
+            return [Record(kind: .vault, id: zero, key: vault), Record(kind: .fade, id: zero, key: fade),
+                    Record(kind: .backup, id: zero, key: backup)]
+        }
+    }
+
     /// How the file is sealed when saved again (so adding an archive key needs no new PIN prompt).
     struct Sealing {
         let parameters: Argon2Parameters
@@ -39,16 +50,18 @@ public final class KeyStore: @unchecked Sendable {
     public let path: String
     let home: N11Home
     public let storeID: [UInt8]
-    private var records: [Record]
+    private let compartmentKeys: CompartmentKeys
+    private var archiveRecords: [Record]
     private let sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
 
-    private init(home: N11Home, storeID: [UInt8], records: [Record], sealing: Sealing?) {
+    private init(home: N11Home, storeID: [UInt8], compartmentKeys: CompartmentKeys, archiveRecords: [Record], sealing: Sealing?) {
         self.home = home
         self.path = home.keyStorePath
         self.storeID = storeID
-        self.records = records
+        self.compartmentKeys = compartmentKeys
+        self.archiveRecords = archiveRecords
         self.sealing = sealing
     }
 
@@ -64,17 +77,15 @@ public final class KeyStore: @unchecked Sendable {
         if (try? FileStatus.of(home.keyStorePath)) != nil { throw .alreadyInitialized(path: home.keyStorePath) }
         if let pin { try checkPIN(pin) }
         do {
-            var records: [Record] = []
-            for kind in [RecordKind.vault, .fade, .backup] {
-                records.append(Record(kind: kind, id: [UInt8](repeating: 0, count: 16), key: try SecureBytes(randomCount: 32)))
-            }
+            let keys = CompartmentKeys(vault: try SecureBytes(randomCount: 32), fade: try SecureBytes(randomCount: 32),
+                                       backup: try SecureBytes(randomCount: 32))
             var sealing: Sealing? = nil
             if let pin {
                 let salt = SecureRandom.bytes(Argon2id.saltLength)
                 let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: .interactive)
                 sealing = Sealing(parameters: .interactive, salt: salt, key: key)
             }
-            let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), records: records, sealing: sealing)
+            let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), compartmentKeys: keys, archiveRecords: [], sealing: sealing)
             try store.save(replaceExisting: false)
             return store
         } catch { throw VaultError.wrap(error) }
@@ -168,23 +179,28 @@ public final class KeyStore: @unchecked Sendable {
             if kind != .archive && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }
-        for kind in [RecordKind.vault, .fade, .backup] where records.filter({ $0.kind == kind }).count != 1 {
-            throw damaged
+        func only(_ kind: RecordKind) -> SecureBytes? {
+            let found = records.filter { $0.kind == kind }
+            return found.count == 1 ? found[0].key : nil
         }
-        return KeyStore(home: home, storeID: storeID, records: records, sealing: sealing)
+        guard let vault = only(.vault), let fade = only(.fade), let backup = only(.backup) else { throw damaged }
+        return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(vault: vault, fade: fade, backup: backup),
+                        archiveRecords: records.filter { $0.kind == .archive }, sealing: sealing)
     }
 
     // MARK: keys
 
     public func key(for compartment: Compartment) -> SecureBytes {
-        let kind: RecordKind = switch compartment { case .vault: .vault; case .fade: .fade; case .backup: .backup }
-        // parseBody and create guarantee exactly one record per compartment.
-        return records.first { $0.kind == kind }!.key
+        switch compartment {
+        case .vault: return compartmentKeys.vault
+        case .fade: return compartmentKeys.fade
+        case .backup: return compartmentKeys.backup
+        }
     }
 
     /// The device key of a secure archive, if this key store made that archive.
     public func archiveKey(id: [UInt8]) -> SecureBytes? {
-        records.first { $0.kind == .archive && $0.id == id }?.key
+        archiveRecords.first { $0.id == id }?.key
     }
 
     /// Stores a new archive key and saves the file atomically. Under the home's lock the file
@@ -208,18 +224,19 @@ public final class KeyStore: @unchecked Sendable {
             guard current.storeID == storeID else {
                 throw VaultError.keyStoreDamaged(path: path, reason: "it was replaced by another key store")
             }
-            records = current.records
+            archiveRecords = current.archiveRecords
             guard archiveKey(id: id) == nil else { return }
-            records.append(Record(kind: .archive, id: id, key: key))
+            archiveRecords.append(Record(kind: .archive, id: id, key: key))
             try save(replaceExisting: true)
         } catch { throw VaultError.wrap(error) }
     }
 
-    public var archiveKeyCount: Int { records.filter { $0.kind == .archive }.count }
+    public var archiveKeyCount: Int { archiveRecords.count }
 
     // MARK: saving
 
     private func save(replaceExisting: Bool) throws {
+        let records = compartmentKeys.records + archiveRecords
         let body = try SecureBytes(count: 20 + records.count * Self.recordSize)
         body.withUnsafeMutableBytes { raw in
             var w = ByteWriter(into: raw)
