@@ -63,6 +63,10 @@ public enum ArchiveCreator {
                 kek = try SecureBytes(randomCount: 32)
             }
 
+            // A damaged record would silently be missing from the archive: refuse instead.
+            if let id = try vault.damagedItemIDs().first {
+                throw ArchiveError.vaultItemDamaged(id: id, path: Path.join(vault.path, "Meta/\(id).n11meta"))
+            }
             let all = try vault.items(includeExpired: true, now: request.now).filter { request.compartments.contains($0.compartment) }
             let live = all.filter { !$0.isExpired(at: request.now) }
             let expired = all.filter { $0.isExpired(at: request.now) }.map(\.id)
@@ -78,7 +82,8 @@ public enum ArchiveCreator {
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let sealedManifest = try ChunkedStream.seal(try manifest.serialized(), key: manifestKey)
 
-            let temp = Path.join(outputDirectory, "\(AtomicFile.tempPrefix)\(Path.lastComponent(of: output)).\(SecureRandom.bytes(6).hexString)")
+            // libzip writes `<temp>.XXXXXX` and renames it to `<temp>`: both carry this PID.
+            let temp = Path.join(outputDirectory, AtomicFile.tempName(for: Path.lastComponent(of: output)))
             defer { unlink(temp) }
             let writer = try ZipWriter(path: temp)
             let mtime = time_t(request.now.timeIntervalSince1970)

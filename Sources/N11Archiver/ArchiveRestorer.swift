@@ -12,11 +12,14 @@ public enum ArchiveRestorer {
     public struct Report: Sendable {
         public var restored: [String] = []
         public var replaced: [String] = []
+        /// Items already in the vault whose record or content was damaged, restored again.
+        public var repaired: [String] = []
         public var skippedIdentical: [String] = []
         public var skippedExpired: [String] = []
         public var plaintextBytes: Int64 = 0
         public var destination = ""
         public var dryRun = false
+        public init() {}
     }
 
     /// Restore into `vault` (opened for writing unless `dryRun`).
@@ -26,23 +29,35 @@ public enum ArchiveRestorer {
         report.destination = vault.path
         report.dryRun = dryRun
         let existing: [String: ItemMetadata]
+        let damaged: Set<String>
         do {
             existing = Dictionary(try vault.items(includeExpired: true, now: now).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            damaged = Set(try vault.damagedItemIDs())
         } catch { throw .vault(error) }
 
-        // Plan from the manifest alone.
-        var plan: [(index: Int, replaces: ItemMetadata?)] = []
+        // Plan from the manifest (and, for items already there, their state in the vault).
+        var plan: [(index: Int, replaces: ItemMetadata?, repairs: Bool)] = []
         var conflicts: [String] = []
         for (index, item) in archive.manifest.items.enumerated() {
             if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+            if damaged.contains(item.id) {
+                // Its record is damaged: the archive's version repairs it.
+                plan.append((index, nil, true))
+                continue
+            }
             if let old = existing[item.id] {
                 if old.sha256 == item.sha256 && old.kind == item.kind.vaultKind && old.compartment == item.compartment.vaultCompartment {
-                    report.skippedIdentical.append(item.id)
+                    // The same item; skip it only if its content is intact, else repair it.
+                    if (try? vault.verify(old)) != nil {
+                        report.skippedIdentical.append(item.id)
+                    } else {
+                        plan.append((index, old, true))
+                    }
                     continue
                 }
                 conflicts.append(item.id)
             }
-            plan.append((index, existing[item.id]))
+            plan.append((index, existing[item.id], false))
         }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
@@ -52,7 +67,7 @@ public enum ArchiveRestorer {
                 let item = archive.manifest.items[step.index]
                 do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: vault.keyStore, into: DiscardingSink()) }
                 catch { throw .itemFailed(archive: path, id: item.id, error) }
-                record(item, replaces: step.replaces, in: &report)
+                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
             return report
         }
@@ -65,18 +80,20 @@ public enum ArchiveRestorer {
                 try staging.stage(description(of: item), replaces: step.replaces) { file, key in
                     try writeVaultFile(archive, index: step.index, key: key, to: file)
                 }
+                if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind.vaultKind) }
             } catch {
                 staging.discard()
                 throw .itemFailed(archive: path, id: item.id, error)
             }
-            record(item, replaces: step.replaces, in: &report)
+            record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
         }
         do { try staging.commit() } catch { throw .vault(error) }
         return report
     }
 
-    private static func record(_ item: Manifest.Item, replaces: ItemMetadata?, in report: inout Report) {
-        if replaces == nil { report.restored.append(item.id) } else { report.replaced.append(item.id) }
+    private static func record(_ item: Manifest.Item, replaces: ItemMetadata?, repairs: Bool, in report: inout Report) {
+        if repairs { report.repaired.append(item.id) }
+        else if replaces == nil { report.restored.append(item.id) } else { report.replaced.append(item.id) }
         report.plaintextBytes += item.size
     }
 

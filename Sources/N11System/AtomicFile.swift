@@ -3,8 +3,8 @@ import Glibc
 /// A file that becomes visible at its final path only when complete: it is written to a
 /// temp file in the same directory, fsynced, renamed over the target, and the directory is
 /// fsynced (DESIGN.md §4). Until `commit()` the target is untouched; a writer dropped
-/// without commit removes its temp file. A kill -9 leaves at most a temp file whose name
-/// starts with `tempPrefix`, which `AtomicFile.removeLeftovers(in:)` cleans.
+/// without commit removes its temp file. A kill -9 leaves at most a temp file named
+/// `.n11tmp-<pid>-…`, which `AtomicFile.removeLeftovers(in:)` cleans once that process is gone.
 public final class AtomicFile: @unchecked Sendable {
     public static let tempPrefix = ".n11tmp-"
 
@@ -13,15 +13,13 @@ public final class AtomicFile: @unchecked Sendable {
     public let descriptor: FileDescriptor
     private var finished = false
 
-    /// - Parameter replaceExisting: when false, commit fails with EEXIST if the target exists
-    ///   (it uses link+unlink rather than rename so the check and the publish are one step).
     public init(path: String, mode: mode_t = 0o600) throws {
         finalPath = path
         let dir = Path.directory(of: path)
         let base = Path.lastComponent(of: path)
         var attempt = 0
         while true {
-            let candidate = Path.join(dir, "\(AtomicFile.tempPrefix)\(base).\(Path.randomSuffix())")
+            let candidate = Path.join(dir, AtomicFile.tempName(for: base))
             do {
                 descriptor = try FileDescriptor.createExclusive(candidate, mode: mode)
                 tempPath = candidate
@@ -73,14 +71,30 @@ public final class AtomicFile: @unchecked Sendable {
         try file.commit(replaceExisting: replaceExisting)
     }
 
-    /// Removes temp files a killed run left in `directory`; returns how many.
+    /// A temp name in this process's namespace: `.n11tmp-<pid>-<base>.<random>`. The PID
+    /// lets a later run tell a dead writer's leftovers from a live writer's work in progress.
+    public static func tempName(for base: String) -> String {
+        "\(tempPrefix)\(getpid())-\(base).\(Path.randomSuffix())"
+    }
+
+    /// Removes temp files in `directory` whose writing process no longer exists (names that
+    /// carry no PID are stale by definition); returns how many. Files of live processes,
+    /// another `create` into the same directory say, are left alone.
     @discardableResult
     public static func removeLeftovers(in directory: String) -> Int {
         guard let names = try? Directory.entries(of: directory) else { return 0 }
         var removed = 0
-        for name in names where name.hasPrefix(tempPrefix) {
+        for name in names where name.hasPrefix(tempPrefix) && !isLive(name) {
             if unlink(Path.join(directory, name)) == 0 { removed += 1 }
         }
         return removed
+    }
+
+    /// Whether the process named in a temp name is still running (kill(pid, 0) succeeds or
+    /// is refused for lack of permission).
+    public static func isLive(_ name: String) -> Bool {
+        let digits = name.dropFirst(tempPrefix.count).prefix { $0.isASCII && $0.isNumber }
+        guard let pid = Int32(digits), pid > 0, name.dropFirst(tempPrefix.count + digits.count).first == "-" else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 }

@@ -70,12 +70,15 @@ public final class KeyStore: @unchecked Sendable {
     /// Creates the home directory (0700) and a new key store with fresh vault, fade and backup
     /// keys, sealed under `pin` if one is given. Refuses to replace an existing key store.
     public static func create(in home: N11Home, pin: SecureBytes?) throws(VaultError) -> KeyStore {
+        if let pin { try checkPIN(pin) }
+        let lock: FileLock
         do {
             try Directory.ensure(home.root, mode: 0o700)
             try PrivatePermissions.checkDirectory(home.root)
+            lock = try lockHome(home, wait: 60)
         } catch { throw VaultError.wrap(error) }
+        defer { withExtendedLifetime(lock) {} }
         if (try? FileStatus.of(home.keyStorePath)) != nil { throw .alreadyInitialized(path: home.keyStorePath) }
-        if let pin { try checkPIN(pin) }
         do {
             let keys = CompartmentKeys(vault: try SecureBytes(randomCount: 32), fade: try SecureBytes(randomCount: 32),
                                        backup: try SecureBytes(randomCount: 32))
@@ -209,11 +212,7 @@ public final class KeyStore: @unchecked Sendable {
     public func addArchiveKey(id: [UInt8], key: SecureBytes, lockWait: Double = 60) throws(VaultError) {
         precondition(id.count == 16 && key.count == 32)
         do {
-            let lock: FileLock
-            switch try FileLock.acquire(home.lockPath, waitSeconds: lockWait) {
-            case .acquired(let held): lock = held
-            case .heldBy(let pid): throw VaultError.busy(lock: home.lockPath, holder: pid)
-            }
+            let lock = try Self.lockHome(home, wait: lockWait)
             defer { withExtendedLifetime(lock) {} }
             let current = try Self.parse(try Self.readFile(of: home), home: home) { parameters, salt in
                 guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
@@ -269,6 +268,18 @@ public final class KeyStore: @unchecked Sendable {
             try file.descriptor.write(digest.finish())
         }
         try file.commit(replaceExisting: replaceExisting)
+    }
+
+    /// Takes the home's lock, which every writer of the key store holds, and removes the temp
+    /// files a killed writer left (safe only under the lock: no other writer is running).
+    private static func lockHome(_ home: N11Home, wait: Double) throws -> FileLock {
+        switch try FileLock.acquire(home.lockPath, waitSeconds: wait) {
+        case .acquired(let lock):
+            AtomicFile.removeLeftovers(in: home.root)
+            return lock
+        case .heldBy(let pid):
+            throw VaultError.busy(lock: home.lockPath, holder: pid)
+        }
     }
 
     static func checkPIN(_ pin: SecureBytes) throws(VaultError) {

@@ -18,6 +18,7 @@ public final class Vault: @unchecked Sendable {
     public let keyStore: KeyStore
     private var lock: FileLock?
     private var cachedItems: [ItemMetadata]?
+    private var cachedDamaged: [String] = []
 
     static let markerName = ".n11vault"
     static let metaDirectory = "Meta"
@@ -56,7 +57,7 @@ public final class Vault: @unchecked Sendable {
             }
             guard ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil else { throw VaultError.notAVault(path: vault.path) }
             try vault.checkMarker()
-            if forWriting { vault.removeLeftovers() }
+            if forWriting { try vault.removeLeftovers() }
         } catch { throw VaultError.wrap(error) }
         return vault
     }
@@ -72,10 +73,10 @@ public final class Vault: @unchecked Sendable {
     private var markerPath: String { Path.join(path, Self.markerName) }
 
     /// Empty, or holding only what an interrupted `createLayout` leaves (empty item
-    /// directories, no marker yet).
+    /// directories, the marker's temp file, no marker yet).
     private func isNewOrUnfinished() throws -> Bool {
         let layout: Set<String> = [".lock", ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory]
-        for name in try Directory.entries(of: path) {
+        for name in try Directory.entries(of: path) where !name.hasPrefix(AtomicFile.tempPrefix) {
             guard layout.contains(name) else { return false }
             if name != ".lock", !(try Directory.entries(of: Path.join(path, name))).isEmpty { return false }
         }
@@ -84,6 +85,7 @@ public final class Vault: @unchecked Sendable {
 
     private func createLayout() throws {
         try Directory.ensure(path, mode: 0o700)
+        AtomicFile.removeLeftovers(in: path)   // an interrupted earlier attempt's marker
         for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
             try Directory.ensure(Path.join(path, sub), mode: 0o700)
         }
@@ -119,21 +121,16 @@ public final class Vault: @unchecked Sendable {
         }
     }
 
-    /// Temp files of killed writers, and content files whose metadata never got written.
-    private func removeLeftovers() {
+    /// Temp files of killed writers and interrupted commits (finished or discarded). Content
+    /// files are only ever removed through a commit journal, never by guessing that one is
+    /// an orphan: a listing that fails (permissions, EMFILE) must not look like "no items".
+    private func removeLeftovers() throws {
         for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
             AtomicFile.removeLeftovers(in: Path.join(path, sub))
         }
         AtomicFile.removeLeftovers(in: path)
-        VaultStaging.removeLeftovers(in: path)
-        let described = Set((try? Directory.entries(of: Path.join(path, Self.metaDirectory))) ?? [])
-        for kind in [ItemKind.photo, .note] {
-            let dir = Path.join(path, kind.directory)
-            for name in (try? Directory.entries(of: dir)) ?? [] where name.hasSuffix("." + kind.fileExtension) {
-                let id = String(name.dropLast(kind.fileExtension.count + 1))
-                if !described.contains("\(id).\(Self.metaExtension)") { try? Directory.removeFile(Path.join(dir, name)) }
-            }
-        }
+        // Finish or discard interrupted commits before anything else looks at the items.
+        try VaultStaging.recover(in: path)
     }
 
     // MARK: reading the catalogue
@@ -151,25 +148,48 @@ public final class Vault: @unchecked Sendable {
         let names: [String]
         do { names = try Directory.entries(of: metaDir) } catch { throw VaultError.wrap(error) }
         var found: [ItemMetadata] = []
+        var damaged: [String] = []
         for name in names where name.hasSuffix("." + Self.metaExtension) {
             let id = String(name.dropLast(Self.metaExtension.count + 1))
             guard UUID(uuidString: id) != nil else { continue }
-            let sealed: [UInt8]
-            do { sealed = try FileDescriptor.openForReading(Path.join(metaDir, name)).readAll(limit: 64 << 10) }
-            catch { throw VaultError.itemDamaged(id: id, path: Path.join(metaDir, name)) }
-            var opened: ItemMetadata? = nil
-            for compartment in Compartment.allCases {
-                if let m = ItemMetadata.open(sealed, id: id, key: keyStore.key(for: compartment)), m.compartment == compartment {
-                    opened = m
-                    break
-                }
+            // A record that does not open is reported, not fatal: one damaged file must not
+            // keep the user from every other item (or from removing or restoring that one).
+            guard let sealed = try? FileDescriptor.openForReading(Path.join(metaDir, name)).readAll(limit: 64 << 10),
+                  let opened = Compartment.allCases.lazy.compactMap({ compartment in
+                      ItemMetadata.open(sealed, id: id, key: self.keyStore.key(for: compartment))
+                          .flatMap { $0.compartment == compartment ? $0 : nil }
+                  }).first else {
+                damaged.append(id)
+                continue
             }
-            guard let opened else { throw VaultError.itemDamaged(id: id, path: Path.join(metaDir, name)) }
             found.append(opened)
         }
         found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
         cachedItems = found
+        cachedDamaged = damaged
         return found
+    }
+
+    /// IDs whose metadata record exists but does not open (damaged, or not this key store's).
+    public func damagedItemIDs() throws(VaultError) -> [String] {
+        _ = try allItems()
+        return cachedDamaged
+    }
+
+    /// The errors for damaged records, naming each file.
+    public func damagedItemErrors() throws(VaultError) -> [VaultError] {
+        try damagedItemIDs().map { .itemDamaged(id: $0, path: metadataPath(id: $0)) }
+    }
+
+    /// Removes whatever files an item with a damaged record has (metadata and either kind of
+    /// content), in one journaled commit.
+    public func removeDamaged(id: String) throws(VaultError) {
+        precondition(lock != nil, "vault opened read-only")
+        let staging = try VaultStaging(vault: self)
+        staging.stageRemoval(paths: [relativeMetadataPath(id: id),
+                                     "\(ItemKind.photo.directory)/\(id).\(ItemKind.photo.fileExtension)",
+                                     "\(ItemKind.note.directory)/\(id).\(ItemKind.note.fileExtension)"])
+        try staging.commit()
     }
 
     /// Finds a live item by its full UUID or a unique prefix of at least 4 characters.
@@ -193,9 +213,13 @@ public final class Vault: @unchecked Sendable {
     public func contentPath(of item: ItemMetadata) -> String { Path.join(path, item.relativePath) }
     public var isWritable: Bool { lock != nil }
 
-    func forgetCachedItems() { cachedItems = nil }
+    func forgetCachedItems() {
+        cachedItems = nil
+        cachedDamaged = []
+    }
 
-    func metadataPath(id: String) -> String { Path.join(Path.join(path, Self.metaDirectory), "\(id).\(Self.metaExtension)") }
+    func metadataPath(id: String) -> String { Path.join(path, relativeMetadataPath(id: id)) }
+    func relativeMetadataPath(id: String) -> String { "\(Self.metaDirectory)/\(id).\(Self.metaExtension)" }
 
     // MARK: reading items
 
@@ -259,50 +283,54 @@ public final class Vault: @unchecked Sendable {
         }
     }
 
-    /// Encrypts and stores one item: content first, then the metadata that makes it exist.
-    public func add(_ new: NewItem, now: Date = Date()) throws(VaultError) -> ItemMetadata {
+    /// Encrypts and stores items all at once: each is staged out of sight, and one journaled
+    /// commit publishes them (see `VaultStaging`), so a failure or a kill adds none of them.
+    public func add(_ items: [NewItem], now: Date = Date()) throws(VaultError) -> [ItemMetadata] {
         precondition(lock != nil, "vault opened read-only")
-        try ItemMetadata.checkName(new.name)
-        guard (new.compartment == .fade) == (new.expires != nil) else {
-            throw .invalidCompartmentUse("fade items, and only they, have an expiry")
-        }
-        let id = UUID().uuidString
-        let key = keyStore.key(for: new.compartment)
-        let (created, expires) = (now, new.expires)
-        let contentPath = Path.join(Path.join(path, new.kind.directory), "\(id).\(new.kind.fileExtension)")
-        do {
-            let content = try AtomicFile(path: contentPath, mode: 0o600)
-            let hashing = HashingSource(new.source)
-            let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: content.descriptor)
-            try content.commit(replaceExisting: false)
-            let metadata = ItemMetadata(id: id, kind: new.kind, compartment: new.compartment, name: new.name,
-                                        created: created, expires: expires, size: sealed.plaintextLength,
-                                        contentTag: sealed.tag.hexString, sha256: hashing.sha256.hexString)
-            do {
-                try AtomicFile.write(metadata.sealed(with: key), to: metadataPath(id: id), replaceExisting: false)
-            } catch {
-                try? Directory.removeFile(contentPath)
-                throw error
+        for new in items {
+            try ItemMetadata.checkName(new.name)
+            guard (new.compartment == .fade) == (new.expires != nil) else {
+                throw .invalidCompartmentUse("fade items, and only they, have an expiry")
             }
-            cachedItems?.append(metadata)
-            return metadata
-        } catch { throw VaultError.wrap(error) }
+        }
+        let staging = try VaultStaging(vault: self)
+        var added: [ItemMetadata] = []
+        do {
+            for new in items {
+                added.append(try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
+                                               name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
+                    let hashing = HashingSource(new.source)
+                    let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
+                    return (sealed.tag, sealed.plaintextLength, hashing.sha256.hexString)
+                })
+            }
+        } catch {
+            staging.discard()
+            throw VaultError.wrap(error)
+        }
+        try staging.commit()
+        return added
     }
 
-    /// Removes an item: metadata first (the item stops existing), then its content.
-    public func remove(_ item: ItemMetadata) throws(VaultError) {
-        precondition(lock != nil, "vault opened read-only")
-        do {
-            try Directory.removeFile(metadataPath(id: item.id))
-            try? Directory.removeFile(contentPath(of: item))
-            cachedItems?.removeAll { $0.id == item.id }
-        } catch { throw VaultError.wrap(error) }
+    public func add(_ new: NewItem, now: Date = Date()) throws(VaultError) -> ItemMetadata {
+        let added = try add([new], now: now)
+        return added[0]
     }
+
+    /// Removes items all at once (one journaled commit): metadata first, then content.
+    public func remove(_ items: [ItemMetadata]) throws(VaultError) {
+        precondition(lock != nil, "vault opened read-only")
+        let staging = try VaultStaging(vault: self)
+        for item in items { staging.stageRemoval(item) }
+        try staging.commit()
+    }
+
+    public func remove(_ item: ItemMetadata) throws(VaultError) { try remove([item]) }
 
     /// Removes every expired fade item; returns what was removed.
     public func purgeExpired(now: Date = Date()) throws(VaultError) -> [ItemMetadata] {
         let expired = try allItems().filter { $0.isExpired(at: now) }
-        for item in expired { try remove(item) }
+        if !expired.isEmpty { try remove(expired) }
         return expired
     }
 }

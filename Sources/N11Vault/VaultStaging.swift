@@ -2,18 +2,52 @@ import Foundation
 import N11Crypto
 import N11System
 
-/// Items being restored into a vault, written out of sight in `.n11staging-XXXX/` inside the
-/// vault (same file system, so publishing is a rename) and made visible only by `commit()`,
-/// after the caller has verified everything. Staged files are ciphertext under the vault's
-/// keys, never plaintext. A staging directory left by a killed run is removed by the next
-/// process that opens the vault for writing.
+/// A change to a vault that becomes visible all at once, even if the process is killed
+/// (DESIGN.md §4). New items are written out of sight in `.n11staging-XXXX/` inside the vault
+/// (same file system, so publishing is a rename); `commit()` then writes a journal into that
+/// directory listing every move and removal, applies them, and deletes the directory. The
+/// journal's appearance is the commit point:
+///
+/// - killed before it: the next process that opens the vault for writing deletes the staging
+///   directory, and the vault is as it was;
+/// - killed after it: that process replays the journal (every step is idempotent) and the
+///   vault is as if the commit had finished.
+///
+/// Staged files are ciphertext under the vault's keys, never plaintext.
 public final class VaultStaging {
     static let prefix = ".n11staging-"
+    static let journalName = "commit"
 
     public let vault: Vault
     public let directory: String
-    private var staged: [(metadata: ItemMetadata, content: String, meta: String, replaces: ItemMetadata?)] = []
+    private var operations: [Operation] = []
+    private var staged: [ItemMetadata] = []
+    private var removed: [String] = []
     private var finished = false
+
+    /// One step of a commit, as the journal records it (paths relative to the vault).
+    enum Operation: Equatable {
+        case move(staged: String, to: String)
+        case remove(String)
+
+        var line: String {
+            switch self {
+            case let .move(from, to): return "move \(from) \(to)"
+            case let .remove(path): return "remove \(path)"
+            }
+        }
+
+        init?(line: Substring) {
+            let words = line.split(separator: " ", omittingEmptySubsequences: false)
+            switch (words.first, words.count) {
+            case ("move", 3): self = .move(staged: String(words[1]), to: String(words[2]))
+            case ("remove", 2): self = .remove(String(words[1]))
+            default: return nil
+            }
+            // Journals are written by this code; refuse anything that could leave the vault.
+            for word in words.dropFirst() where word.isEmpty || word.hasPrefix("/") || word.contains("..") { return nil }
+        }
+    }
 
     public init(vault: Vault) throws(VaultError) {
         precondition(vault.isWritable, "staging needs the vault opened for writing")
@@ -37,46 +71,79 @@ public final class VaultStaging {
 
     /// Stages one item. `writeContent` writes the vault file (nonce ‖ ciphertext ‖ tag under
     /// the compartment's key) and returns its tag. `replaces` is the live item it will replace.
+    @discardableResult
     public func stage(_ item: Description, replaces: ItemMetadata?,
-                      writeContent: (FileDescriptor, SecureBytes) throws -> [UInt8]) throws {
+                      writeContent: (FileDescriptor, SecureBytes) throws -> [UInt8]) throws -> ItemMetadata {
+        try stage(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name, created: item.created,
+                  expires: item.expires, replaces: replaces) { file, key in
+            (try writeContent(file, key), item.size, item.sha256)
+        }
+    }
+
+    /// Stages one item whose size and digest are known only once written (`vault add`).
+    func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
+               replaces: ItemMetadata?,
+               write: (FileDescriptor, SecureBytes) throws -> (tag: [UInt8], size: Int64, sha256: String)) throws -> ItemMetadata {
+        try ItemMetadata.checkName(name)
+        let item = (id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires)
         let key = vault.keyStore.key(for: item.compartment)
-        let contentPath = Path.join(directory, "\(item.id).content")
-        let content = try FileDescriptor.createExclusive(contentPath, mode: 0o600)
-        let tag = try writeContent(content, key)
+        let stagingName = Path.lastComponent(of: directory)
+        let contentName = "\(item.id).content", metaName = "\(item.id).meta"
+        let content = try FileDescriptor.createExclusive(Path.join(directory, contentName), mode: 0o600)
+        let written = try write(content, key)
         try content.sync()
         try content.close()
         let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
-                                    created: item.created, expires: item.expires, size: item.size,
-                                    contentTag: tag.hexString, sha256: item.sha256)
-        let metaPath = Path.join(directory, "\(item.id).meta")
-        let meta = try FileDescriptor.createExclusive(metaPath, mode: 0o600)
+                                    created: item.created, expires: item.expires, size: written.size,
+                                    contentTag: written.tag.hexString, sha256: written.sha256)
+        let meta = try FileDescriptor.createExclusive(Path.join(directory, metaName), mode: 0o600)
         try meta.write(metadata.sealed(with: key))
         try meta.sync()
         try meta.close()
-        staged.append((metadata, contentPath, metaPath, replaces))
+        // Content first, then the metadata that makes the item exist; a replaced item's files
+        // are replaced by the renames. Only a replaced item of the other kind leaves a file at
+        // another path, removed last. The journal never removes a path a move writes to, so
+        // replaying it after it fully ran changes nothing.
+        operations.append(.move(staged: "\(stagingName)/\(contentName)", to: metadata.relativePath))
+        operations.append(.move(staged: "\(stagingName)/\(metaName)", to: vault.relativeMetadataPath(id: item.id)))
+        if let old = replaces, old.relativePath != metadata.relativePath {
+            operations.append(.remove(old.relativePath))
+        }
+        staged.append(metadata)
+        return metadata
+    }
+
+    /// Stages the removal of an item: its metadata first (it stops existing), then its content.
+    public func stageRemoval(_ item: ItemMetadata) {
+        operations.append(.remove(vault.relativeMetadataPath(id: item.id)))
+        operations.append(.remove(item.relativePath))
+        removed.append(item.id)
+    }
+
+    /// Stages removing files by vault-relative path (a damaged item's remains).
+    func stageRemoval(paths: [String]) {
+        operations.append(contentsOf: paths.map { .remove($0) })
+    }
+
+    /// A restored item replaces one whose record was damaged: after the moves, remove that
+    /// ID's content file of the other kind, if any (never a path a move writes).
+    public func stageRepair(ofDamagedID id: String, restoredKind kind: ItemKind) {
+        let other: ItemKind = kind == .photo ? .note : .photo
+        operations.append(.remove("\(other.directory)/\(id).\(other.fileExtension)"))
     }
 
     public var count: Int { staged.count }
 
-    /// Publishes every staged item: content first, then the metadata that makes it exist.
+    /// Makes every staged change visible: journal, then the moves and removals, then cleanup.
     public func commit() throws(VaultError) {
         precondition(!finished)
         finished = true
         do {
-            for item in staged {
-                if let old = item.replaces, old.relativePath != item.metadata.relativePath {
-                    try? Directory.removeFile(vault.contentPath(of: old))
-                }
-                guard rename(item.content, vault.contentPath(of: item.metadata)) == 0 else {
-                    throw SystemError("cannot move a restored item into place", path: vault.contentPath(of: item.metadata))
-                }
-                guard rename(item.meta, vault.metadataPath(id: item.metadata.id)) == 0 else {
-                    throw SystemError("cannot move a restored item into place", path: vault.metadataPath(id: item.metadata.id))
-                }
-            }
-            for sub in [ItemKind.photo.directory, ItemKind.note.directory, Vault.metaDirectory] {
-                try Directory.sync(Path.join(vault.path, sub))
-            }
+            try Directory.sync(directory)   // the staged files' names are durable
+            let journal = operations.map(\.line).joined(separator: "\n") + "\n"
+            try AtomicFile.write(Array(journal.utf8), to: Path.join(directory, Self.journalName))
+            // The commit point has passed: from here a crash is finished by the next writer.
+            try Self.apply(operations, in: vault.path)
             Self.removeDirectory(directory)
             vault.forgetCachedItems()
         } catch { throw VaultError.wrap(error) }
@@ -88,15 +155,51 @@ public final class VaultStaging {
         Self.removeDirectory(directory)
     }
 
+    /// Applies journal steps; each can run again after a crash with the same result.
+    static func apply(_ operations: [Operation], in vaultPath: String) throws {
+        var touched = Set<String>()
+        for operation in operations {
+            switch operation {
+            case let .move(from, to):
+                let source = Path.join(vaultPath, from), target = Path.join(vaultPath, to)
+                if rename(source, target) != 0 && errno != ENOENT {
+                    throw SystemError("cannot move a staged item into place", path: target)
+                }
+                touched.insert(Path.directory(of: target))
+            case let .remove(path):
+                let target = Path.join(vaultPath, path)
+                if unlink(target) != 0 && errno != ENOENT { throw SystemError("cannot remove", path: target) }
+                touched.insert(Path.directory(of: target))
+            }
+        }
+        for directory in touched.sorted() { try Directory.sync(directory) }
+    }
+
     static func removeDirectory(_ path: String) {
         for name in (try? Directory.entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
         rmdir(path)
     }
 
-    static func removeLeftovers(in vaultPath: String) {
+    /// What killed runs left: a committed journal is replayed, anything else thrown away.
+    /// Called with the vault lock held. Returns how many commits were completed.
+    @discardableResult
+    static func recover(in vaultPath: String) throws -> Int {
+        var replayed = 0
         for name in (try? Directory.entries(of: vaultPath)) ?? [] where name.hasPrefix(prefix) {
-            removeDirectory(Path.join(vaultPath, name))
+            let staging = Path.join(vaultPath, name)
+            let journalPath = Path.join(staging, journalName)
+            if let bytes = try? FileDescriptor.openForReading(journalPath).readAll(limit: 256 << 20) {
+                let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+                let operations = lines.compactMap(Operation.init(line:))
+                // A journal is written atomically, so a partial one cannot exist; a malformed
+                // one is not ours to act on, and is left for a person to look at.
+                guard operations.count == lines.count else { continue }
+                try apply(operations, in: vaultPath)
+                replayed += 1
+            }
+            removeDirectory(staging)
         }
+        return replayed
     }
 }
 

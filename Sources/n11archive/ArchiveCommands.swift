@@ -231,18 +231,57 @@ struct Restore: ParsableCommand {
             let (archive, keyStore) = try input.unlock(reader)
             report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun)
         } else {
-            let home = input.store.resolvedHome
-            if reader.header.mode == .portable, !dryRun, ((try? FileStatus.of(home.keyStorePath)) ?? nil) == nil {
-                let created = try KeyStore.create(in: home, pin: nil)
-                Console.note("no key store in '\(home.root)': created \(created.path) for the restored vault")
-            }
-            let (archive, _) = try input.unlock(reader)
-            let vault = try vaultOptions.open(with: input.store, forWriting: !dryRun)
-            report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun)
+            report = try restoreIntoVault(reader)
         }
         let verb = dryRun ? "would restore" : "restored"
         if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
         if !report.skippedIdentical.isEmpty { Console.note("skipped \(report.skippedIdentical.count) item(s) already in the vault") }
-        Console.out("\(verb) \(report.restored.count + report.replaced.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+        if !report.repaired.isEmpty { Console.note("repaired \(report.repaired.count) damaged item(s) from the archive") }
+        Console.out("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+    }
+
+    /// Restores into a vault. Unlocks first; a key store or vault this run has to create is
+    /// made only then, and removed again if the restore fails, so a failure leaves the
+    /// machine as it was. A dry run on a machine without a key store only verifies.
+    private func restoreIntoVault(_ reader: ArchiveReader) throws -> ArchiveRestorer.Report {
+        let home = input.store.resolvedHome
+        let hasKeyStore = ((try? FileStatus.of(home.keyStorePath)) ?? nil) != nil
+        let (archive, unlockedStore) = try input.unlock(reader)
+        if !hasKeyStore && reader.header.mode == .portable && dryRun {
+            let verified = try ArchiveVerifier.verify(archive, keyStore: nil)
+            var report = ArchiveRestorer.Report()
+            report.dryRun = true
+            report.destination = vaultOptions.path(with: input.store)
+            report.restored = archive.manifest.items.map(\.id)
+            report.plaintextBytes = verified.plaintextBytes
+            return report
+        }
+        let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
+        var createdKeyStore = false
+        let keyStore: KeyStore
+        if let unlockedStore {
+            keyStore = unlockedStore
+        } else if !hasKeyStore && reader.header.mode == .portable {
+            keyStore = try KeyStore.create(in: home, pin: nil)
+            createdKeyStore = true
+        } else {
+            keyStore = try input.store.loadKeyStore()
+        }
+        let vaultPath = vaultOptions.path(with: input.store)
+        let vaultExisted = ((try? FileStatus.of(vaultPath, followLinks: true)) ?? nil) != nil
+        do {
+            let vault = try vaultOptions.open(with: input.store, keyStore: keyStore, forWriting: !dryRun)
+            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun)
+            if createdKeyStore { Console.note("no key store was in '\(home.root)': created \(keyStore.path) for the restored vault") }
+            return report
+        } catch {
+            // Take back what this run made: the new vault directory, the new key store.
+            if !vaultExisted { try? FileManager.default.removeItem(atPath: vaultPath) }
+            if createdKeyStore {
+                try? FileManager.default.removeItem(atPath: homeExisted ? home.keyStorePath : home.root)
+                if homeExisted { unlink(home.lockPath) }
+            }
+            throw error
+        }
     }
 }

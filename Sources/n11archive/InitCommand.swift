@@ -1,5 +1,7 @@
 import ArgumentParser
+import Foundation
 import N11Crypto
+import N11System
 import N11Vault
 
 struct Init: ParsableCommand {
@@ -33,9 +35,16 @@ struct Init: ParsableCommand {
         let vaultPath = vaultOptions.vault ?? home.defaultVaultPath
         // Check the vault's place before creating keys, so a failed init leaves nothing behind.
         guard Vault.canCreateOrOpen(at: vaultPath) else { throw VaultError.notAVault(path: vaultPath) }
+        let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
         let keyStore = try KeyStore.create(in: home, pin: pinBytes)
-        let vault = try Vault.open(at: vaultPath, keyStore: keyStore,
-                                   forWriting: true, lockWait: vaultOptions.lockWait)
+        let vault: Vault
+        do {
+            vault = try Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true, lockWait: vaultOptions.lockWait)
+        } catch {
+            // A vault that cannot be used (another key store's, locked): keep nothing of this run.
+            try? FileManager.default.removeItem(atPath: homeExisted ? keyStore.path : home.root)
+            throw error
+        }
         Console.out("initialised key store \(keyStore.path)\(keyStore.isPINProtected ? " (PIN-protected)" : "")")
         Console.out("vault \(vault.path)")
     }

@@ -50,9 +50,11 @@ struct VaultOptions: ParsableArguments {
         guard lockWait >= 0 else { throw ValidationError("--lock-wait must be 0 or more seconds") }
     }
 
-    func open(with store: StoreOptions, forWriting: Bool) throws -> Vault {
-        let keyStore = try store.loadKeyStore()
-        return try Vault.open(at: vault ?? store.resolvedHome.defaultVaultPath, keyStore: keyStore,
-                              forWriting: forWriting, lockWait: lockWait)
+    /// Opens the vault; `keyStore` when the caller already loaded it (so a PIN is read once).
+    func open(with store: StoreOptions, keyStore loaded: KeyStore? = nil, forWriting: Bool) throws -> Vault {
+        let keyStore = try loaded ?? store.loadKeyStore()
+        return try Vault.open(at: path(with: store), keyStore: keyStore, forWriting: forWriting, lockWait: lockWait)
     }
+
+    func path(with store: StoreOptions) -> String { vault ?? store.resolvedHome.defaultVaultPath }
 }

@@ -9,7 +9,7 @@ struct VaultCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vault",
         abstract: "Add, list, read and remove vault items.",
-        subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self])
+        subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self, VerifyVault.self])
 }
 
 extension VaultCommand {
@@ -64,23 +64,15 @@ extension VaultCommand {
             // Check every input before touching the vault, so a bad one changes nothing.
             let inputs = try files.map { try InputFile.open($0, asNote: note) }
             let vault = try vaultOptions.open(with: store, forWriting: true)
-            var added: [ItemMetadata] = []
-            do {
-                if inputs.isEmpty {
-                    let text = try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin"))
-                    added.append(try vault.add(.init(source: MemorySource(text), kind: .note, name: name ?? "note",
-                                                     compartment: target, expires: expires), now: now))
-                } else {
-                    for input in inputs {
-                        added.append(try vault.add(.init(source: input.source, kind: kind, name: name ?? input.name,
-                                                         compartment: target, expires: expires), now: now))
-                    }
-                }
-            } catch {
-                // All or nothing: take back what this run added.
-                for item in added { try? vault.remove(item) }
-                throw error
+            let items: [Vault.NewItem]
+            if inputs.isEmpty {
+                let text = try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin"))
+                items = [.init(source: MemorySource(text), kind: .note, name: name ?? "note", compartment: target, expires: expires)]
+            } else {
+                items = inputs.map { .init(source: $0.source, kind: kind, name: name ?? $0.name, compartment: target, expires: expires) }
             }
+            // All or nothing, even if killed: one journaled commit (see VaultStaging).
+            let added = try vault.add(items, now: now)
             for item in added {
                 Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
             }
@@ -145,6 +137,7 @@ extension VaultCommand {
                 }.joined(separator: "  "))
             }
             if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }
+            try reportDamaged(in: vault)
         }
     }
 
@@ -210,12 +203,17 @@ extension VaultCommand {
 
         func run() throws {
             let vault = try vaultOptions.open(with: store, forWriting: true)
-            // Resolve all IDs first: one unknown ID removes nothing.
-            let items = try ids.map { try vault.item(matching: $0) }
-            for item in items {
-                try vault.remove(item)
-                Console.out("removed \(item.id)  \(item.name)")
+            // Resolve all IDs first: one unknown ID removes nothing. A full ID whose record is
+            // damaged can be removed too (it cannot be listed or read).
+            let damaged = Set(try vault.damagedItemIDs())
+            var items: [ItemMetadata] = [], damagedIDs: [String] = []
+            for id in ids {
+                if damaged.contains(id.uppercased()) { damagedIDs.append(id.uppercased()) } else { items.append(try vault.item(matching: id)) }
             }
+            try vault.remove(items)
+            for id in damagedIDs { try vault.removeDamaged(id: id) }
+            for item in items { Console.out("removed \(item.id)  \(item.name)") }
+            for id in damagedIDs { Console.out("removed \(id)  (damaged)") }
         }
     }
 
@@ -234,6 +232,50 @@ extension VaultCommand {
             Console.note("\(removed.count) expired item(s) purged")
         }
     }
+}
+
+extension VaultCommand {
+    struct VerifyVault: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "verify",
+            abstract: "Check every item's tag (expired fade items too), writing nothing.",
+            discussion: """
+            Example (e.g. weekly from cron):
+              n11archive vault verify
+            Exit 0 only if every item is intact; otherwise each damaged item is named and the
+            exit status is 65.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var vaultOptions: VaultOptions
+
+        func run() throws {
+            let vault = try vaultOptions.open(with: store, forWriting: false)
+            let items = try vault.items(includeExpired: true)
+            var damaged: [VaultError] = try vault.damagedItemErrors()
+            damaged.forEach { Console.error($0.description) }
+            for item in items {
+                do { try vault.verify(item) } catch {
+                    Console.error(error.description)
+                    damaged.append(error)
+                }
+            }
+            if let first = damaged.first {
+                throw CLIError(first.kind, "\(damaged.count) of \(items.count + (try vault.damagedItemIDs()).count) item(s) failed verification",
+                               hint: first.hint)
+            }
+            Console.out("ok: \(items.count) item(s) in \(vault.path) verified")
+        }
+    }
+}
+
+/// Names every item whose record is damaged and fails the command (65) after its output.
+func reportDamaged(in vault: Vault) throws {
+    let damaged = try vault.damagedItemErrors()
+    guard let first = damaged.first else { return }
+    damaged.forEach { Console.error($0.description) }
+    throw CLIError(first.kind, "\(damaged.count) item record(s) in '\(vault.path)' are damaged",
+                   hint: "restore them from an archive, or remove them with `n11archive vault rm FULL-ID`")
 }
 
 extension Compartment: ExpressibleByArgument {}

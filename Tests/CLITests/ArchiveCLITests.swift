@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import N11TestSupport
 
 // The archive commands end to end through the built binary: create, info, list, verify and
 // restore, every way of giving a password (and that a flag value is not one), the exit
@@ -148,7 +149,7 @@ struct ArchiveCLITests {
             let failing = try s.run(["create", "--portable", "-o", archive, "--password-command", "exit 3"] + fastKDF)
             expectExit(failing, 77)
             #expect(!exists(archive))
-            #expect(entries(s.root).allSatisfy { !$0.hasPrefix(".n11tmp-") }, "no temp file left behind")
+            #expect(listing(of: s.root).allSatisfy { !$0.hasPrefix(".n11tmp-") }, "no temp file left behind")
         }
     }
 
@@ -190,7 +191,7 @@ struct ArchiveCLITests {
             #expect(verify.err.contains(damaged), "\(verify)")
             let restore = try s.run(["restore", damaged, "--password-file", pw, "--vault", s.path("fresh"), "--overwrite"])
             expectExit(restore, 65)
-            #expect(entries(s.path("fresh")).allSatisfy { $0 == ".lock" || $0 == ".n11vault" || ["Photos", "Notes", "Meta"].contains($0) })
+            #expect(listing(of: s.path("fresh")).allSatisfy { $0 == ".lock" || $0 == ".n11vault" || ["Photos", "Notes", "Meta"].contains($0) })
             #expect(s.tree(s.path("fresh") + "/Photos").isEmpty && s.tree(s.path("fresh") + "/Meta").isEmpty)
             let export = try s.run(["restore", damaged, "--password-file", pw, "--export", s.path("out")])
             expectExit(export, 65)

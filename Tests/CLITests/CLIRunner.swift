@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import N11TestSupport
 
 // Runs the built n11archive binary as a child process: posix_spawn with stdin/stdout/stderr
 // opened by the child itself on files (so no pipe can fill up and deadlock, and no parent
@@ -56,10 +57,7 @@ final class Sandbox: @unchecked Sendable {
     private var counter = 0
 
     init() throws {
-        var template = Array("/tmp/n11cli-tests-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        guard made != nil else { throw RunnerError(description: "mkdtemp failed: errno \(errno)") }
-        root = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        root = try makeTemporaryDirectory(prefix: "n11cli-tests")
     }
 
     func remove() {
@@ -170,54 +168,10 @@ func withSandbox<T>(_ body: (Sandbox) throws -> T) throws -> T {
     return try body(sandbox)
 }
 
-// MARK: file helpers
-
-func readBytes(_ path: String) throws -> [UInt8] {
-    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-}
-
-func writeBytes(_ bytes: [UInt8], to path: String) throws {
-    try Data(bytes).write(to: URL(fileURLWithPath: path))
-}
+// MARK: file helpers (the rest come from N11TestSupport)
 
 func writeText(_ text: String, to path: String) throws {
     try writeBytes(Array(text.utf8), to: path)
-}
-
-func exists(_ path: String) -> Bool {
-    var st = stat()
-    return lstat(path, &st) == 0
-}
-
-func fileSize(_ path: String) -> Int64? {
-    var st = stat()
-    guard lstat(path, &st) == 0 else { return nil }
-    return Int64(st.st_size)
-}
-
-func entries(_ path: String) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-}
-
-func randomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    var out = [UInt8](repeating: 0, count: count)
-    var i = 0
-    while i < count {
-        var word = generator.next()
-        for _ in 0..<8 where i < count {
-            out[i] = UInt8(truncatingIfNeeded: word)
-            word >>= 8
-            i += 1
-        }
-    }
-    return out
-}
-
-func flipByte(in path: String, at offset: Int) throws {
-    var bytes = try readBytes(path)
-    bytes[offset] ^= 0x01
-    try writeBytes(bytes, to: path)
 }
 
 /// An upper-case UUID as `UUID().uuidString` writes it.

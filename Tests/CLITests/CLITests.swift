@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import N11TestSupport
 
 // End-to-end tests of the n11archive binary: every exit code of the README table
 // (0, 1, 64, 65, 66, 73, 75, 77, 78) is produced by at least one test below.
@@ -42,7 +43,7 @@ extension Sandbox {
     }
 
     func contentFiles() -> [String] {
-        entries(vault + "/Photos").filter { !$0.hasPrefix(".") }.map { vault + "/Photos/" + $0 }
+        listing(of: vault + "/Photos").filter { !$0.hasPrefix(".") }.map { vault + "/Photos/" + $0 }
     }
 }
 
@@ -147,7 +148,7 @@ struct CLITests {
             let failed = try s.run(["init", "--vault", photos])
             expectExit(failed, 1)
             #expect(failed.err.contains(photos), "\(failed)")
-            #expect(entries(photos) == ["a.jpg"])
+            #expect(listing(of: photos) == ["a.jpg"])
             #expect(!exists(s.home + "/keystore.n11keys"), "a failed init left a key store")
             expectExit(try s.run(["init", "--vault", s.path("new-vault")]), 0)
         }
@@ -373,7 +374,7 @@ struct CLITests {
             let toFile = try s.run(["vault", "cat", id, "-o", out])
             expectExit(toFile, 65)
             #expect(!exists(out))
-            #expect(entries(outDir).isEmpty, "staging files left: \(entries(outDir))")
+            #expect(listing(of: outDir).isEmpty, "staging files left: \(listing(of: outDir))")
             #expect(toFile.stdout.isEmpty)
 
             // The damaged item is reported, not repaired or removed.
@@ -393,7 +394,7 @@ struct CLITests {
             expectExit(result, 73)
             #expect(result.err.contains(existing), "\(result)")
             #expect(try readBytes(existing) == Array("keep me".utf8))
-            #expect(entries(s.root).filter { $0.hasPrefix(".n11tmp") }.isEmpty)
+            #expect(listing(of: s.root).filter { $0.hasPrefix(".n11tmp") }.isEmpty)
 
             expectExit(try s.run(["vault", "cat", id, "-o", existing, "--force"]), 0)
             #expect(try readBytes(existing) == (try readBytes(photo)))

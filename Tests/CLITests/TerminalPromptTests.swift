@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import N11TestSupport
 
 /// Runs `n11archive ARGS` on a real pseudo-terminal (util-linux `script`), typing `lines`
 /// one by one, each after a pause (the prompt flushes type-ahead, as getpass does).

@@ -6,59 +6,18 @@ import N11Container
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
-// Helpers shared by the archive tests: a private temp directory per test, vaults and key
-// stores, archive pipelines (create / unlock / verify / restore / export), a way to assert
-// which ArchiveError case was thrown, and directory snapshots.
+// Helpers shared by the archive tests: vaults and key stores, archive pipelines (create /
+// unlock / verify / restore / export), a way to assert which ArchiveError case was thrown,
+// and directory snapshots. Temp directories, file bytes, listings, random bytes, secret()
+// and CollectingSink come from N11TestSupport.
 
 // MARK: files
 
-/// Runs `body` with a fresh directory made by mkdtemp under /tmp, removed afterwards.
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    var template = Array("/tmp/n11archiver-tests-XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    guard made != nil else { throw SystemError("mkdtemp", path: "/tmp") }
-    let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
-
-func readBytes(_ path: String) throws -> [UInt8] {
-    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-}
-
-func writeBytes(_ bytes: [UInt8], to path: String) throws {
-    try Data(bytes).write(to: URL(fileURLWithPath: path))
-}
-
-func exists(_ path: String) -> Bool {
-    var st = stat()
-    return lstat(path, &st) == 0
-}
-
 func makeDirectory(_ path: String) throws {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-}
-
-/// Names in a directory (hidden ones included), sorted.
-func listing(of path: String) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-}
-
-func randomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    var out = [UInt8](repeating: 0, count: count)
-    var i = 0
-    while i < count {
-        var word = generator.next()
-        for _ in 0..<8 where i < count {
-            out[i] = UInt8(truncatingIfNeeded: word)
-            word >>= 8
-            i += 1
-        }
-    }
-    return out
 }
 
 func sha256Hex(_ bytes: [UInt8]) -> String { SHA256Digest.hash(bytes).hexString }
@@ -99,8 +58,6 @@ func difference(_ before: Snapshot, _ after: Snapshot) -> String {
 let fastKDF = try! Argon2Parameters(opsLimit: 1, memoryBytes: 8 << 20)
 let testPassword = "correct horse battery staple"
 
-func secret(_ text: String) throws -> SecureBytes { try SecureBytes(copying: Array(text.utf8)) }
-
 /// A home `dir/name` with a fresh unsealed key store, and its vault opened for writing.
 func makeVault(in dir: String, name: String) throws -> (KeyStore, Vault) {
     let home = N11Home(root: dir + "/" + name)
@@ -137,12 +94,6 @@ func unlock(_ path: String, password: String = testPassword, keyStore: KeyStore?
         guard let keyStore else { throw NoKeyStore() }
         return keyStore
     })
-}
-
-/// Collects what a vault read stages (tests only).
-final class CollectingSink: UnverifiedPlaintextSink {
-    private(set) var bytes: [UInt8] = []
-    func stage(_ chunk: ArraySlice<UInt8>) throws { bytes.append(contentsOf: chunk) }
 }
 
 /// Hashes what it gets, for items too large to collect.

@@ -5,6 +5,7 @@ import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
 @Suite("ArchiveCreator guarantees: complete output or none, damaged items, expiry")
@@ -147,17 +148,5 @@ struct CreateTests {
                 #expect(!contains(bytes, needle), "archive contains \(String(decoding: needle.prefix(16), as: UTF8.self))…")
             }
         }
-    }
-}
-
-/// Whether `needle` occurs in `haystack`.
-func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-    guard !needle.isEmpty, haystack.count >= needle.count else { return needle.isEmpty }
-    return haystack.withUnsafeBufferPointer { h in
-        let first = needle[0]
-        for i in 0...(h.count - needle.count) where h[i] == first {
-            if h[i..<(i + needle.count)].elementsEqual(needle) { return true }
-        }
-        return false
     }
 }

@@ -5,6 +5,7 @@ import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
 /// Tests that use a lot of memory on purpose (the default Argon2id costs 256 MiB) or

@@ -5,6 +5,7 @@ import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
 /// Puts an item with a chosen ID into `vault` through VaultStaging (what a restore does),

@@ -5,6 +5,7 @@ import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
 @Suite("Archive round trips: create → unlock → verify → restore / export, both modes")

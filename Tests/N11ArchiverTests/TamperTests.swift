@@ -5,6 +5,7 @@ import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
+import N11TestSupport
 import N11Vault
 
 /// One tamper case's world: a source vault with three items (a note, a 200 KiB photo that

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import N11Crypto
 import N11System
+import N11TestSupport
 @testable import N11Vault
 
 // Two random UUIDs share a 4-character prefix only after ~300 adds, so this test writes

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import N11Crypto
 import N11System
+import N11TestSupport
 import N11Vault
 
 // Key store layout (KeyStore.swift): "N11KEYS\0" version protection, then for an unsealed
@@ -26,7 +27,7 @@ private final class PINProvider {
     init(_ text: String?) { self.text = text }
     func callAsFunction() throws -> SecureBytes? {
         calls += 1
-        return try text.map { try pin($0) }
+        return try text.map { try secret($0) }
     }
 }
 
@@ -73,10 +74,10 @@ struct KeyStoreTests {
             let before = try readBytes(home.keyStorePath)
             let error = expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: nil) }
             #expect(error?.kind == .outputExists)
-            expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: pin("1234")) }
+            expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: secret("1234")) }
             #expect(try readBytes(home.keyStorePath) == before)
             // The home's lock file (writers of the key store hold it) and no temp file.
-            #expect(Directory.entriesOrEmpty(home.root) == ["keystore.n11keys"], "no temp file left behind")
+            #expect(listing(of: home.root) == [".lock", "keystore.n11keys"], "no temp file left behind")
         }
     }
 
@@ -216,7 +217,7 @@ struct KeyStoreTests {
     @Test("a PIN-sealed store loads with the right PIN, asking exactly once, and holds no raw key bytes")
     func pinRoundTrip() throws {
         try withTemporaryDirectory { dir in
-            let (home, store) = try makeHome(in: dir, pin: pin("1234"))
+            let (home, store) = try makeHome(in: dir, pin: secret("1234"))
             #expect(store.isPINProtected)
             #expect(mode(of: home.keyStorePath) == 0o600)
             let file = try readBytes(home.keyStorePath)
@@ -252,7 +253,7 @@ struct KeyStoreTests {
     @Test("a wrong PIN throws wrongPIN and leaves the file unchanged")
     func wrongPIN() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: pin("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
             let before = try readBytes(home.keyStorePath)
             let provider = PINProvider("1235")
             let error = expectVaultError("wrongPIN") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
@@ -266,7 +267,7 @@ struct KeyStoreTests {
     @Test("no PIN for a sealed store throws keyStoreLocked")
     func locked() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: pin("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
             let before = try readBytes(home.keyStorePath)
             let provider = PINProvider(nil)
             let error = expectVaultError("keyStoreLocked") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
@@ -281,11 +282,11 @@ struct KeyStoreTests {
     func shortPIN() throws {
         try withTemporaryDirectory { dir in
             let home = N11Home(root: dir + "/home")
-            let error = expectVaultError("pinRejected") { _ = try KeyStore.create(in: home, pin: pin("123")) }
+            let error = expectVaultError("pinRejected") { _ = try KeyStore.create(in: home, pin: secret("123")) }
             #expect(error?.kind == .usage)
             #expect(!exists(home.keyStorePath))
             // Four is enough.
-            _ = try KeyStore.create(in: home, pin: pin("1234"))
+            _ = try KeyStore.create(in: home, pin: secret("1234"))
         }
     }
 
@@ -293,11 +294,11 @@ struct KeyStoreTests {
           arguments: [0, 8, 9, 10, 14, 18, 30])
     func sealedHeaderDamage(offset: Int) throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: pin("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
             try flipByte(in: home.keyStorePath, at: offset)
             let before = try readBytes(home.keyStorePath)
             do {
-                _ = try KeyStore.load(from: home) { try pin("1234") }
+                _ = try KeyStore.load(from: home) { try secret("1234") }
                 Issue.record("a sealed key store with byte \(offset) flipped loaded")
             } catch let error as VaultError {
                 // ops/memory/salt are authenticated as associated data: a flip there is a failed
@@ -337,7 +338,7 @@ struct KeyStoreTests {
             #expect(again.archiveKey(id: id)?.constantTimeEquals(key) == true)
             #expect(again.archiveKey(id: id2)?.constantTimeEquals(key2) == true)
             // The home's lock file (writers of the key store hold it) and no temp file.
-            #expect(Directory.entriesOrEmpty(home.root) == [".lock", "keystore.n11keys"], "no temp file left behind")
+            #expect(listing(of: home.root) == [".lock", "keystore.n11keys"], "no temp file left behind")
         }
     }
 
@@ -366,7 +367,7 @@ struct KeyStoreTests {
     @Test("addArchiveKey on a PIN-sealed store needs no second PIN and keeps the store sealed")
     func archiveKeysSealed() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: pin("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
             let provider = PINProvider("1234")
             let store = try KeyStore.load(from: home, pin: provider.callAsFunction)
             #expect(provider.calls == 1)
@@ -390,8 +391,4 @@ struct KeyStoreTests {
             }
         }
     }
-}
-
-extension Directory {
-    static func entriesOrEmpty(_ path: String) -> [String] { (try? entries(of: path)) ?? [] }
 }

@@ -3,53 +3,18 @@ import Glibc
 import Testing
 import N11Crypto
 import N11System
+import N11TestSupport
 import N11Vault
 
-// Helpers shared by the key store and vault tests: a private temp directory per test, file
-// byte/mode helpers, and a way to assert which VaultError case was thrown.
-
-/// Runs `body` with a fresh directory made by mkdtemp under /tmp, removed afterwards
-/// (a closure rather than an object, so the directory cannot vanish while the body runs).
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    var template = Array("/tmp/n11vault-tests-XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    guard made != nil else { throw SystemError("mkdtemp", path: "/tmp") }
-    let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
-
-func readBytes(_ path: String) throws -> [UInt8] {
-    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-}
-
-func writeBytes(_ bytes: [UInt8], to path: String) throws {
-    try Data(bytes).write(to: URL(fileURLWithPath: path))
-}
+// Helpers shared by the key store and vault tests: file mode, truncation and tree helpers,
+// homes and items, and a way to assert which VaultError case was thrown. Temp directories,
+// file bytes, listings and CollectingSink come from N11TestSupport.
 
 /// Permission bits of `path` (lstat), or nil if nothing is there.
 func mode(of path: String) -> mode_t? {
     var st = stat()
     guard lstat(path, &st) == 0 else { return nil }
     return st.st_mode & 0o7777
-}
-
-func exists(_ path: String) -> Bool {
-    var st = stat()
-    return lstat(path, &st) == 0
-}
-
-func fileSize(_ path: String) -> Int64? {
-    var st = stat()
-    guard lstat(path, &st) == 0 else { return nil }
-    return Int64(st.st_size)
-}
-
-/// XORs one byte of a file in place.
-func flipByte(in path: String, at offset: Int, mask: UInt8 = 0x01) throws {
-    var bytes = try readBytes(path)
-    bytes[offset] ^= mask
-    try writeBytes(bytes, to: path)
 }
 
 func truncateFile(_ path: String, to length: Int) throws {
@@ -68,31 +33,9 @@ func allFiles(under root: String) -> [String] {
     return files
 }
 
-/// Whether `needle` occurs anywhere in `haystack`.
-func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-    guard !needle.isEmpty, haystack.count >= needle.count else { return needle.isEmpty }
-    let first = needle[0]
-    var i = 0
-    let last = haystack.count - needle.count
-    while i <= last {
-        if haystack[i] == first && haystack[i..<(i + needle.count)].elementsEqual(needle) { return true }
-        i += 1
-    }
-    return false
-}
-
-func randomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
-}
-
 extension SecureBytes {
     /// The bytes copied out, for comparisons in tests only.
     var testBytes: [UInt8] { withUnsafeBytes { Array($0) } }
-}
-
-func pin(_ text: String) throws -> SecureBytes {
-    try SecureBytes(copying: Array(text.utf8))
 }
 
 /// The name of an enum case, e.g. "keyStoreDamaged" for `.keyStoreDamaged(path:reason:)`.
@@ -118,12 +61,6 @@ func expectVaultError(_ expected: String, sourceLocation: SourceLocation = #_sou
         Issue.record("expected VaultError.\(expected), got \(type(of: error)): \(error)", sourceLocation: sourceLocation)
         return nil
     }
-}
-
-/// Collects what a vault read stages (tests only: a real sink keeps it out of sight).
-final class CollectingSink: UnverifiedPlaintextSink {
-    private(set) var bytes: [UInt8] = []
-    func stage(_ chunk: ArraySlice<UInt8>) throws { bytes.append(contentsOf: chunk) }
 }
 
 /// A home with a fresh unsealed key store inside `dir`.

@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import N11Crypto
 import N11System
+import N11TestSupport
 import N11Vault
 
 private let overhead = 12 + 16   // nonce ‖ … ‖ tag of every content file
@@ -205,16 +206,27 @@ struct VaultTests {
         }
     }
 
-    @Test("a damaged metadata file makes the listing fail as itemDamaged, naming it")
+    @Test("a damaged metadata file is reported by ID and path, the other items stay usable, and it can be removed")
     func damagedMetadata() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
-            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
-            let item = try vault.add(photo(randomBytes(10)))
-            try flipByte(in: metadataPath(of: item, in: vault), at: 20)
+            let (item, intact) = try { () throws -> (ItemMetadata, ItemMetadata) in
+                let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+                return (try vault.add(photo(randomBytes(10))), try vault.add(photo(randomBytes(20))))
+            }()
             let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
-            let error = expectVaultError("itemDamaged") { _ = try reopened.items() }
-            #expect(error?.description.contains(item.id) == true)
+            try flipByte(in: metadataPath(of: item, in: reopened), at: 20)
+            #expect(try reopened.items().map(\.id) == [intact.id])
+            #expect(try reopened.damagedItemIDs() == [item.id])
+            let errors = try reopened.damagedItemErrors()
+            #expect(errors.count == 1 && errors[0].kind == .damaged)
+            #expect(errors[0].description.contains(item.id) && errors[0].description.contains(".n11meta"))
+
+            let writer = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            try writer.removeDamaged(id: item.id)
+            #expect(!exists(metadataPath(of: item, in: writer)) && !exists(writer.contentPath(of: item)))
+            #expect(try writer.damagedItemIDs().isEmpty)
+            #expect(try plaintext(of: intact, in: writer).count == 20)
         }
     }
 
@@ -247,7 +259,7 @@ struct VaultTests {
             try writeBytes([1, 2, 3], to: photos + "/holiday.jpg")
             expectVaultError("notAVault") { _ = try Vault.open(at: photos, keyStore: store, forWriting: true) }
             expectVaultError("notAVault") { _ = try Vault.open(at: photos, keyStore: store, forWriting: false) }
-            #expect(Directory.entriesOrEmpty(photos) == ["holiday.jpg"])
+            #expect(listing(of: photos) == ["holiday.jpg"])
 
             try writeBytes([1], to: dir + "/plain-file")
             expectVaultError("notAVault") { _ = try Vault.open(at: dir + "/plain-file", keyStore: store, forWriting: true) }
@@ -313,7 +325,7 @@ struct VaultTests {
             expectVaultError("invalidCompartmentUse") { _ = try vault.add(photo([1], compartment: .vault, expires: soon)) }
             expectVaultError("invalidCompartmentUse") { _ = try vault.add(note("x", compartment: .backup, expires: soon)) }
             #expect(try vault.items(includeExpired: true).isEmpty)
-            for sub in ["Photos", "Notes", "Meta"] { #expect(Directory.entriesOrEmpty(dir + "/vault/" + sub).isEmpty) }
+            for sub in ["Photos", "Notes", "Meta"] { #expect(listing(of: dir + "/vault/" + sub).isEmpty) }
         }
     }
 
@@ -373,7 +385,7 @@ struct VaultTests {
 
     // MARK: leftovers
 
-    @Test("opening for writing removes temp files and content without metadata, and keeps real items")
+    @Test("opening for writing removes temp files, keeps real items, and never deletes content it cannot account for")
     func leftovers() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
@@ -396,7 +408,10 @@ struct VaultTests {
             for file in temps + [orphanPhoto, orphanNote] { #expect(exists(file)) }
 
             let writer = try Vault.open(at: path, keyStore: store, forWriting: true)
-            for file in temps + [orphanPhoto, orphanNote] { #expect(!exists(file), "\(file) was not cleaned") }
+            for file in temps { #expect(!exists(file), "\(file) was not cleaned") }
+            // Content without metadata is only ever removed through a commit journal: guessing
+            // that a file is an orphan once deleted every item when Meta/ was unreadable.
+            for file in [orphanPhoto, orphanNote] { #expect(exists(file), "\(file) was deleted by guessing") }
             #expect(Set(try writer.items().map(\.id)) == [realPhoto.id, realNote.id])
             #expect(try plaintext(of: realPhoto, in: writer) == photoBytes)
             #expect(try plaintext(of: realNote, in: writer) == Array("hello".utf8))

@@ -1,0 +1,57 @@
+import Foundation
+import Glibc
+import N11System
+
+// File helpers shared by the test targets: a private temp directory per test, whole-file
+// bytes, existence and size (lstat, so a link is not followed), directory listings, and
+// in-place corruption.
+
+/// Makes a fresh directory `/tmp/<prefix>-XXXXXX` with mkdtemp (mode 0700) and returns its path.
+public func makeTemporaryDirectory(prefix: String = "n11-tests") throws -> String {
+    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard made != nil else { throw SystemError("mkdtemp", path: "/tmp") }
+    return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+}
+
+/// Runs `body` with a fresh directory made by mkdtemp under /tmp, removed afterwards
+/// (a closure rather than an object, so the directory cannot vanish while the body runs).
+public func withTemporaryDirectory<T>(prefix: String = "n11-tests", _ body: (String) throws -> T) throws -> T {
+    let path = try makeTemporaryDirectory(prefix: prefix)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+public func readBytes(_ path: String) throws -> [UInt8] {
+    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+public func writeBytes(_ bytes: [UInt8], to path: String) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
+/// Whether anything (even a dangling link) is at `path`.
+public func exists(_ path: String) -> Bool {
+    var st = stat()
+    return lstat(path, &st) == 0
+}
+
+/// Size of `path` (lstat), or nil if nothing is there.
+public func fileSize(_ path: String) -> Int64? {
+    var st = stat()
+    guard lstat(path, &st) == 0 else { return nil }
+    return Int64(st.st_size)
+}
+
+/// Names in a directory (hidden ones included), sorted; empty if it cannot be listed
+/// (e.g. it does not exist).
+public func listing(of path: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+}
+
+/// XORs one byte of a file in place.
+public func flipByte(in path: String, at offset: Int, mask: UInt8 = 0x01) throws {
+    var bytes = try readBytes(path)
+    bytes[offset] ^= mask
+    try writeBytes(bytes, to: path)
+}
