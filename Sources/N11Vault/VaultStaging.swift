@@ -20,7 +20,7 @@ public final class VaultStaging {
 
     public let vault: Vault
     public let directory: String
-    private var operations: [Operation] = []
+    private(set) var operations: [Operation] = []
     private var staged: [ItemMetadata] = []
     private var removed: [String] = []
     private var finished = false
@@ -139,15 +139,23 @@ public final class VaultStaging {
         precondition(!finished)
         finished = true
         do {
-            try Directory.sync(directory)   // the staged files' names are durable
-            let journal = operations.map(\.line).joined(separator: "\n") + "\n"
-            try AtomicFile.write(Array(journal.utf8), to: Path.join(directory, Self.journalName))
+            try writeJournal()
             // The commit point has passed: from here a crash is finished by the next writer.
             try Self.apply(operations, in: vault.path)
             Self.removeDirectory(directory)
             vault.forgetCachedItems()
         } catch { throw VaultError.wrap(error) }
     }
+
+    /// The commit point: the journal, written atomically after the staged files are durable.
+    func writeJournal() throws {
+        try Directory.sync(directory)
+        let journal = operations.map(\.line).joined(separator: "\n") + "\n"
+        try AtomicFile.write(Array(journal.utf8), to: Path.join(directory, Self.journalName))
+    }
+
+    /// Stops without cleaning up, as a killed process would (for tests of recovery).
+    func abandon() { finished = true }
 
     /// Throws everything staged away; the vault is as it was.
     public func discard() {

@@ -102,6 +102,8 @@ extension VaultCommand {
             let vault: String
             let items: [Entry]
             let expiredHidden: Int
+            /// IDs whose record is damaged (the command then exits 65).
+            let damaged: [String]
         }
         struct Entry: Encodable {
             let id, kind, compartment, name: String
@@ -120,7 +122,8 @@ extension VaultCommand {
                 try Console.json(Listing(vault: vault.path, items: live.map {
                     Entry(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, name: $0.name,
                           created: $0.created, expires: $0.expires, size: $0.size)
-                }, expiredHidden: hidden))
+                }, expiredHidden: hidden, damaged: try vault.damagedItemIDs()))
+                try reportDamaged(in: vault)
                 return
             }
             let formatter = ISO8601DateFormatter()

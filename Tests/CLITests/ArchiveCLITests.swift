@@ -331,3 +331,91 @@ func coreLimitWhileWaitingForPIN(home: String, pin: String) throws -> (String, I
     process.waitUntilExit()
     return (line, process.terminationStatus)
 }
+
+@Suite("n11archive CLI: damage, repair and clean failure")
+struct RepairCLITests {
+    @Test("restore repairs an item whose content was damaged instead of skipping it as identical")
+    func restoreRepairs() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            let pw = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            // Damage one photo's content in the middle (its size and tag stay the same).
+            let victim = try #require(s.contentFiles().max { (fileSize($0) ?? 0) < (fileSize($1) ?? 0) })
+            try flipByte(in: victim, at: 30_000)
+            expectExit(try s.run(["vault", "verify"]), 65)
+            let restored = try s.run(["restore", archive, "--password-file", pw])
+            expectExit(restored, 0)
+            #expect(restored.err.contains("repaired 1 damaged item"), "\(restored)")
+            expectExit(try s.run(["vault", "verify"]), 0)
+            let listing = try s.list()
+            for item in listing.items {
+                let id = try #require(item["id"] as? String), name = try #require(item["name"] as? String)
+                expectExit(try s.run(["vault", "cat", id, "-o", s.path("out-\(id)")]), 0)
+                #expect(try readBytes(s.path("out-\(id)")) == originals[name], "\(name)")
+            }
+        }
+    }
+
+    @Test("a damaged item record: list shows the others and exits 65 naming it; rm FULL-ID removes it")
+    func damagedRecord() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let metas = listing(of: s.vault + "/Meta").filter { $0.hasSuffix(".n11meta") }
+            let victim = try #require(metas.first)
+            let id = String(victim.dropLast(".n11meta".count))
+            try flipByte(in: s.vault + "/Meta/" + victim, at: 30)
+            let list = try s.run(["vault", "list", "--json"])
+            expectExit(list, 65)
+            #expect(list.err.contains(id), "\(list)")
+            let others = try #require((try JSONSerialization.jsonObject(with: Data(list.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+            #expect(others.count == metas.count - 1)
+            // An archive would silently miss it: create refuses, naming it.
+            let create = try s.run(["create", "--secure", "-o", s.path("s.nu11vlt")])
+            expectExit(create, 65)
+            #expect(create.err.contains(id) && !exists(s.path("s.nu11vlt")), "\(create)")
+            expectExit(try s.run(["vault", "rm", id]), 0)
+            expectExit(try s.run(["vault", "verify"]), 0)
+            #expect(try s.list().items.count == metas.count - 1)
+        }
+    }
+
+    @Test("a failed restore on a machine without a key store leaves no key store and no vault")
+    func failedRestoreLeavesNothing() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            var bytes = try readBytes(archive)
+            bytes[bytes.count - 30_000] ^= 0x01
+            let damaged = try s.file("damaged.nu11vlt", bytes)
+            let fresh = ["N11_HOME": s.path("fresh")]
+            expectExit(try s.run(["restore", damaged, "--password-file", pw], environment: fresh), 65)
+            #expect(!exists(s.path("fresh")), "the failed restore left \(listing(of: s.path("fresh")))")
+            // A wrong password likewise creates nothing.
+            expectExit(try s.run(["restore", archive, "--password-file", try s.passwordFile("nope\n", name: "wrong")],
+                                 environment: fresh), 77)
+            #expect(!exists(s.path("fresh")))
+            // A dry run needs no key store and makes none.
+            let dry = try s.run(["restore", archive, "--password-file", pw, "--dry-run"], environment: fresh)
+            expectExit(dry, 0)
+            #expect(dry.out.contains("would restore 5 item(s)"), "\(dry)")
+            #expect(!exists(s.path("fresh")))
+        }
+    }
+
+    @Test("a secure restore with a PIN-protected key store reads the PIN once (--pin-fd works)")
+    func secureRestorePINOnce() throws {
+        try withSandbox { s in
+            let pinFile = try s.file("pin", Array("1357\n".utf8))
+            try s.initialize(["--pin", "--pin-file", pinFile])
+            expectExit(try s.run(["vault", "add", "--pin-file", pinFile, try s.file("a.jpg", [1, 2, 3])]), 0)
+            let archive = s.path("s.nu11vlt")
+            expectExit(try s.run(["create", "--secure", "-o", archive, "--pin-file", pinFile]), 0)
+            expectExit(try s.run(["restore", archive, "--vault", s.path("v2"), "--pin-fd", "3"], descriptors: [3: pinFile]), 0)
+            expectExit(try s.run(["vault", "verify", "--vault", s.path("v2"), "--pin-file", pinFile]), 0)
+        }
+    }
+}
