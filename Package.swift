@@ -32,7 +32,7 @@ let package = Package(
         .executableTarget(
             name: "n11archive",
             dependencies: [
-                "N11Archiver", "N11Vault", "N11Crypto", "N11System",
+                "N11Archiver", "N11Vault", "N11Format", "N11Crypto", "N11System",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 

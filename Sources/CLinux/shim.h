@@ -3,6 +3,10 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <errno.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -10,5 +14,15 @@ static inline int n11_set_not_dumpable(void) {
 }
 static inline int n11_get_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
+/* renameat2(RENAME_NOREPLACE) through syscall(2), which is variadic (and glibc declares
+   renameat2 only under _GNU_SOURCE): publish a file without ever replacing another. */
+static inline int n11_rename_noreplace(const char *from, const char *to) {
+#ifdef SYS_renameat2
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 #endif

@@ -78,9 +78,16 @@ public enum ArchiveCreator {
                               name: item.name, created: item.created, expires: item.expires, size: item.size,
                               sha256: item.sha256, mode: request.mode)
             }
-            let manifest = Manifest(header: header, items: manifestItems)
+            // Never write what a reader would refuse (FORMAT.md §8).
+            guard manifestItems.count <= FormatLimits.items else {
+                throw ArchiveError.tooLarge("\(manifestItems.count) items (at most \(FormatLimits.items))")
+            }
+            let manifestBytes = try Manifest(header: header, items: manifestItems).serialized()
+            guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
+                throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
+            }
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
-            let sealedManifest = try ChunkedStream.seal(try manifest.serialized(), key: manifestKey)
+            let sealedManifest = try ChunkedStream.seal(manifestBytes, key: manifestKey)
 
             // libzip writes `<temp>.XXXXXX` and renames it to `<temp>`: both carry this PID.
             let temp = Path.join(outputDirectory, AtomicFile.tempName(for: Path.lastComponent(of: output)))
@@ -105,14 +112,8 @@ public enum ArchiveCreator {
             // Encrypted, but still nobody else's business: owner-only like the key store.
             _ = fchmod(file.rawValue, 0o600)
             try file.sync()
-            if request.replaceExisting {
-                guard rename(temp, output) == 0 else { throw SystemError("cannot move the archive into place", path: output) }
-            } else {
-                guard link(temp, output) == 0 else {
-                    if errno == EEXIST { throw ArchiveError.outputExists(path: output) }
-                    throw SystemError("cannot move the archive into place", path: output)
-                }
-            }
+            do { try AtomicFile.publish(temp, to: output, replaceExisting: request.replaceExisting) }
+            catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
             try Directory.sync(outputDirectory)
             return Report(path: output, archiveID: header.archiveIDHex, mode: request.mode, items: live.count,
                           plaintextBytes: live.reduce(0) { $0 + $1.size }, skippedExpired: expired, archiveBytes: size)

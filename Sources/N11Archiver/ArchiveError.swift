@@ -17,6 +17,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case conflicts(ids: [String])
     case exportConflicts(paths: [String])
     case passwordNeeded
+    /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
+    case tooLarge(String)
     case vaultItemDamaged(id: String, path: String)
     case vault(VaultError)
     case system(SystemError)
@@ -30,6 +32,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .passwordNeeded: return .usage
+        case .tooLarge: return .other
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
         case .caller(let kind, _, _): return kind
@@ -51,6 +54,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .exportConflicts(let paths):
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
         case .vault(let e): return e.description
         case .system(let e): return e.description
@@ -67,6 +71,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
+        case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
         case .vault(let e): return e.hint
         case .system(let e): return e.hint
@@ -88,7 +93,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             switch e {
             case .authenticationFailed, .truncated, .trailingData, .contentMismatch, .invalidParameter:
                 return .damaged(archive: archive, what: e.description)
-            default: return .system(SystemError(e.description, errno: 0))
+            default: return .caller(kind: e.kind, message: e.description, hint: nil)
             }
         case let e as VaultError: return .vault(e)
         case let e as SystemError: return .system(e)

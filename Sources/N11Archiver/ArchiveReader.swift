@@ -53,8 +53,11 @@ public final class ArchiveReader {
             self.entries = entries
             guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
             guard entries[1].size == Int64(FormatLimits.keyWrapBytes) else { throw FormatError.invalidHeader("key wrap of \(entries[1].size) bytes") }
-            guard entries[2].size <= FormatLimits.sealedLength(payloadSize: FormatLimits.manifestBytes) else {
-                throw FormatError.limitExceeded("manifest of \(entries[2].size) bytes")
+            guard let manifestPayload = FormatLimits.payloadLength(sealedLength: entries[2].size) else {
+                throw FormatError.invalidManifest("an entry of \(entries[2].size) bytes is no sealed stream")
+            }
+            guard manifestPayload <= FormatLimits.manifestBytes else {
+                throw FormatError.limitExceeded("manifest of \(manifestPayload) bytes (at most \(FormatLimits.manifestBytes))")
             }
             header = try ArchiveHeader(parsing: try Self.readSmall(entries[0], from: zip))
             keyWrap = try Self.readSmall(entries[1], from: zip)

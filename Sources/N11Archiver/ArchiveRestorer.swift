@@ -142,7 +142,13 @@ public enum ArchiveRestorer {
         for (index, item) in archive.manifest.items.enumerated() {
             if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
             let relative = exportName(for: item, avoiding: &taken)
-            if ((try? FileStatus.of(Path.join(root, relative))) ?? nil) != nil { conflicts.append(Path.join(root, relative)) }
+            // Anything at the target is a conflict; a directory even with --overwrite.
+            if let existing = (try? FileStatus.of(Path.join(root, relative))) ?? nil {
+                if existing.kind == .directory {
+                    throw .exportConflicts(paths: [Path.join(root, relative)])
+                }
+                conflicts.append(Path.join(root, relative))
+            }
             plan.append((index, relative))
         }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
@@ -161,7 +167,12 @@ public enum ArchiveRestorer {
         let createdRoot: Bool
         do {
             createdRoot = try Directory.ensure(root, mode: 0o700)
-            staging = Path.join(root, ".n11staging-" + SecureRandom.bytes(6).hexString)
+            // Plaintext staged by a killed export into this directory: remove it now. The name
+            // carries the PID, so a concurrent export's staging is left alone.
+            for name in (try? Directory.entries(of: root)) ?? [] where name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
+                removeTree(Path.join(root, name))
+            }
+            staging = Path.join(root, AtomicFile.tempName(for: "export"))
             try Directory.ensure(staging, mode: 0o700)
         } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
         var published = false
@@ -197,14 +208,17 @@ public enum ArchiveRestorer {
         let folder = item.kind == .photo ? "Photos" : "Notes"
         var name = item.name
         if name == "." || name == ".." || name.hasPrefix(".n11") { name = item.id }
+        let (stem, dotExtension): (String, String) = {
+            guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
+            return (String(name[..<dot]), String(name[dot...]))
+        }()
+        // The name itself, then `~ID8`, then (should even that be taken) `~ID8-2`, `~ID8-3`, ….
+        let short = String(item.id.prefix(8))
         var candidate = "\(folder)/\(name)"
-        if taken.contains(candidate) {
-            let short = String(item.id.prefix(8))
-            if let dot = name.lastIndex(of: "."), dot != name.startIndex {
-                candidate = "\(folder)/\(name[..<dot])~\(short)\(name[dot...])"
-            } else {
-                candidate = "\(folder)/\(name)~\(short)"
-            }
+        var attempt = 1
+        while taken.contains(candidate) {
+            candidate = "\(folder)/\(stem)~\(short)\(attempt == 1 ? "" : "-\(attempt)")\(dotExtension)"
+            attempt += 1
         }
         taken.insert(candidate)
         return candidate

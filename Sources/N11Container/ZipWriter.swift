@@ -125,10 +125,16 @@ private func entrySourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: U
             }
             provider.buffer.bytes.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: n) }
             // libzip reads exactly the declared size and closes sources only when the whole
-            // archive is written: free this entry's pipeline (and its buffers) as soon as it
-            // has delivered everything. A sealed stream's last bytes exist only after all its
-            // checks passed, so nothing is skipped by stopping here.
-            if provider.produced == provider.size { provider.source = nil }
+            // archive is written: once the entry has delivered everything, make sure its
+            // source really ends there (a longer one must not be cut silently), then free its
+            // pipeline and buffers.
+            if provider.produced == provider.size {
+                var probe = [UInt8](repeating: 0, count: 1)
+                guard try source.read(into: &probe, offset: 0, count: 1) == 0 else {
+                    throw ContainerError.writeFailed(path: provider.name, reason: "the entry is longer than its declared \(provider.size) bytes")
+                }
+                provider.source = nil
+            }
             return zip_int64_t(n)
         } catch {
             provider.source = nil

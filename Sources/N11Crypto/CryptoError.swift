@@ -12,8 +12,6 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
     case secureMemoryUnavailable(bytes: Int)
     /// Argon2id could not allocate its memory or failed.
     case keyDerivationFailed
-    /// The system random source failed.
-    case randomUnavailable
     /// Every tag verified, but the plaintext's length or SHA-256 is not the one recorded for it.
     case contentMismatch
     /// An OpenSSL call failed; the operation names which.
@@ -30,7 +28,6 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
         case .invalidParameter(let what): return "invalid parameter: \(what)"
         case .secureMemoryUnavailable(let bytes): return "cannot allocate \(bytes) bytes of locked memory (check `ulimit -l`)"
         case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"
-        case .randomUnavailable: return "the system random number generator failed"
         case .library(let op): return "crypto library call failed: \(op)"
         case .io(let what): return what
         }

@@ -78,7 +78,7 @@ public final class SecureBytes: @unchecked Sendable {
             let n = Glibc.read(descriptor.rawValue, &byte, 1)
             if n < 0 {
                 if Glibc.errno == EINTR { continue }
-                throw .io("cannot read the secret from \(descriptor.path)")
+                throw .io("cannot read the secret from \(descriptor.path): \(String(cString: strerror(Glibc.errno)))")
             }
             if n == 0 { break }
             if stopAtNewline && byte == 0x0A { break }

@@ -35,7 +35,7 @@ public enum SingleTagStream {
         let context = try AEADContext(algorithm, key: key, encrypting: true)
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
         try context.start(nonce: nonce, aad: aad)
-        try write(nonce[...], to: sink)
+        try sink.write(nonce[...])
         var input = [UInt8](repeating: 0, count: bufferSize)
         var output = [UInt8](repeating: 0, count: bufferSize)
         defer { input.wipe() }
@@ -45,11 +45,11 @@ public enum SingleTagStream {
             n = try source.readFully(into: &input, count: bufferSize)
             if n == 0 { break }
             try context.update(input, count: n, into: &output)
-            try write(output[0..<n], to: sink)
+            try sink.write(output[0..<n])
             total += Int64(n)
         }
         let tag = try context.finishSealing()
-        try write(tag[...], to: sink)
+        try sink.write(tag[...])
         return Sealed(plaintextLength: total, tag: tag)
     }
 
@@ -100,9 +100,5 @@ public enum SingleTagStream {
     public static func verify(_ algorithm: AEADAlgorithm, key: SecureBytes, aad: [UInt8] = [],
                               from source: ByteSource) throws -> Int64 {
         try open(algorithm, key: key, aad: aad, from: source, into: DiscardingSink())
-    }
-
-    private static func write(_ bytes: ArraySlice<UInt8>, to sink: ByteSink) throws {
-        try sink.write(bytes)
     }
 }

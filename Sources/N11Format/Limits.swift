@@ -9,6 +9,19 @@ public enum FormatLimits {
     public static let chunkSize = 65536
     public static let chunkTag = 16
 
+    /// The payload length a sealed stream of `sealedLength` bytes carries, or nil if no
+    /// payload produces that length (FORMAT.md §5: full chunks, then a final one of 16…65552).
+    public static func payloadLength(sealedLength: Int64) -> Int64? {
+        let full = Int64(chunkSize + chunkTag)
+        guard sealedLength >= Int64(chunkTag) else { return nil }
+        var chunks = sealedLength / full
+        var rest = sealedLength % full
+        if rest == 0 { chunks -= 1; rest = full }       // the final chunk is a full one
+        guard rest >= Int64(chunkTag) else { return nil }
+        if rest == Int64(chunkTag) && chunks > 0 { return nil }   // an empty final chunk after data
+        return chunks * Int64(chunkSize) + rest - Int64(chunkTag)
+    }
+
     /// Length of a sealed stream (FORMAT.md §5) for a payload of `payloadSize` bytes.
     public static func sealedLength(payloadSize: Int64) -> Int64 {
         let chunks = max(1, (payloadSize + Int64(chunkSize) - 1) / Int64(chunkSize))

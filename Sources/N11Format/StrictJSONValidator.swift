@@ -58,7 +58,7 @@ enum StrictJSONValidator {
             if peek() == UInt8(ascii: "}") { position += 1; return }
             while true {
                 skipSpace()
-                let key = try string()
+                let key = try Self.unescaped(try string())
                 guard keys.insert(key).inserted else { throw Invalid(reason: "duplicate key") }
                 skipSpace()
                 try expect(UInt8(ascii: ":"))
@@ -85,8 +85,7 @@ enum StrictJSONValidator {
             }
         }
 
-        /// The raw bytes between the quotes (escapes kept as written: keys differing only
-        /// by escaping are then not caught here, but the decoder rejects unknown keys).
+        /// The raw bytes between the quotes, escapes as written (see `unescaped`).
         mutating func string() throws -> [UInt8] {
             try expect(UInt8(ascii: "\""))
             let start = position
@@ -100,6 +99,46 @@ enum StrictJSONValidator {
                 position += b == UInt8(ascii: "\\") ? 2 : 1
             }
             throw Invalid(reason: "unterminated string")
+        }
+
+        /// A string's value as UTF-8, so `"id"` and `"i\u0064"` count as the same key.
+        static func unescaped(_ raw: [UInt8]) throws -> [UInt8] {
+            var out: [UInt8] = []
+            var i = 0
+            func hex4(_ at: Int) throws -> UInt32 {
+                guard at + 4 <= raw.count, let v = UInt32(String(decoding: raw[at..<(at + 4)], as: UTF8.self), radix: 16) else {
+                    throw Invalid(reason: "bad \\u escape")
+                }
+                return v
+            }
+            while i < raw.count {
+                guard raw[i] == UInt8(ascii: "\\") else { out.append(raw[i]); i += 1; continue }
+                guard i + 1 < raw.count else { throw Invalid(reason: "bad escape") }
+                let e = raw[i + 1]
+                i += 2
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4(i)
+                    i += 4
+                    if (0xD800..<0xDC00).contains(scalar), i + 6 <= raw.count, raw[i] == UInt8(ascii: "\\"), raw[i + 1] == UInt8(ascii: "u") {
+                        let low = try hex4(i + 2)
+                        if (0xDC00..<0xE000).contains(low) {
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                            i += 6
+                        }
+                    }
+                    guard let s = Unicode.Scalar(scalar) else { throw Invalid(reason: "bad \\u escape") }
+                    out.append(contentsOf: Array(String(Character(s)).utf8))
+                default: throw Invalid(reason: "bad escape")
+                }
+            }
+            return out
         }
 
         mutating func literal(_ word: String) throws {

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// A file that becomes visible at its final path only when complete: it is written to a
@@ -41,18 +42,30 @@ public final class AtomicFile: @unchecked Sendable {
         do {
             try descriptor.sync()
             try descriptor.close()
-            if replaceExisting {
-                guard rename(tempPath, finalPath) == 0 else { throw SystemError("cannot rename into place", path: finalPath) }
-            } else {
-                guard link(tempPath, finalPath) == 0 else { throw SystemError("cannot create", path: finalPath) }
-                _ = unlink(tempPath)
-            }
+            try Self.publish(tempPath, to: finalPath, replaceExisting: replaceExisting)
             finished = true
             try Directory.sync(Path.directory(of: finalPath))
         } catch {
             if !finished { abort() }
             throw error
         }
+    }
+
+    /// Renames a finished temp file into place. Without `replaceExisting` an existing target
+    /// is never replaced (EEXIST): renameat2(RENAME_NOREPLACE) where the file system has it,
+    /// else link+unlink, else (vfat, some network file systems: no hard links either) a check
+    /// followed by a rename, whose small window is the best such file systems allow.
+    public static func publish(_ temp: String, to target: String, replaceExisting: Bool) throws {
+        if replaceExisting {
+            guard rename(temp, target) == 0 else { throw SystemError("cannot move into place", path: target) }
+            return
+        }
+        if n11_rename_noreplace(temp, target) == 0 { return }
+        guard [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) else { throw SystemError("cannot move into place", path: target) }
+        if link(temp, target) == 0 { _ = unlink(temp); return }
+        guard [EPERM, EOPNOTSUPP, EXDEV].contains(errno) else { throw SystemError("cannot move into place", path: target) }
+        if (try? FileStatus.of(target)) ?? nil != nil { throw SystemError("cannot move into place", path: target, errno: EEXIST) }
+        guard rename(temp, target) == 0 else { throw SystemError("cannot move into place", path: target) }
     }
 
     /// Throws the partial file away; the target is untouched.

@@ -16,8 +16,9 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public var reason: String { String(cString: strerror(errno)) }
 
     public var description: String {
-        if let path { return "\(operation) '\(path)': \(reason)" }
-        return "\(operation): \(reason)"
+        let why = errno == 0 ? "" : ": \(reason)"
+        if let path { return "\(operation) '\(path)'\(why)" }
+        return "\(operation)\(why)"
     }
 
     /// The disk or quota is full: callers report these distinctly so cron mail says what to fix.

@@ -334,7 +334,8 @@ extension VaultError {
         case let e as SystemError: return .system(e)
         case let e as CryptoError: return .crypto(e)
         case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)
-        default: return .system(SystemError("\(error)", errno: 0))
+        case let e as CategorizedError: return .unexpected(kind: e.kind, message: e.description)
+        default: return .unexpected(kind: .other, message: "\(error)")
         }
     }
 }

@@ -227,7 +227,19 @@ public final class Vault: @unchecked Sendable {
     /// content is the one its metadata names. Until then the sink must keep what it got
     /// out of sight (see `UnverifiedPlaintextSink`).
     public func read(_ item: ItemMetadata, into sink: UnverifiedPlaintextSink) throws(VaultError) {
+        try decrypt(item, from: try openContent(of: item), into: sink)
+    }
+
+    /// For a sink that cannot stage (stdout): verifies the whole item, then decrypts it again
+    /// from the same open file, so what is decrypted is what was verified.
+    public func verifyThenRead(_ item: ItemMetadata, into sink: UnverifiedPlaintextSink) throws(VaultError) {
         let file = try openContent(of: item)
+        try decrypt(item, from: file, into: DiscardingSink())
+        do { try file.seek(to: 0) } catch { throw VaultError.wrap(error) }
+        try decrypt(item, from: file, into: sink)
+    }
+
+    private func decrypt(_ item: ItemMetadata, from file: FileDescriptor, into sink: UnverifiedPlaintextSink) throws(VaultError) {
         do {
             let length = try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment),
                                                   from: file, into: sink)

@@ -29,6 +29,8 @@ public enum VaultError: CategorizedError, Sendable {
     case invalidName(String)
     case system(SystemError)
     case crypto(CryptoError)
+    /// Anything else from below, with its own kind (never dressed up as an errno).
+    case unexpected(kind: FailureKind, message: String)
 
     public var kind: FailureKind {
         switch self {
@@ -42,7 +44,8 @@ public enum VaultError: CategorizedError, Sendable {
         case .inputUnreadable: return .ioFailure
         case .busy: return .busy
         case .system(let e): return e.kind
-        case .crypto(let e): return e == .authenticationFailed ? .damaged : .other
+        case .crypto(let e): return e == .authenticationFailed ? .damaged : e.kind
+        case .unexpected(let kind, _): return kind
         }
     }
 
@@ -75,6 +78,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .invalidName(let why): return why
         case .system(let e): return e.description
         case .crypto(let e): return e.description
+        case .unexpected(_, let message): return message
         }
     }
 

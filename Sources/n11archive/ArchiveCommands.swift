@@ -48,7 +48,7 @@ struct Create: ParsableCommand {
         if set.contains(.backup) && set.count > 1 {
             throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
         }
-        guard (1...ArchiveHeader.KDF.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
+        guard (1...Argon2Parameters.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
             throw ValidationError("--kdf-ops must be 1…32 and --kdf-memory 1…1024 MiB")
         }
     }

@@ -19,8 +19,6 @@ enum Console {
         FileHandle.standardError.write(Data("n11archive: \(message)\n".utf8))
     }
 
-    static func flush() {}
-
     static func json(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

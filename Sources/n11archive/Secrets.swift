@@ -28,6 +28,14 @@ enum SecretSource {
     /// Reads the secret. `what` names it in prompts and errors ("PIN", "password");
     /// `confirm` asks twice on a terminal (when setting a new one).
     func read(what: String, confirm: Bool = false) throws -> SecureBytes {
+        do { return try readChecked(what: what, confirm: confirm) }
+        catch let error as CryptoError {
+            // Too long, or an unreadable descriptor: the user's input, not damaged data.
+            throw CLIError(.usage, "cannot read the \(what): \(error.description)")
+        }
+    }
+
+    private func readChecked(what: String, confirm: Bool) throws -> SecureBytes {
         let secret: SecureBytes
         switch self {
         case .file(let path):

@@ -153,7 +153,7 @@ extension VaultCommand {
               n11archive vault cat 3F2A9C1B -o photo.jpg
             The item's tag is verified before anything is written: with -o the file appears only
             if the item is intact; to stdout, the item is checked in a first pass and decrypted
-            in a second.
+            in a second, from the same open file.
             """)
 
         @OptionGroup var store: StoreOptions
@@ -175,6 +175,8 @@ extension VaultCommand {
                 if !force, (try? FileStatus.of(output)) ?? nil != nil {
                     throw CLIError(.outputExists, "'\(output)' already exists; nothing was written", hint: "pass --force to replace it")
                 }
+                // Plaintext a killed `cat -o` left here (its writer is gone): remove it first.
+                AtomicFile.removeLeftovers(in: Path.directory(of: Path.absolute(output)))
                 let file = try AtomicFile(path: output, mode: 0o600)
                 try vault.read(item, into: StagedFileSink(file))
                 do { try file.commit(replaceExisting: force) }
@@ -182,8 +184,7 @@ extension VaultCommand {
                     throw CLIError(.outputExists, "'\(output)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")
                 }
             } else {
-                try vault.verify(item)
-                try vault.read(item, into: StandardOutputSink())
+                try vault.verifyThenRead(item, into: StandardOutputSink())
             }
         }
     }

@@ -11,7 +11,6 @@ do {
 } catch let error as CategorizedError {
     Console.error(error.description)
     if let hint = error.hint { Console.hint(hint) }
-    Console.flush()
     exit(ExitCode(for: error.kind).rawValue)
 } catch {
     // Argument parsing errors, --help and --version: ArgumentParser prints them and picks

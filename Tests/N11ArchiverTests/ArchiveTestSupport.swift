@@ -162,6 +162,7 @@ extension ArchiveError {
         case .vault: return "vault"
         case .system: return "system"
         case .caller: return "caller"
+        case .tooLarge: return "tooLarge"
         }
     }
 }
