@@ -1,12 +1,15 @@
 import Glibc
 import N11System
 
-/// A file to add, opened and checked before the vault is touched.
-public struct InputFile {
+/// A file to add. Checked (exists, is a regular file, a note is small enough) before the
+/// vault is touched, and opened only when it is encrypted, so adding thousands of files
+/// needs neither thousands of descriptors nor every note in memory at once.
+public struct InputFile: Sendable {
+    public let path: String
     public let name: String
-    public let source: ByteSource
+    public let asNote: Bool
 
-    public static func open(_ path: String, asNote: Bool) throws -> InputFile {
+    public static func check(_ path: String, asNote: Bool) throws -> InputFile {
         let status: FileStatus?
         do { status = try FileStatus.of(path, followLinks: true) }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
@@ -16,14 +19,18 @@ public struct InputFile {
         case .directory: throw VaultError.inputNotRegularFile(path: path, what: "a directory")
         default: throw VaultError.inputNotRegularFile(path: path, what: "a special file (device, FIFO or socket)")
         }
+        if asNote && status.size > Int64(Vault.maximumNoteSize) { throw VaultError.noteTooLarge(path: path, limit: Vault.maximumNoteSize) }
+        return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote)
+    }
+
+    /// Opens the file for reading (a note is read whole and checked to be UTF-8).
+    public func open() throws -> ByteSource {
         let fd: FileDescriptor
         do { fd = try FileDescriptor.openForReading(path) }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
-        // Check the opened file itself, not the path, so a swap between the checks is caught.
+        // Check the opened file itself, not the path, so a swap since `check` is caught.
         guard try fd.status().kind == .regular else { throw VaultError.inputNotRegularFile(path: path, what: "not a regular file") }
-        let name = Path.lastComponent(of: path)
-        if asNote { return InputFile(name: name, source: MemorySource(try readNote(from: fd))) }
-        return InputFile(name: name, source: fd)
+        return asNote ? MemorySource(try Self.readNote(from: fd)) : fd
     }
 
     /// Notes are UTF-8 text of bounded size, read whole so they can be checked.

@@ -280,18 +280,24 @@ public final class Vault: @unchecked Sendable {
 
     /// What to add: where the bytes come from and how the item is described.
     public struct NewItem {
-        public let source: ByteSource
+        /// Opens the item's bytes; called only when the item is encrypted.
+        public let open: () throws -> ByteSource
         public let kind: ItemKind
         public let name: String
         public let compartment: Compartment
         public let expires: Date?
 
-        public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
-            self.source = source
+        public init(opening open: @escaping () throws -> ByteSource, kind: ItemKind, name: String,
+                    compartment: Compartment, expires: Date?) {
+            self.open = open
             self.kind = kind
             self.name = name
             self.compartment = compartment
             self.expires = expires
+        }
+
+        public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
+            self.init(opening: { source }, kind: kind, name: name, compartment: compartment, expires: expires)
         }
     }
 
@@ -311,7 +317,7 @@ public final class Vault: @unchecked Sendable {
             for new in items {
                 added.append(try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
                                                name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
-                    let hashing = HashingSource(new.source)
+                    let hashing = HashingSource(try new.open())
                     let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
                     return (sealed.tag, sealed.plaintextLength, hashing.sha256.hexString)
                 })

@@ -62,14 +62,14 @@ extension VaultCommand {
             let kind: ItemKind = note ? .note : .photo
 
             // Check every input before touching the vault, so a bad one changes nothing.
-            let inputs = try files.map { try InputFile.open($0, asNote: note) }
+            let inputs = try files.map { try InputFile.check($0, asNote: note) }
             let vault = try vaultOptions.open(with: store, forWriting: true)
             let items: [Vault.NewItem]
             if inputs.isEmpty {
                 let text = try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin"))
                 items = [.init(source: MemorySource(text), kind: .note, name: name ?? "note", compartment: target, expires: expires)]
             } else {
-                items = inputs.map { .init(source: $0.source, kind: kind, name: name ?? $0.name, compartment: target, expires: expires) }
+                items = inputs.map { .init(opening: $0.open, kind: kind, name: name ?? $0.name, compartment: target, expires: expires) }
             }
             // All or nothing, even if killed: one journaled commit (see VaultStaging).
             let added = try vault.add(items, now: now)

@@ -64,4 +64,49 @@ struct TerminalPromptTests {
             expectExit(try s.run(["verify", archive, "--password-file", try s.file("pw", Array("tty password\n".utf8))]), 0)
         }
     }
+
+    /// Runs `init --pin` on a pseudo-terminal (Python's pty), waits for the prompt, types
+    /// Ctrl-C, and reports how the tool ended and whether the terminal echoes again.
+    static let interruptProbe = """
+    import os, pty, select, signal, sys, time, termios
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.argv[1], [sys.argv[1], "init", "--pin"])
+    seen, deadline = b"", time.time() + 60
+    while b"Enter PIN:" not in seen and time.time() < deadline:
+        if select.select([fd], [], [], 1)[0]:
+            seen += os.read(fd, 1024)
+    if b"Enter PIN:" in seen:
+        time.sleep(0.3)
+        os.write(fd, b"\\x03")
+    else:
+        os.kill(pid, signal.SIGKILL)
+    done, status, deadline = 0, 0, time.time() + 30
+    while not done and time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    if not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = 0
+    echo = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+    print(f"prompted={b'Enter PIN:' in seen} signal={os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0} echo={echo} seen={seen!r}")
+    """
+
+    @Test("Ctrl-C at a prompt ends the tool by SIGINT with echo back on and nothing created")
+    func interruptedPrompt() throws {
+        try withSandbox { s in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", Self.interruptProbe, n11archiveBinary]
+            process.environment = ["N11_HOME": s.home, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(report.contains("prompted=True signal=2 echo=True"), "\(report)")
+            #expect(!exists(s.home + "/keystore.n11keys"))
+        }
+    }
 }
