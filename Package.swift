@@ -37,6 +37,13 @@ let package = Package(
             ]),
 
         .target(name: "N11TestSupport", dependencies: ["N11System", "N11Crypto"], path: "Tests/Support"),
+        // libFuzzer target over the archive reader (Scripts/fuzz); without -DFUZZING it
+        // replays inputs, which is how Scripts/test checks the regression fixtures.
+        .executableTarget(
+            name: "n11fuzz",
+            dependencies: ["CLinux", "N11Archiver", "N11Vault", "N11Format", "N11Crypto", "N11System"],
+            path: "Sources/N11Fuzz"),
+
         .testTarget(name: "N11CryptoTests", dependencies: ["N11Crypto", "N11System"],
                     resources: []),
         .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Crypto", "N11System", "N11TestSupport"]),

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <stddef.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -15,6 +16,9 @@ static inline int n11_set_not_dumpable(void) {
 static inline int n11_get_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
+/* libFuzzer's driver, for the n11fuzz target (linked only in its -sanitize=fuzzer build). */
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
+
 /* renameat2(RENAME_NOREPLACE) through syscall(2), which is variadic (and glibc declares
    renameat2 only under _GNU_SOURCE): publish a file without ever replacing another. */
 static inline int n11_rename_noreplace(const char *from, const char *to) {
