@@ -1,0 +1,159 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+/// A tmpfs mounted for one test (CI runs as root). Where mounting is not allowed the suite
+/// is skipped, and says so.
+final class TinyFileSystem {
+    let path: String
+
+    init(at path: String, kilobytes: Int) throws {
+        self.path = path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard Self.shell("mount -t tmpfs -o size=\(kilobytes)k,mode=0755 tmpfs '\(path)'") == 0 else {
+            throw RunnerError(description: "cannot mount a tmpfs at \(path)")
+        }
+    }
+
+    func remountReadOnly() -> Bool { Self.shell("mount -o remount,ro '\(path)'") == 0 }
+
+    deinit { _ = Self.shell("umount '\(path)'") }
+
+    static func shell(_ command: String) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command + " 2>/dev/null"]
+        guard (try? p.run()) != nil else { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
+    static let mountingWorks: Bool = {
+        guard geteuid() == 0, let dir = try? makeTemporaryDirectory(prefix: "n11-mount-probe") else { return false }
+        defer { rmdir(dir) }
+        guard shell("mount -t tmpfs -o size=64k tmpfs '\(dir)'") == 0 else { return false }
+        _ = shell("umount '\(dir)'")
+        return true
+    }()
+}
+
+/// Names below `dir`, hidden ones included.
+func everything(under dir: String) -> [String] {
+    (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String] ?? []).sorted()
+}
+
+@Suite("Disk full, read-only and unwritable places",
+       .enabled(if: TinyFileSystem.mountingWorks, "needs root and permission to mount a tmpfs (CI has both); skipped here"),
+       .serialized)
+struct ResourceFailureTests {
+    /// A vault with 4 MiB of photos on the normal disk, and a portable archive of it.
+    func bigVault(_ s: Sandbox) throws -> (pw: String, archive: String) {
+        try s.initialize()
+        var files: [String] = []
+        for i in 0..<4 { files.append(try s.file("big\(i).jpg", randomBytes(1 << 20))) }
+        expectExit(try s.run(["vault", "add"] + files), 0)
+        let pw = try s.file("pw", Array("full disk password\n".utf8))
+        let archive = s.path("a.nu11vlt")
+        expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+        return (pw, archive)
+    }
+
+    @Test("disk full: create, restore, vault add, cat -o and export fail with 74 and leave nothing partial")
+    func diskFull() throws {
+        try withSandbox { s in
+            let (pw, archive) = try bigVault(s)
+            let before = s.tree(s.vault)
+            let full = try TinyFileSystem(at: s.path("full"), kilobytes: 1024)
+
+            // create: no archive and no temp file on the full disk; the vault is untouched.
+            let create = try s.run(["create", "--portable", "-o", full.path + "/b.nu11vlt", "--password-file", pw] + fastKDF)
+            expectExit(create, 74)
+            #expect(create.err.contains("space") || create.err.contains("write"), "\(create)")
+            #expect(everything(under: full.path).isEmpty, "left on the full disk: \(everything(under: full.path))")
+            #expect(s.tree(s.vault) == before)
+
+            // restore into a new vault there: nothing of it remains.
+            let restore = try s.run(["restore", archive, "--password-file", pw, "--vault", full.path + "/v"])
+            expectExit(restore, 74)
+            #expect(everything(under: full.path).isEmpty, "left on the full disk: \(everything(under: full.path))")
+
+            // vault add into an existing vault there: it keeps exactly what it had.
+            let small = try s.file("small.jpg", [1, 2, 3])
+            expectExit(try s.run(["vault", "add", "--vault", full.path + "/v2", small]), 0)
+            let smallVault = s.tree(full.path + "/v2")
+            let add = try s.run(["vault", "add", "--vault", full.path + "/v2", s.path("big0.jpg"), s.path("big1.jpg")])
+            expectExit(add, 74)
+            #expect(s.tree(full.path + "/v2") == smallVault, "the vault changed")
+            #expect(!everything(under: full.path + "/v2").contains { $0.contains(".n11staging-") || $0.contains(".n11tmp-") })
+            // ...and it still works.
+            expectExit(try s.run(["vault", "verify", "--vault", full.path + "/v2"]), 0)
+
+            // cat -o and export: no plaintext file, whole or partial.
+            let id = try #require(try s.list().items.first?["id"] as? String)
+            expectExit(try s.run(["vault", "cat", id, "-o", full.path + "/out.jpg"]), 74)
+            expectExit(try s.run(["restore", archive, "--password-file", pw, "--export", full.path + "/export"]), 74)
+            #expect(Set(everything(under: full.path)) == Set(everything(under: full.path).filter { $0.hasPrefix("v2") }),
+                    "left on the full disk: \(everything(under: full.path))")
+        }
+    }
+
+    @Test("read-only file system: add, create and cat -o fail with 74 and change nothing")
+    func readOnly() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let fs = try TinyFileSystem(at: s.path("ro"), kilobytes: 2048)
+            let photo = try s.file("p.jpg", randomBytes(1000))
+            expectExit(try s.run(["vault", "add", "--vault", fs.path + "/v", photo]), 0)
+            let id = try #require(try s.list(["--vault", fs.path + "/v"]).items.first?["id"] as? String)
+            let before = s.tree(fs.path)
+            #expect(fs.remountReadOnly())
+            let add = try s.run(["vault", "add", "--vault", fs.path + "/v", photo])
+            expectExit(add, 74)
+            #expect(add.err.contains("read-only"), "\(add)")
+            expectExit(try s.run(["create", "--secure", "--vault", fs.path + "/v", "-o", s.path("x.nu11vlt")]), 74)
+            expectExit(try s.run(["vault", "cat", id, "--vault", fs.path + "/v", "-o", fs.path + "/out"]), 74)
+            expectExit(try s.run(["create", "--secure", "-o", fs.path + "/y.nu11vlt"]), 74)
+            #expect(s.tree(fs.path) == before)
+            #expect(!exists(s.path("x.nu11vlt")))
+        }
+    }
+
+    @Test("a directory without write permission: create and cat -o fail with 74 naming the place",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs setpriv to drop root"))
+    func noPermission() throws {
+        try withSandbox { s in
+            // The tool runs as nobody; the sandbox must be reachable for it.
+            chmod(s.root, 0o755)
+            let home = s.path("nobody-home")
+            let locked = s.path("locked")
+            try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: true)
+            chmod(locked, 0o755)   // owned by root: nobody cannot write here
+            let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", n11archiveBinary]
+            func run(_ args: [String]) throws -> (Int32, String) {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: asNobody[0])
+                p.arguments = Array(asNobody.dropFirst()) + args
+                p.environment = ["N11_HOME": home, "PATH": "/usr/bin:/bin"]
+                let err = Pipe()
+                p.standardError = err
+                p.standardOutput = FileHandle.nullDevice
+                try p.run()
+                let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                p.waitUntilExit()
+                return (p.terminationStatus, text)
+            }
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+            chown(home, 65534, 65534)
+            chmod(home, 0o700)
+            let photo = try s.file("p.jpg", randomBytes(100))
+            chmod(photo, 0o644)
+            #expect(try run(["init"]).0 == 0)
+            #expect(try run(["vault", "add", photo]).0 == 0)
+            let (status, err) = try run(["create", "--secure", "-o", locked + "/x.nu11vlt"])
+            #expect(status == 74, "\(err)")
+            #expect(err.contains(locked), "\(err)")
+            #expect(everything(under: locked).isEmpty)
+        }
+    }
+}
