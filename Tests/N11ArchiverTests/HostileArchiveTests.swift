@@ -83,4 +83,18 @@ struct HostileArchiveTests {
             #expect(asked)
         }
     }
+
+    @Test("an entry name with a NUL byte is refused, even when the part before the NUL is a valid name")
+    func nulInName() throws {
+        try withTemporaryDirectory { dir in
+            let world = try TamperWorld(dir: dir)
+            var entries = world.rawEntries
+            let index = try #require(entries.firstIndex { $0.nameString == world.bigEntry.name })
+            entries[index].name = Array(world.bigEntry.name.utf8) + [0] + Array("../../evil".utf8)
+            let path = try world.variant("nul-name", entries: entries)
+            let (error, asked, _) = attempt(path)
+            #expect((error as? ArchiveError)?.kind == .damaged, "\(String(describing: error))")
+            #expect(!asked, "the password was asked for")
+        }
+    }
 }
