@@ -27,6 +27,8 @@ public enum VaultError: CategorizedError, Sendable {
     case invalidDuration(String)
     case invalidCompartmentUse(String)
     case invalidName(String)
+    /// The change was committed (journaled) but not fully applied; the next writer finishes it.
+    case commitPending(vault: String, cause: String)
     case system(SystemError)
     case crypto(CryptoError)
     /// Anything else from below, with its own kind (never dressed up as an errno).
@@ -43,6 +45,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
         case .inputUnreadable: return .ioFailure
         case .busy: return .busy
+        case .commitPending: return .ioFailure
         case .system(let e): return e.kind
         case .crypto(let e): return e == .authenticationFailed ? .damaged : e.kind
         case .unexpected(let kind, _): return kind
@@ -76,6 +79,8 @@ public enum VaultError: CategorizedError, Sendable {
         case .invalidDuration(let text): return "'\(text)' is not a duration"
         case .invalidCompartmentUse(let why): return why
         case .invalidName(let why): return why
+        case .commitPending(let vault, let cause):
+            return "the change to '\(vault)' was committed but could not be completed (\(cause))"
         case .system(let e): return e.description
         case .crypto(let e): return e.description
         case .unexpected(_, let message): return message
@@ -98,6 +103,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .itemDamaged: return "restore this item from an archive (`n11archive restore`)"
         case .outputExists: return "choose another path or pass --force to replace it"
         case .busy: return "wait for it to finish, or pass --lock-wait SECONDS"
+        case .commitPending: return "do not repeat the command: the next n11archive command that changes this vault completes it (e.g. `n11archive vault purge`)"
         case .invalidDuration: return "use a number with a unit: 90s, 30m, 12h, 7d or 2w"
         case .system(let e): return e.hint
         default: return nil

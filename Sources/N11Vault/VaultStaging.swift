@@ -138,13 +138,13 @@ public final class VaultStaging {
     public func commit() throws(VaultError) {
         precondition(!finished)
         finished = true
-        do {
-            try writeJournal()
-            // The commit point has passed: from here a crash is finished by the next writer.
-            try Self.apply(operations, in: vault.path)
-            Self.removeDirectory(directory)
-            vault.forgetCachedItems()
-        } catch { throw VaultError.wrap(error) }
+        do { try writeJournal() } catch { throw VaultError.wrap(error) }
+        // The commit point has passed: from here a failure (or a crash) is finished by the
+        // next process that opens the vault for writing, and the user must know not to retry.
+        do { try Self.apply(operations, in: vault.path) }
+        catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
+        Self.removeDirectory(directory)
+        vault.forgetCachedItems()
     }
 
     /// The commit point: the journal, written atomically after the staged files are durable.
