@@ -170,7 +170,7 @@ public enum ArchiveRestorer {
             // Plaintext staged by a killed export into this directory: remove it now. The name
             // carries the PID, so a concurrent export's staging is left alone.
             for name in (try? Directory.entries(of: root)) ?? [] where name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
-                removeTree(Path.join(root, name))
+                Directory.removeFlat(Path.join(root, name))
             }
             staging = Path.join(root, AtomicFile.tempName(for: "export"))
             try Directory.ensure(staging, mode: 0o700)
@@ -179,7 +179,7 @@ public enum ArchiveRestorer {
         // Runs after the staging directory is removed: a failed export into a directory this
         // run made leaves no directory behind either.
         defer { if createdRoot && !published { rmdir(root) } }
-        defer { removeTree(staging) }
+        defer { Directory.removeFlat(staging) }
         for (n, step) in plan.enumerated() {
             let item = archive.manifest.items[step.index]
             do {
@@ -222,11 +222,6 @@ public enum ArchiveRestorer {
         }
         taken.insert(candidate)
         return candidate
-    }
-
-    static func removeTree(_ path: String) {
-        for name in (try? Directory.entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
-        rmdir(path)
     }
 }
 

@@ -42,6 +42,13 @@ public enum Directory {
         try fd.sync()
     }
 
+    /// Removes a directory holding only files (staging areas), and the files. Best effort:
+    /// used to throw away what is no longer wanted.
+    public static func removeFlat(_ path: String) {
+        for name in (try? entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
+        rmdir(path)
+    }
+
     /// Removes a file and makes the removal durable.
     public static func removeFile(_ path: String) throws {
         guard unlink(path) == 0 else { throw SystemError("cannot remove", path: path) }

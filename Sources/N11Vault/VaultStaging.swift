@@ -143,7 +143,7 @@ public final class VaultStaging {
         // next process that opens the vault for writing, and the user must know not to retry.
         do { try Self.apply(operations, in: vault.path) }
         catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
-        Self.removeDirectory(directory)
+        Directory.removeFlat(directory)
         vault.forgetCachedItems()
     }
 
@@ -160,7 +160,7 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
-        Self.removeDirectory(directory)
+        Directory.removeFlat(directory)
     }
 
     /// Applies journal steps; each can run again after a crash with the same result.
@@ -183,11 +183,6 @@ public final class VaultStaging {
         for directory in touched.sorted() { try Directory.sync(directory) }
     }
 
-    static func removeDirectory(_ path: String) {
-        for name in (try? Directory.entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
-        rmdir(path)
-    }
-
     /// What killed runs left: a committed journal is replayed, anything else thrown away.
     /// Called with the vault lock held. Returns how many commits were completed.
     @discardableResult
@@ -205,7 +200,7 @@ public final class VaultStaging {
                 try apply(operations, in: vaultPath)
                 replayed += 1
             }
-            removeDirectory(staging)
+            Directory.removeFlat(staging)
         }
         return replayed
     }
