@@ -13,9 +13,6 @@
 static inline int n11_set_not_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
-static inline int n11_get_dumpable(void) {
-    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-}
 /* libFuzzer's driver, for the n11fuzz target (linked only in its -sanitize=fuzzer build). */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
 

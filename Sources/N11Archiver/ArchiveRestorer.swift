@@ -108,7 +108,7 @@ public enum ArchiveRestorer {
     private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, key: SecureBytes,
                                        to file: FileDescriptor) throws -> [UInt8] {
         let item = archive.manifest.items[index]
-        let digest = [UInt8](hex: item.sha256, length: 32) ?? []
+        let digest = item.sha256Bytes
         let payload = try archive.payload(of: index)
         switch archive.header.mode {
         case .portable:

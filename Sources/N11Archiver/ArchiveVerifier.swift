@@ -32,7 +32,7 @@ public enum ArchiveVerifier {
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
     static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink) throws {
         let item = archive.manifest.items[index]
-        let digest = [UInt8](hex: item.sha256, length: 32) ?? []
+        let digest = item.sha256Bytes
         let payload = try archive.payload(of: index)
         switch archive.header.mode {
         case .portable:

@@ -40,6 +40,9 @@ public struct Manifest: Codable, Sendable, Equatable {
             payloadSize = try c.decode(Int64.self, forKey: .payloadSize)
         }
 
+        /// The plaintext digest as bytes (its hex form is checked when the manifest is parsed).
+        public var sha256Bytes: [UInt8] { [UInt8](hex: sha256, length: 32) ?? [] }
+
         /// Length of this item's ZIP entry.
         public var sealedSize: Int64 { FormatLimits.sealedLength(payloadSize: payloadSize) }
 

@@ -10,8 +10,6 @@ public enum ProcessHardening {
         _ = n11_set_not_dumpable()
     }
 
-    public static var isDumpable: Bool { n11_get_dumpable() != 0 }
-
     public static var coreLimit: UInt64 {
         var limit = rlimit()
         _ = getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)

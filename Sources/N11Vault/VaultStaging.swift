@@ -21,8 +21,6 @@ public final class VaultStaging {
     public let vault: Vault
     public let directory: String
     private(set) var operations: [Operation] = []
-    private var staged: [ItemMetadata] = []
-    private var removed: [String] = []
     private var finished = false
 
     /// One step of a commit, as the journal records it (paths relative to the vault).
@@ -109,7 +107,6 @@ public final class VaultStaging {
         if let old = replaces, old.relativePath != metadata.relativePath {
             operations.append(.remove(old.relativePath))
         }
-        staged.append(metadata)
         return metadata
     }
 
@@ -117,7 +114,6 @@ public final class VaultStaging {
     public func stageRemoval(_ item: ItemMetadata) {
         operations.append(.remove(vault.relativeMetadataPath(id: item.id)))
         operations.append(.remove(item.relativePath))
-        removed.append(item.id)
     }
 
     /// Stages removing files by vault-relative path (a damaged item's remains).
@@ -131,8 +127,6 @@ public final class VaultStaging {
         let other: ItemKind = kind == .photo ? .note : .photo
         operations.append(.remove("\(other.directory)/\(id).\(other.fileExtension)"))
     }
-
-    public var count: Int { staged.count }
 
     /// Makes every staged change visible: journal, then the moves and removals, then cleanup.
     public func commit() throws(VaultError) {
