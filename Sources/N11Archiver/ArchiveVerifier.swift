@@ -17,10 +17,14 @@ public enum ArchiveVerifier {
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
                               progress: (Int64) -> Void = { _ in }) throws(ArchiveError) -> Report {
         var total: Int64 = 0
-        for index in archive.manifest.items.indices {
+        let indices = Array(archive.manifest.items.indices)
+        let payloads = archive.payloads(indices)
+        defer { payloads.finish() }
+        do { try payloads.start() } catch { throw .system(error) }
+        for index in indices {
             let item = archive.manifest.items[index]
             do {
-                try checkItem(archive, index: index, keyStore: keyStore, into: DiscardingSink())
+                try checkItem(archive, index: index, payload: payloads.stream(index), keyStore: keyStore, into: DiscardingSink())
             } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
             total += item.size
             progress(item.size)
@@ -28,16 +32,17 @@ public enum ArchiveVerifier {
         return Report(items: archive.manifest.items.count, plaintextBytes: total)
     }
 
-    /// Reads item `index` fully, verifying every tag, its size and digest; the plaintext goes
+    /// Reads item `index` fully from `payload` (its verified payload, see
+    /// `UnlockedArchive.payloads`), verifying every tag, its size and digest; the plaintext goes
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
-    static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink) throws {
+    static func checkItem(_ archive: UnlockedArchive, index: Int, payload: ByteSource, keyStore: KeyStore?,
+                          into sink: UnverifiedPlaintextSink) throws {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
-        let payload = try archive.payload(of: index)
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var buffer = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: item.size))
             defer { buffer.wipe() }
             while true {
                 let n = try checked.read(into: &buffer, offset: 0, count: buffer.count)
@@ -48,7 +53,7 @@ public enum ArchiveVerifier {
             guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
             let hashing = DigestSink(forwardingTo: sink)
             try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment.vaultCompartment),
-                                     from: payload, into: hashing)
+                                     from: payload, into: hashing, sizeHint: item.size)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
         }
     }
