@@ -89,7 +89,7 @@ public final class ReadAhead: @unchecked Sendable {
         private var ended = false
         init(_ owner: ReadAhead, index: Int) { self.owner = owner; self.index = index }
         func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-            if ended { return 0 }
+            if ended || count == 0 { return 0 }
             let n = try owner.read(stream: index, into: &buffer, offset: offset, count: count)
             if n == 0 { ended = true }
             return n
@@ -161,8 +161,10 @@ public final class ReadAhead: @unchecked Sendable {
                 if block.consumed == block.count && !block.isEnd { recycle(block) }
                 return n
             }
+            // Read the flag first: once recycled, the worker may refill the block at once.
+            let wasEnd = block.isEnd
             recycle(block)
-            if block.isEnd { return 0 }
+            if wasEnd { return 0 }
         }
     }
 

@@ -59,6 +59,27 @@ struct ReadAheadTests {
         }
     }
 
+    @Test("thousands of streams ending on block boundaries, with the worker racing to refill each recycled block")
+    func endBlocksUnderContention() throws {
+        // A stream of exactly one block is followed by an empty end block. The reader once
+        // looked at an end block's flag after handing the block back, when the worker could
+        // already have refilled it for the next stream: streams then got out of step.
+        let blockSize = 256
+        let lengths = (0..<4000).map { [blockSize, 0, 1, 2 * blockSize, blockSize - 1][$0 % 5] }
+        let ahead = ReadAhead(count: lengths.count, blockSize: blockSize, blocks: 2) { index in
+            StepSource(content(index, length: lengths[index]), step: blockSize)
+        }
+        try ahead.start()
+        defer { ahead.finish() }
+        for (index, length) in lengths.enumerated() {
+            let got = try drain(ahead.stream(index), readSize: blockSize)
+            guard got == content(index, length: length) else {
+                Issue.record("stream \(index) differs")
+                return
+            }
+        }
+    }
+
     @Test("a failure while producing reaches the reader of that stream, after the bytes before it")
     func failureReachesItsStream() throws {
         let ahead = ReadAhead(count: 3, blockSize: 64, blocks: 2) { index in
