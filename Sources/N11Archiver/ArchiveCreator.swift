@@ -35,7 +35,8 @@ public enum ArchiveCreator {
     }
 
     /// `password` is called only in portable mode (after all cheap checks passed).
-    public static func create(from vault: Vault, _ request: Request,
+    /// `progress` counts each item's plaintext as libzip pulls it through.
+    public static func create(from vault: Vault, _ request: Request, progress: ArchiveProgress? = nil,
                               password: () throws -> SecureBytes) throws(ArchiveError) -> Report {
         let output = Path.absolute(request.output)
         do {
@@ -97,10 +98,12 @@ public enum ArchiveCreator {
             try writer.addEntry(name: EntryName.header, size: Int64(header.bytes.count), modified: mtime) { MemorySource(header.bytes) }
             try writer.addEntry(name: EntryName.keyWrap, size: Int64(keyWrap.count), modified: mtime) { MemorySource(keyWrap) }
             try writer.addEntry(name: EntryName.manifest, size: Int64(sealedManifest.count), modified: mtime) { MemorySource(sealedManifest) }
+            progress?.begin(items: live.count, bytes: live.reduce(0) { $0 + $1.size })
             for (item, entry) in zip(live, manifestItems) {
                 try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) {
-                    try itemSource(item, vault: vault, mode: request.mode,
-                                   entryKey: try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entry.entry))
+                    progress.counting(try itemSource(item, vault: vault, mode: request.mode,
+                                                     entryKey: try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entry.entry)),
+                                      size: item.size)
                 }
             }
             // A secure archive must never exist without its key: store the key first.
@@ -115,6 +118,7 @@ public enum ArchiveCreator {
             do { try AtomicFile.publish(temp, to: output, replaceExisting: request.replaceExisting) }
             catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
             try Directory.sync(outputDirectory)
+            progress?.finish()
             return Report(path: output, archiveID: header.archiveIDHex, mode: request.mode, items: live.count,
                           plaintextBytes: live.reduce(0) { $0 + $1.size }, skippedExpired: expired, archiveBytes: size)
         } catch let error as ArchiveError { throw error }

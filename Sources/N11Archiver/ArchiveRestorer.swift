@@ -22,9 +22,10 @@ public enum ArchiveRestorer {
         public init() {}
     }
 
-    /// Restore into `vault` (opened for writing unless `dryRun`).
+    /// Restore into `vault` (opened for writing unless `dryRun`). `progress` counts the
+    /// items to be written (not those skipped) as their chunks verify.
     public static func restore(_ archive: UnlockedArchive, into vault: Vault, overwrite: Bool, dryRun: Bool,
-                               now: Date = Date()) throws(ArchiveError) -> Report {
+                               now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var report = Report()
         report.destination = vault.path
         report.dryRun = dryRun
@@ -62,13 +63,15 @@ public enum ArchiveRestorer {
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
         let path = archive.reader.path
+        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
         if dryRun {
             for step in plan {
                 let item = archive.manifest.items[step.index]
-                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: vault.keyStore, into: DiscardingSink()) }
+                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: vault.keyStore, into: DiscardingSink(), progress: progress) }
                 catch { throw .itemFailed(archive: path, id: item.id, error) }
                 record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
+            progress?.finish()
             return report
         }
 
@@ -78,7 +81,7 @@ public enum ArchiveRestorer {
             let item = archive.manifest.items[step.index]
             do {
                 try staging.stage(description(of: item), replaces: step.replaces) { file, key in
-                    try writeVaultFile(archive, index: step.index, key: key, to: file)
+                    try writeVaultFile(archive, index: step.index, key: key, to: file, progress: progress)
                 }
                 if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind.vaultKind) }
             } catch {
@@ -88,6 +91,7 @@ public enum ArchiveRestorer {
             record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
         }
         do { try staging.commit() } catch { throw .vault(error) }
+        progress?.finish()
         return report
     }
 
@@ -106,21 +110,24 @@ public enum ArchiveRestorer {
     /// plaintext re-encrypted with ChaCha20-Poly1305. Secure: the vault file as archived,
     /// its inner tag and plaintext digest verified on the way.
     private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, key: SecureBytes,
-                                       to file: FileDescriptor) throws -> [UInt8] {
+                                       to file: FileDescriptor, progress: ArchiveProgress?) throws -> [UInt8] {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
-        let payload = try archive.payload(of: index)
+        let payload = progress.counting(try archive.payload(of: index), size: item.size)
+        let tag: [UInt8]
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            return try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file).tag
+            tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file).tag
         case .secure:
             let copy = CopyingSource(payload, to: file)
             let hashing = DigestSink()
             try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
-            return copy.lastBytes
+            tag = copy.lastBytes
         }
+        progress.complete(payload)
+        return tag
     }
 
     // MARK: export
@@ -129,7 +136,7 @@ public enum ArchiveRestorer {
     /// `Notes/NAME`), staged in a hidden directory there and moved into place only after
     /// all verified. Names that collide get `~ID8` before the extension.
     public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
-                              dryRun: Bool, now: Date = Date()) throws(ArchiveError) -> Report {
+                              dryRun: Bool, now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var report = Report()
         let root = Path.absolute(directory)
         report.destination = root
@@ -152,14 +159,16 @@ public enum ArchiveRestorer {
             plan.append((index, relative))
         }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
+        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
         if dryRun {
             for step in plan {
                 let item = archive.manifest.items[step.index]
-                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: DiscardingSink()) }
+                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: DiscardingSink(), progress: progress) }
                 catch { throw .itemFailed(archive: path, id: item.id, error) }
                 report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }
+            progress?.finish()
             return report
         }
 
@@ -184,7 +193,7 @@ public enum ArchiveRestorer {
             let item = archive.manifest.items[step.index]
             do {
                 let file = try FileDescriptor.createExclusive(Path.join(staging, "\(n)"), mode: 0o600)
-                try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: FileStagingSink(file))
+                try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: FileStagingSink(file), progress: progress)
                 try file.sync()
             } catch { throw .itemFailed(archive: path, id: item.id, error) }
             report.restored.append(item.id)
@@ -199,6 +208,7 @@ public enum ArchiveRestorer {
             }
             for sub in Set(plan.map { Path.directory(of: Path.join(root, $0.relative)) }) { try Directory.sync(sub) }
         } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
+        progress?.finish()
         return report
     }
 

@@ -13,27 +13,30 @@ public enum ArchiveVerifier {
         public let plaintextBytes: Int64
     }
 
-    /// `keyStore` provides the compartment keys for a secure archive's inner tags.
+    /// `keyStore` provides the compartment keys for a secure archive's inner tags;
+    /// `progress` counts each item's plaintext as its chunks verify.
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
-                              progress: (Int64) -> Void = { _ in }) throws(ArchiveError) -> Report {
+                              progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var total: Int64 = 0
+        progress?.begin(items: archive.manifest.items.count, bytes: archive.manifest.items.reduce(0) { $0 + $1.size })
         for index in archive.manifest.items.indices {
             let item = archive.manifest.items[index]
             do {
-                try checkItem(archive, index: index, keyStore: keyStore, into: DiscardingSink())
+                try checkItem(archive, index: index, keyStore: keyStore, into: DiscardingSink(), progress: progress)
             } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
             total += item.size
-            progress(item.size)
         }
+        progress?.finish()
         return Report(items: archive.manifest.items.count, plaintextBytes: total)
     }
 
     /// Reads item `index` fully, verifying every tag, its size and digest; the plaintext goes
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
-    static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink) throws {
+    static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink,
+                          progress: ArchiveProgress? = nil) throws {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
-        let payload = try archive.payload(of: index)
+        let payload = progress.counting(try archive.payload(of: index), size: item.size)
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
@@ -51,6 +54,7 @@ public enum ArchiveVerifier {
                                      from: payload, into: hashing)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
         }
+        progress.complete(payload)
     }
 }
 
