@@ -118,7 +118,7 @@ public enum ArchiveRetention {
     static func sequence(of name: String) -> Int {
         guard name.hasSuffix(nameSuffix) else { return 1 }
         let stem = name.dropLast(nameSuffix.count)
-        guard let dash = stem.lastIndex(of: "-"), stem[stem.index(before: dash)] == "Z",
+        guard let dash = stem.lastIndex(of: "-"), dash > stem.startIndex, stem[stem.index(before: dash)] == "Z",
               let n = Int(stem[stem.index(after: dash)...]) else { return 1 }
         return n
     }
