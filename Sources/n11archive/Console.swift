@@ -8,6 +8,7 @@ enum Console {
     }
 
     static func error(_ message: String) {
+        ProgressLine.closeBar()
         FileHandle.standardError.write(Data("n11archive: error: \(message)\n".utf8))
     }
 
@@ -24,6 +25,7 @@ enum Console {
     /// Something the user should act on although the command succeeds; survives --quiet
     /// (README says why).
     static func warning(_ message: String) {
+        ProgressLine.closeBar()
         FileHandle.standardError.write(Data("n11archive: warning: \(message)\n".utf8))
     }
 

@@ -90,9 +90,18 @@ enum ProgressLine {
         return parts.joined(separator: "  ")
     }
 
+    /// True while a bar is on screen without its final newline (a failure mid-run).
+    nonisolated(unsafe) static var barOpen = false
+
     /// One line redrawn in place (\r, erase to end of line); a newline after the last.
     static func drawBar(_ s: ArchiveProgress.Snapshot, verb: String) {
         write("\r\(verb) \(text(s, barWidth: 24))\u{1B}[K\(s.finished ? "\n" : "")")
+        barOpen = !s.finished
+    }
+
+    /// Ends an unfinished bar's line, so an error message starts on a line of its own.
+    static func closeBar() {
+        if barOpen { write("\n"); barOpen = false }
     }
 
     /// A log-friendly line (cron, CI): no control characters.
