@@ -24,7 +24,7 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
         .target(name: "N11System", dependencies: ["CLinux"]),
         .target(name: "N11Crypto", dependencies: ["CSodium", "CLibCrypto", "N11System"]),
-        .target(name: "N11Format"),
+        .target(name: "N11Format", dependencies: ["N11System"]),
         .target(name: "N11Container", dependencies: ["CZip", "N11System"]),
         .target(name: "N11Vault", dependencies: ["N11Crypto", "N11System"]),
         .target(name: "N11Archiver",
@@ -44,6 +44,7 @@ let package = Package(
             dependencies: ["CLinux", "N11Archiver", "N11Vault", "N11Format", "N11Crypto", "N11System"],
             path: "Sources/N11Fuzz"),
 
+        .testTarget(name: "N11SystemTests", dependencies: ["N11System"]),
         .testTarget(name: "N11CryptoTests", dependencies: ["N11Crypto", "N11System"],
                     resources: []),
         .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Crypto", "N11System", "N11TestSupport"]),

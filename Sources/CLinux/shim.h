@@ -26,4 +26,9 @@ static inline int n11_rename_noreplace(const char *from, const char *to) {
     return -1;
 #endif
 }
+
+/* syncfs(2): glibc declares it only under _GNU_SOURCE. */
+static inline int n11_syncfs(int fd) {
+    return (int)syscall(SYS_syncfs, fd);
+}
 #endif

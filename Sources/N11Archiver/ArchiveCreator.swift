@@ -99,15 +99,24 @@ public enum ArchiveCreator {
             try writer.addEntry(name: EntryName.keyWrap, size: Int64(keyWrap.count), modified: mtime) { MemorySource(keyWrap) }
             try writer.addEntry(name: EntryName.manifest, size: Int64(sealedManifest.count), modified: mtime) { MemorySource(sealedManifest) }
             progress?.begin(items: live.count, bytes: live.reduce(0) { $0 + $1.size })
-            for (item, entry) in zip(live, manifestItems) {
+            // Vault items are read, checked and re-encrypted on a second thread while libzip
+            // checksums and writes on this one. From `start()` on, only the worker touches the
+            // vault. Each entry's key goes into one reused locked buffer: the sealing source
+            // copies it into its cipher context when it is made, before the next derivation.
+            let entryKey = try SecureBytes(count: 32)
+            let readAhead = ReadAhead(count: live.count) { index in
+                try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: manifestItems[index].entry, into: entryKey)
+                return try itemSource(live[index], vault: vault, mode: request.mode, entryKey: entryKey)
+            }
+            defer { readAhead.finish() }
+            for (index, entry) in manifestItems.enumerated() {
                 try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) {
-                    progress.counting(try itemSource(item, vault: vault, mode: request.mode,
-                                                     entryKey: try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entry.entry)),
-                                      size: item.size)
+                    progress.counting(readAhead.stream(index), size: live[index].size)
                 }
             }
             // A secure archive must never exist without its key: store the key first.
             if request.mode == .secure { try vault.keyStore.addArchiveKey(id: archiveID, key: kek) }
+            try readAhead.start()
             try writer.finish()
 
             let file = try FileDescriptor.openForReading(temp)

@@ -67,6 +67,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .wrongPassword: return "check the password; an archive's password cannot be recovered"
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
         case .damaged: return "use another copy of the archive; nothing was written"
+        case .archiveMissing: return "check the archive's path and name; nothing was changed"
         case .outputExists: return "pass --force to replace it, or choose another path"
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"

@@ -24,4 +24,9 @@ enum ArchiveKeys {
     static func entryKey(contentKey: SecureBytes, header: ArchiveHeader, entryName: String) throws -> SecureBytes {
         try HKDF.deriveKey(inputKey: contentKey, salt: header.archiveID, info: entryInfoPrefix + Array(entryName.utf8))
     }
+
+    /// The same key, into a reused locked buffer (the per-entry loops).
+    static func entryKey(contentKey: SecureBytes, header: ArchiveHeader, entryName: String, into slot: SecureBytes) throws {
+        try HKDF.derive(inputKey: contentKey, salt: header.archiveID, info: entryInfoPrefix + Array(entryName.utf8), into: slot)
+    }
 }

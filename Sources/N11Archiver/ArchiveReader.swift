@@ -124,12 +124,25 @@ public final class UnlockedArchive {
 
     public var header: ArchiveHeader { reader.header }
 
+    /// The payloads of items `indices`, in that order, read and decrypted on a second thread
+    /// while the caller hashes and writes them on its own (see `ReadAhead`). From `start()`
+    /// until `finish()` only the worker may use this archive's ZIP reader.
+    func payloads(_ indices: [Int]) -> ReadAhead {
+        // Each entry key goes into one reused locked buffer: the opener copies it into its
+        // cipher context when it is made, before the next derivation.
+        let keySlot = try? SecureBytes(count: 32)
+        return ReadAhead(count: indices.count) { [self] n in
+            guard let keySlot else { throw CryptoError.library("sodium_malloc") }
+            return try payload(of: indices[n], keySlot: keySlot)
+        }
+    }
+
     /// An item's payload, released chunk by chunk only as each chunk's tag verifies.
-    func payload(of index: Int) throws -> ByteSource {
+    private func payload(of index: Int, keySlot: SecureBytes) throws -> ByteSource {
         let item = manifest.items[index]
         let entry = reader.entries[EntryName.fixed.count + index]
-        let key = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: item.entry)
-        return try ChunkedOpeningSource(reader.zip.open(entry), key: key)
+        try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: item.entry, into: keySlot)
+        return try ChunkedOpeningSource(reader.zip.open(entry), key: keySlot)
     }
 }
 

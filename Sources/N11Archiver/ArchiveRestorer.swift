@@ -64,11 +64,16 @@ public enum ArchiveRestorer {
 
         let path = archive.reader.path
         progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
+        let payloads = archive.payloads(plan.map(\.index))
+        defer { payloads.finish() }
+        do { try payloads.start() } catch { throw .system(error) }
         if dryRun {
-            for step in plan {
+            for (n, step) in plan.enumerated() {
                 let item = archive.manifest.items[step.index]
-                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: vault.keyStore, into: DiscardingSink(), progress: progress) }
-                catch { throw .itemFailed(archive: path, id: item.id, error) }
+                do {
+                    try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: vault.keyStore,
+                                                  into: DiscardingSink(), progress: progress)
+                } catch { throw .itemFailed(archive: path, id: item.id, error) }
                 record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
             progress?.finish()
@@ -77,11 +82,12 @@ public enum ArchiveRestorer {
 
         let staging: VaultStaging
         do { staging = try VaultStaging(vault: vault) } catch { throw .vault(error) }
-        for step in plan {
+        for (n, step) in plan.enumerated() {
             let item = archive.manifest.items[step.index]
             do {
                 try staging.stage(description(of: item), replaces: step.replaces) { file, key in
-                    try writeVaultFile(archive, index: step.index, key: key, to: file, progress: progress)
+                    try writeVaultFile(archive, index: step.index, payload: payloads.stream(n), key: key, to: file,
+                                       progress: progress)
                 }
                 if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind.vaultKind) }
             } catch {
@@ -109,20 +115,20 @@ public enum ArchiveRestorer {
     /// Writes item `index` as a vault file under `key`; returns its tag. Portable: verified
     /// plaintext re-encrypted with ChaCha20-Poly1305. Secure: the vault file as archived,
     /// its inner tag and plaintext digest verified on the way.
-    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, key: SecureBytes,
+    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, key: SecureBytes,
                                        to file: FileDescriptor, progress: ArchiveProgress?) throws -> [UInt8] {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
-        let payload = progress.counting(try archive.payload(of: index), size: item.size)
+        let payload = progress.counting(source, size: item.size)
         let tag: [UInt8]
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file).tag
+            tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file, sizeHint: item.size).tag
         case .secure:
             let copy = CopyingSource(payload, to: file)
             let hashing = DigestSink()
-            try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing)
+            try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing, sizeHint: item.size)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
             tag = copy.lastBytes
         }
@@ -160,11 +166,16 @@ public enum ArchiveRestorer {
         }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
         progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
+        let payloads = archive.payloads(plan.map(\.index))
+        defer { payloads.finish() }
+        do { try payloads.start() } catch { throw .system(error) }
         if dryRun {
-            for step in plan {
+            for (n, step) in plan.enumerated() {
                 let item = archive.manifest.items[step.index]
-                do { try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: DiscardingSink(), progress: progress) }
-                catch { throw .itemFailed(archive: path, id: item.id, error) }
+                do {
+                    try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: keyStore,
+                                                  into: DiscardingSink(), progress: progress)
+                } catch { throw .itemFailed(archive: path, id: item.id, error) }
                 report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }
@@ -193,12 +204,15 @@ public enum ArchiveRestorer {
             let item = archive.manifest.items[step.index]
             do {
                 let file = try FileDescriptor.createExclusive(Path.join(staging, "\(n)"), mode: 0o600)
-                try ArchiveVerifier.checkItem(archive, index: step.index, keyStore: keyStore, into: FileStagingSink(file), progress: progress)
-                try file.sync()
+                try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: keyStore,
+                                              into: FileStagingSink(file), progress: progress)
             } catch { throw .itemFailed(archive: path, id: item.id, error) }
             report.restored.append(item.id)
             report.plaintextBytes += item.size
         }
+        // Every staged file durable with one syncfs (not an fsync per file), then the moves.
+        do { try Directory.syncFileSystem(containing: staging) }
+        catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
         published = true
         do {
             for (n, step) in plan.enumerated() {

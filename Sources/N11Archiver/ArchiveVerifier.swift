@@ -19,10 +19,15 @@ public enum ArchiveVerifier {
                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var total: Int64 = 0
         progress?.begin(items: archive.manifest.items.count, bytes: archive.manifest.items.reduce(0) { $0 + $1.size })
-        for index in archive.manifest.items.indices {
+        let indices = Array(archive.manifest.items.indices)
+        let payloads = archive.payloads(indices)
+        defer { payloads.finish() }
+        do { try payloads.start() } catch { throw .system(error) }
+        for index in indices {
             let item = archive.manifest.items[index]
             do {
-                try checkItem(archive, index: index, keyStore: keyStore, into: DiscardingSink(), progress: progress)
+                try checkItem(archive, index: index, payload: payloads.stream(index), keyStore: keyStore, into: DiscardingSink(),
+                              progress: progress)
             } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
             total += item.size
         }
@@ -30,17 +35,18 @@ public enum ArchiveVerifier {
         return Report(items: archive.manifest.items.count, plaintextBytes: total)
     }
 
-    /// Reads item `index` fully, verifying every tag, its size and digest; the plaintext goes
+    /// Reads item `index` fully from `payload` (its verified payload, see
+    /// `UnlockedArchive.payloads`), verifying every tag, its size and digest; the plaintext goes
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
-    static func checkItem(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?, into sink: UnverifiedPlaintextSink,
-                          progress: ArchiveProgress? = nil) throws {
+    static func checkItem(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, keyStore: KeyStore?,
+                          into sink: UnverifiedPlaintextSink, progress: ArchiveProgress? = nil) throws {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
-        let payload = progress.counting(try archive.payload(of: index), size: item.size)
+        let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var buffer = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: item.size))
             defer { buffer.wipe() }
             while true {
                 let n = try checked.read(into: &buffer, offset: 0, count: buffer.count)
@@ -51,7 +57,7 @@ public enum ArchiveVerifier {
             guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
             let hashing = DigestSink(forwardingTo: sink)
             try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment.vaultCompartment),
-                                     from: payload, into: hashing)
+                                     from: payload, into: hashing, sizeHint: item.size)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
         }
         progress.complete(payload)

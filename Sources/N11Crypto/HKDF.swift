@@ -4,17 +4,33 @@ import CLibCrypto
 public enum HKDF {
     public static let maximumOutputLength = 255 * 32
 
+    /// The fetched algorithm, looked up once: EVP_KDF_fetch walks OpenSSL's provider tables
+    /// under a lock, and an archive derives a key per entry. An EVP_KDF is immutable and
+    /// reference-counted, safe to share between threads; it is never freed.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_KDF_fetch(nil, "HKDF", nil)
+
     public static func deriveKey(inputKey: SecureBytes, salt: [UInt8], info: [UInt8],
                                  outputLength: Int = 32) throws(CryptoError) -> SecureBytes {
         guard outputLength > 0, outputLength <= maximumOutputLength else {
             throw .invalidParameter("HKDF-SHA256 output of \(outputLength) bytes (at most \(maximumOutputLength))")
         }
-        guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else { throw .library("EVP_KDF_fetch(HKDF)") }
-        defer { EVP_KDF_free(kdf) }
+        let output = try SecureBytes(count: outputLength)
+        try derive(inputKey: inputKey, salt: salt, info: info, into: output)
+        return output
+    }
+
+    /// Derives `output.count` bytes into an existing locked buffer. An archive derives a key
+    /// per entry; allocating locked memory for each (mmap, mprotect, mlock: nine system calls)
+    /// cost more than the derivation, so the per-entry loops reuse one buffer.
+    public static func derive(inputKey: SecureBytes, salt: [UInt8], info: [UInt8],
+                              into output: SecureBytes) throws(CryptoError) {
+        guard output.count > 0, output.count <= maximumOutputLength else {
+            throw .invalidParameter("HKDF-SHA256 output of \(output.count) bytes (at most \(maximumOutputLength))")
+        }
+        guard let kdf = algorithm else { throw .library("EVP_KDF_fetch(HKDF)") }
         guard let context = EVP_KDF_CTX_new(kdf) else { throw .library("EVP_KDF_CTX_new") }
         defer { EVP_KDF_CTX_free(context) }
 
-        let output = try SecureBytes(count: outputLength)
         // OpenSSL wants non-null pointers even for empty salt/info; a one-byte array serves.
         var saltBytes = salt.isEmpty ? [0] : salt
         var infoBytes = info.isEmpty ? [0] : info
@@ -43,6 +59,5 @@ public enum HKDF {
             ERR_clear_error()
             throw .library("HKDF-SHA256 derive")
         }
-        return output
     }
 }

@@ -10,7 +10,7 @@ public enum Resealing {
     /// (under `openKey`). Portable archives: vault item → archive entry.
     public static func singleTagToChunked(_ source: ByteSource, algorithm: AEADAlgorithm, openKey: SecureBytes,
                                           sealKey: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws -> ByteSource {
-        let plaintext = try SingleTagPlaintextSource(source, algorithm: algorithm, key: openKey)
+        let plaintext = try SingleTagPlaintextSource(source, algorithm: algorithm, key: openKey, sizeHint: expectedLength)
         return try ChunkedSealingSource(DigestCheckingSource(plaintext, expectedSHA256: expectedSHA256,
                                                              expectedLength: expectedLength), key: sealKey)
     }
@@ -96,12 +96,13 @@ final class ChunkedSealingSource: ByteSource {
 final class SingleTagPlaintextSource: ByteSource {
     private let source: ByteSource
     private let context: AEADContext
-    private var input = [UInt8](repeating: 0, count: SingleTagStream.bufferSize + AEADAlgorithm.tagLength)
+    private var input: [UInt8]
     private var held = 0
     private var ended = false
 
-    init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes) throws {
+    init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, sizeHint: Int64?) throws {
         self.source = source
+        input = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: sizeHint) + AEADAlgorithm.tagLength)
         context = try AEADContext(algorithm, key: key, encrypting: false)
         var nonce = [UInt8](repeating: 0, count: AEADAlgorithm.standardNonceLength)
         guard try source.readFully(into: &nonce, count: nonce.count) == nonce.count else { throw CryptoError.truncated }
@@ -122,10 +123,8 @@ final class SingleTagPlaintextSource: ByteSource {
             }
             let ready = held - tagLength
             if ready > 0 {
-                var plain = [UInt8](repeating: 0, count: ready)
-                try context.update(input, count: ready, into: &plain)
-                buffer.replaceSubrange(offset..<(offset + ready), with: plain)
-                plain.wipe()
+                // ready <= count: at most `count` bytes were read beyond the held-back tag.
+                try context.update(input, count: ready, into: &buffer, outputOffset: offset)
                 input.withUnsafeMutableBufferPointer { b in b.baseAddress!.update(from: b.baseAddress! + ready, count: tagLength) }
                 held = tagLength
                 return ready
@@ -145,11 +144,12 @@ final class SingleTagCheckingSource: ByteSource {
     private let expectedLength: Int64
     private var length: Int64 = 0
     private var verifiedEnd = false
-    private var scratch = [UInt8](repeating: 0, count: SingleTagStream.bufferSize)
+    private var scratch: [UInt8]
 
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws {
         tee = TeeSource(source)
-        plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key)
+        plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key, sizeHint: expectedLength)
+        scratch = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: expectedLength))
         expectedDigest = expectedSHA256
         self.expectedLength = expectedLength
     }

@@ -1,4 +1,5 @@
 import Foundation
+import N11System
 
 /// `header.json` (FORMAT.md §2): everything a reader needs before it has a key. Its exact
 /// bytes are authenticated as the key wrap's associated data, so they are kept, never

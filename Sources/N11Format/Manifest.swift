@@ -1,4 +1,5 @@
 import Foundation
+import N11System
 
 /// The decrypted `manifest.json` (FORMAT.md §6): every item of the archive, in entry order.
 public struct Manifest: Codable, Sendable, Equatable {

@@ -104,6 +104,3 @@ public enum FadeDuration {
     }
 }
 
-extension Array where Element == UInt8 {
-    public var hexString: String { map { String(format: "%02x", $0) }.joined() }
-}

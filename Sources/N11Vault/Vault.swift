@@ -242,7 +242,7 @@ public final class Vault: @unchecked Sendable {
     private func decrypt(_ item: ItemMetadata, from file: FileDescriptor, into sink: UnverifiedPlaintextSink) throws(VaultError) {
         do {
             let length = try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment),
-                                                  from: file, into: sink)
+                                                  from: file, into: sink, sizeHint: item.size)
             guard length == item.size else { throw VaultError.itemDamaged(id: item.id, path: file.path) }
         } catch let error as CryptoError where error.kind == .damaged {
             throw .itemDamaged(id: item.id, path: file.path)
@@ -266,7 +266,7 @@ public final class Vault: @unchecked Sendable {
             }
             var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
             try file.seek(to: status.size - Int64(tag.count))
-            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hexString == item.contentTag else {
+            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hex == item.contentTag else {
                 throw VaultError.itemDamaged(id: item.id, path: contentPath)
             }
             try file.seek(to: 0)
@@ -319,7 +319,7 @@ public final class Vault: @unchecked Sendable {
                                                name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
                     let hashing = HashingSource(try new.open())
                     let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
-                    return (sealed.tag, sealed.plaintextLength, hashing.sha256.hexString)
+                    return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
                 })
             }
         } catch {

@@ -50,7 +50,7 @@ public final class VaultStaging {
     public init(vault: Vault) throws(VaultError) {
         precondition(vault.isWritable, "staging needs the vault opened for writing")
         self.vault = vault
-        directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hexString)
+        directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
         do { try Directory.ensure(directory, mode: 0o700) } catch { throw VaultError.wrap(error) }
     }
 
@@ -89,14 +89,14 @@ public final class VaultStaging {
         let contentName = "\(item.id).content", metaName = "\(item.id).meta"
         let content = try FileDescriptor.createExclusive(Path.join(directory, contentName), mode: 0o600)
         let written = try write(content, key)
-        try content.sync()
+        // No fsync per file: `writeJournal` makes every staged file durable with one syncfs
+        // before the commit point.
         try content.close()
         let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
                                     created: item.created, expires: item.expires, size: written.size,
-                                    contentTag: written.tag.hexString, sha256: written.sha256)
+                                    contentTag: written.tag.hex, sha256: written.sha256)
         let meta = try FileDescriptor.createExclusive(Path.join(directory, metaName), mode: 0o600)
         try meta.write(metadata.sealed(with: key))
-        try meta.sync()
         try meta.close()
         // Content first, then the metadata that makes the item exist; a replaced item's files
         // are replaced by the renames. Only a replaced item of the other kind leaves a file at
@@ -141,9 +141,10 @@ public final class VaultStaging {
         vault.forgetCachedItems()
     }
 
-    /// The commit point: the journal, written atomically after the staged files are durable.
+    /// The commit point: the journal, written atomically after the staged files are durable
+    /// (one syncfs for all of them: their data, their inodes and the staging directory).
     func writeJournal() throws {
-        try Directory.sync(directory)
+        try Directory.syncFileSystem(containing: directory)
         let journal = operations.map(\.line).joined(separator: "\n") + "\n"
         try AtomicFile.write(Array(journal.utf8), to: Path.join(directory, Self.journalName))
     }

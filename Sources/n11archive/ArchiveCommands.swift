@@ -11,17 +11,20 @@ struct Create: ParsableCommand {
         abstract: "Back the vault up into an encrypted .nu11vlt archive.",
         discussion: """
         Examples:
-          n11archive create --portable -o vault.nu11vlt                 # asks for a password twice
+          n11archive create --portable -o vault.nu11vlt     # asks for a password twice
           n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
-          n11archive create --secure -o nightly.nu11vlt --force          # bound to this machine
+          n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file ~/.n11pass --quiet
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC;
         -2, -3, … if that name exists), the form `n11archive prune` looks for.
-        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM); secure
-        archives keep the vault ciphertext and add AES-256-GCM under a key that never leaves
-        this machine's key store. Expired fade items are left out. The output appears only
-        when complete; an existing file is replaced only with --force.
+        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM);
+        secure archives keep the vault ciphertext and add AES-256-GCM under a key that
+        never leaves this machine's key store. A portable archive's password is refused
+        if its estimated entropy is under 40 bits (unless --allow-weak-password) and
+        warned about under 60; `n11archive password generate` makes a strong one.
+        Expired fade items are left out. The output appears only when complete; an
+        existing file is replaced only with --force.
         """)
 
     @OptionGroup var store: StoreOptions
@@ -43,6 +46,10 @@ struct Create: ParsableCommand {
     var compartment: String = "vault,fade"
 
     @Flag(help: "Replace FILE if it exists.") var force = false
+
+    @Flag(name: .customLong("allow-weak-password"),
+          help: "Accept a portable-archive password whose estimated entropy is under 40 bits.")
+    var allowWeakPassword = false
 
     @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for portable archives (default 3).", valueName: "N"))
     var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
@@ -107,7 +114,11 @@ struct Create: ParsableCommand {
         let report = try ArchiveCreator.create(from: vault, .init(mode: portable ? .portable : .secure, compartments: try compartments(),
                                                                   output: path, replaceExisting: force, kdf: kdf, now: now),
                                                progress: outputOptions.observer("create")) {
-            try password.read(confirm: true)
+            // Checked after reading and before anything is written (ArchiveCreator asks for
+            // the password before it creates the output).
+            let secret = try password.read(confirm: true)
+            try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
+            return secret
         }
         withExtendedLifetime(directoryLock) {}
         if outputOptions.json {

@@ -41,7 +41,10 @@ enum SecretSource {
         case .file(let path):
             let fd: FileDescriptor
             do { fd = try FileDescriptor.openForReading(path) }
-            catch { throw CLIError(.missingInput, "cannot read the \(what) file '\(path)': \((error as? SystemError)?.reason ?? "\(error)")") }
+            catch {
+                throw CLIError(.missingInput, "cannot read the \(what) file '\(path)': \((error as? SystemError)?.reason ?? "\(error)")",
+                               hint: "check the path given with --\(what.lowercased())-file (or $N11_\(what.uppercased())_FILE); nothing was changed")
+            }
             secret = try SecureBytes.readSecret(from: fd)
         case .descriptor(let n):
             secret = try SecureBytes.readSecret(from: FileDescriptor(borrowing: n, path: "file descriptor \(n)"))
@@ -49,7 +52,8 @@ enum SecretSource {
             secret = try Self.run(command, what: what)
         case .terminal:
             guard let tty = Terminal.openControlling() else {
-                throw CLIError(.usage, "no terminal to ask for the \(what)")
+                throw CLIError(.usage, "no terminal to ask for the \(what)",
+                               hint: "give it with --\(what.lowercased())-file FILE or --\(what.lowercased())-fd N")
             }
             secret = try prompt(tty, "Enter \(what): ")
             if confirm {

@@ -9,6 +9,12 @@ struct VaultCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vault",
         abstract: "Add, list, read and remove vault items.",
+        discussion: """
+        Examples:
+          n11archive vault add IMG_0001.jpg
+          n11archive vault list
+          n11archive vault cat 3F2A9C1B -o photo.jpg
+        """,
         subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self, VerifyVault.self])
 }
 

@@ -20,7 +20,7 @@ func makeDirectory(_ path: String) throws {
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
 }
 
-func sha256Hex(_ bytes: [UInt8]) -> String { SHA256Digest.hash(bytes).hexString }
+func sha256Hex(_ bytes: [UInt8]) -> String { SHA256Digest.hash(bytes).hex }
 
 /// What a directory tree holds: relative path → "dir" or "file <sha256>" (or "link …").
 /// The vault's `.lock` is ignored: opening a vault for writing creates it and writes a PID.
@@ -104,7 +104,7 @@ final class HashingSink: UnverifiedPlaintextSink {
         digest.update(chunk)
         length += Int64(chunk.count)
     }
-    func finish() -> String { digest.finish().hexString }
+    func finish() -> String { digest.finish().hex }
 }
 
 func plaintext(of item: ItemMetadata, in vault: Vault) throws -> [UInt8] {

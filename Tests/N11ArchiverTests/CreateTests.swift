@@ -137,7 +137,7 @@ struct CreateTests {
             let marker = randomBytes(32)
             var big = randomBytes(200_000)
             big.replaceSubrange(100_000..<100_032, with: marker)
-            let markerHex = marker.hexString
+            let markerHex = marker.hex
             _ = try vault.add(photo(big, name: "holiday-\(markerHex.prefix(12)).jpg"))
             _ = try vault.add(note(Array("door code \(markerHex)".utf8), name: "codes-\(markerHex.suffix(12)).txt"))
             let output = dir + "/a.nu11vlt"

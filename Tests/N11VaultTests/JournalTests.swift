@@ -21,7 +21,7 @@ struct JournalTests {
                                          created: Date(), expires: nil, replaces: nil) { file, key in
                 let hashing = HashingSource(MemorySource(bytes))
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
-                return (sealed.tag, sealed.plaintextLength, hashing.sha256.hexString)
+                return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
             })
         }
         return (old, staging, new)
@@ -76,7 +76,7 @@ struct JournalTests {
             let replacement = try staging.stage(id: old.id, kind: .note, compartment: .vault, name: "n.txt", created: Date(),
                                                 expires: nil, replaces: old) { file, key in
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: MemorySource(text), to: file)
-                return (sealed.tag, sealed.plaintextLength, SHA256Digest.hash(text).hexString)
+                return (sealed.tag, sealed.plaintextLength, SHA256Digest.hash(text).hex)
             }
             let operations = staging.operations
             try staging.commit()

@@ -1,0 +1,184 @@
+import Glibc
+
+/// Reads a sequence of byte streams on a second thread, in order, a bounded number of blocks
+/// ahead of the consumer. Creating an archive pulls every vault item through read → decrypt
+/// → hash → re-encrypt while libzip checksums and writes; restoring pulls every entry through
+/// read → decrypt while the caller hashes, re-encrypts and writes. With this between the two
+/// halves each runs on its own core (DESIGN.md §4, two-core pipeline).
+///
+/// The producer side is `open(i)` plus reads of the source it returns, all on the worker
+/// thread; the consumer reads `stream(i)` for i = 0, 1, 2, … each to its end, on one other
+/// thread. Whatever `open` captures must not be used by anyone else until `finish()`. Memory
+/// is bounded by `blocks × blockSize`; used block bytes are wiped before a block is reused,
+/// since blocks may carry plaintext.
+public final class ReadAhead: @unchecked Sendable {
+    public typealias Opener = (Int) throws -> ByteSource
+
+    /// One filled block: bytes of stream `stream`, the last ones of it if `isEnd`.
+    private final class Block {
+        var bytes: [UInt8]
+        var count = 0
+        var consumed = 0
+        var stream = 0
+        var isEnd = false
+        init(size: Int) { bytes = [UInt8](repeating: 0, count: size) }
+    }
+
+    private let count: Int
+    private let open: Opener
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var free: [Block]
+    private var filled: [Block] = []
+    private var filledStart = 0
+    /// Set by the worker when `open` or a read threw; handed to the consumer of that stream.
+    private var failure: (stream: Int, error: any Error)?
+    private var cancelled = false
+    private var thread: pthread_t?
+
+    public init(count: Int, blockSize: Int = 256 << 10, blocks: Int = 8, open: @escaping Opener) {
+        self.count = count
+        self.open = open
+        free = (0..<max(2, blocks)).map { _ in Block(size: blockSize) }
+        pthread_mutex_init(lock, nil)
+        pthread_cond_init(changed, nil)
+    }
+
+    deinit {
+        finish()
+        for block in free + filled { block.bytes.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) } }
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(lock)
+        lock.deallocate()
+        changed.deallocate()
+    }
+
+    /// Starts the worker thread.
+    public func start() throws(SystemError) {
+        precondition(thread == nil)
+        var id = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&id, nil, { raw in
+            let me = Unmanaged<ReadAhead>.fromOpaque(raw!).takeRetainedValue()
+            me.produceAll()
+            return nil
+        }, context)
+        guard rc == 0 else {
+            Unmanaged<ReadAhead>.fromOpaque(context).release()
+            throw SystemError("cannot start a worker thread", errno: rc)
+        }
+        thread = id
+    }
+
+    /// Stops the worker (it finishes the block it is filling) and waits for it. Idempotent.
+    public func finish() {
+        locked { cancelled = true; pthread_cond_broadcast(changed) }
+        if let thread {
+            pthread_join(thread, nil)
+            self.thread = nil
+        }
+    }
+
+    /// The consumer's view of stream `index`.
+    public func stream(_ index: Int) -> ByteSource { Stream(self, index: index) }
+
+    private final class Stream: ByteSource {
+        private let owner: ReadAhead
+        private let index: Int
+        /// Once the end was reported the stream's blocks are gone: later reads stay at the end.
+        private var ended = false
+        init(_ owner: ReadAhead, index: Int) { self.owner = owner; self.index = index }
+        func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+            if ended { return 0 }
+            let n = try owner.read(stream: index, into: &buffer, offset: offset, count: count)
+            if n == 0 { ended = true }
+            return n
+        }
+    }
+
+    // MARK: worker
+
+    private func produceAll() {
+        for index in 0..<count {
+            do {
+                let source = try open(index)
+                var done = false
+                while !done {
+                    guard let block = takeFreeBlock() else { return }
+                    // A short fill means the source ended; a full one may be followed by an
+                    // empty end block.
+                    let n = try source.readFully(into: &block.bytes, count: block.bytes.count)
+                    block.count = n
+                    block.consumed = 0
+                    block.stream = index
+                    block.isEnd = n < block.bytes.count
+                    done = block.isEnd
+                    locked {
+                        filled.append(block)
+                        pthread_cond_broadcast(changed)
+                    }
+                }
+            } catch {
+                locked {
+                    failure = (index, error)
+                    pthread_cond_broadcast(changed)
+                }
+                return
+            }
+        }
+    }
+
+    private func takeFreeBlock() -> Block? {
+        locked {
+            while free.isEmpty && !cancelled { pthread_cond_wait(changed, lock) }
+            return cancelled ? nil : free.removeLast()
+        }
+    }
+
+    // MARK: consumer
+
+    private func read(stream index: Int, into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        while true {
+            let block: Block = try locked {
+                while filledStart == filled.count {
+                    if let failure, failure.stream == index { throw failure.error }
+                    if failure != nil || cancelled || thread == nil { throw SystemError("the read-ahead worker stopped", errno: ECANCELED) }
+                    pthread_cond_wait(changed, lock)
+                }
+                return filled[filledStart]
+            }
+            // Reading streams out of order is a bug of the caller, not a data error.
+            precondition(block.stream == index, "ReadAhead: stream \(index) read while stream \(block.stream) is next")
+            let n = min(count, block.count - block.consumed)
+            if n > 0 {
+                buffer.withUnsafeMutableBufferPointer { dst in
+                    block.bytes.withUnsafeBufferPointer { src in
+                        (dst.baseAddress! + offset).update(from: src.baseAddress! + block.consumed, count: n)
+                    }
+                }
+                block.consumed += n
+                // A drained end block stays until the read that reports the end.
+                if block.consumed == block.count && !block.isEnd { recycle(block) }
+                return n
+            }
+            recycle(block)
+            if block.isEnd { return 0 }
+        }
+    }
+
+    private func recycle(_ block: Block) {
+        block.bytes.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, block.count) }
+        locked {
+            filledStart += 1
+            if filledStart > 64 { filled.removeFirst(filledStart); filledStart = 0 }
+            free.append(block)
+            pthread_cond_broadcast(changed)
+        }
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        return try body()
+    }
+}

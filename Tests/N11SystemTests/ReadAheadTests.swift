@@ -1,0 +1,107 @@
+import Glibc
+import Testing
+import N11System
+
+/// A source that hands out its bytes in reads of at most `step` bytes, or fails after `failAfter`.
+private final class StepSource: ByteSource {
+    private let bytes: [UInt8]
+    private let step: Int
+    private let failAfter: Int?
+    private var position = 0
+
+    init(_ bytes: [UInt8], step: Int, failAfter: Int? = nil) {
+        self.bytes = bytes
+        self.step = step
+        self.failAfter = failAfter
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        if let failAfter, position >= failAfter { throw SystemError("simulated read failure", path: "stream", errno: EIO) }
+        let n = min(count, step, bytes.count - position)
+        buffer.replaceSubrange(offset..<(offset + n), with: bytes[position..<(position + n)])
+        position += n
+        return n
+    }
+}
+
+private func content(_ index: Int, length: Int) -> [UInt8] {
+    (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index &* 7) }
+}
+
+private func drain(_ source: ByteSource, readSize: Int) throws -> [UInt8] {
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: readSize)
+    while true {
+        let n = try source.read(into: &buffer, offset: 0, count: readSize)
+        if n == 0 { return out }
+        out += buffer[0..<n]
+    }
+}
+
+@Suite("ReadAhead: streams produced on a second thread")
+struct ReadAheadTests {
+    @Test("every stream arrives whole and in order, whatever its length against the block size")
+    func streamsArriveWhole() throws {
+        // Lengths around the block size: empty, short, exactly one block, one block + 1, many blocks.
+        let blockSize = 1024
+        let lengths = [0, 1, 100, blockSize - 1, blockSize, blockSize + 1, 5 * blockSize, 5 * blockSize + 7, 0, 3]
+        let ahead = ReadAhead(count: lengths.count, blockSize: blockSize, blocks: 2) { index in
+            StepSource(content(index, length: lengths[index]), step: 300)
+        }
+        try ahead.start()
+        defer { ahead.finish() }
+        for (index, length) in lengths.enumerated() {
+            let stream = ahead.stream(index)
+            #expect(try drain(stream, readSize: 700) == content(index, length: length), "stream \(index)")
+            // After its end a stream stays at its end and does not touch the next stream.
+            var probe = [UInt8](repeating: 0, count: 1)
+            #expect(try stream.read(into: &probe, offset: 0, count: 1) == 0)
+        }
+    }
+
+    @Test("a failure while producing reaches the reader of that stream, after the bytes before it")
+    func failureReachesItsStream() throws {
+        let ahead = ReadAhead(count: 3, blockSize: 64, blocks: 2) { index in
+            if index == 2 { throw SystemError("cannot open", path: "item-2", errno: ENOENT) }
+            return StepSource(content(index, length: 500), step: 50, failAfter: index == 1 ? 200 : nil)
+        }
+        try ahead.start()
+        defer { ahead.finish() }
+        #expect(try drain(ahead.stream(0), readSize: 100) == content(0, length: 500))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 10)
+        let error = #expect(throws: SystemError.self) {
+            while true {
+                let n = try ahead.stream(1).read(into: &buffer, offset: 0, count: 10)
+                if n == 0 { break }
+                received += buffer[0..<n]
+            }
+        }
+        #expect(error?.operation == "simulated read failure")
+        // Only whole blocks filled before the failure were delivered, and they were right.
+        #expect(received == Array(content(1, length: 500).prefix(received.count)))
+        #expect(received.count <= 200)
+        // The worker stopped there: a later stream reports that instead of hanging.
+        #expect(throws: SystemError.self) { _ = try drain(ahead.stream(2), readSize: 10) }
+    }
+
+    @Test("finish() stops a worker that is waiting for the reader, and frees the blocks")
+    func finishStopsABlockedWorker() throws {
+        var opened = 0
+        let ahead = ReadAhead(count: 1000, blockSize: 16, blocks: 2) { index in
+            opened += 1
+            return StepSource(content(index, length: 64), step: 64)
+        }
+        try ahead.start()
+        #expect(try drain(ahead.stream(0), readSize: 8) == content(0, length: 64))
+        ahead.finish()   // would hang if the worker could not be woken while it waits for a block
+        #expect(opened < 1000)
+        #expect(throws: SystemError.self) { _ = try drain(ahead.stream(1), readSize: 8) }
+    }
+
+    @Test("reading without starting the worker is an error, not a hang")
+    func notStarted() {
+        let ahead = ReadAhead(count: 1) { _ in StepSource([1, 2, 3], step: 3) }
+        #expect(throws: SystemError.self) { _ = try drain(ahead.stream(0), readSize: 8) }
+    }
+}
