@@ -35,7 +35,8 @@ public enum ArchiveCreator {
     }
 
     /// `password` is called only in portable mode (after all cheap checks passed).
-    public static func create(from vault: Vault, _ request: Request,
+    /// `progress` counts each item's plaintext as libzip pulls it through.
+    public static func create(from vault: Vault, _ request: Request, progress: ArchiveProgress? = nil,
                               password: () throws -> SecureBytes) throws(ArchiveError) -> Report {
         let output = Path.absolute(request.output)
         do {
@@ -97,6 +98,7 @@ public enum ArchiveCreator {
             try writer.addEntry(name: EntryName.header, size: Int64(header.bytes.count), modified: mtime) { MemorySource(header.bytes) }
             try writer.addEntry(name: EntryName.keyWrap, size: Int64(keyWrap.count), modified: mtime) { MemorySource(keyWrap) }
             try writer.addEntry(name: EntryName.manifest, size: Int64(sealedManifest.count), modified: mtime) { MemorySource(sealedManifest) }
+            progress?.begin(items: live.count, bytes: live.reduce(0) { $0 + $1.size })
             // Vault items are read, checked and re-encrypted on a second thread while libzip
             // checksums and writes on this one. From `start()` on, only the worker touches the
             // vault. Each entry's key goes into one reused locked buffer: the sealing source
@@ -108,7 +110,9 @@ public enum ArchiveCreator {
             }
             defer { readAhead.finish() }
             for (index, entry) in manifestItems.enumerated() {
-                try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) { readAhead.stream(index) }
+                try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) {
+                    progress.counting(readAhead.stream(index), size: live[index].size)
+                }
             }
             // A secure archive must never exist without its key: store the key first.
             if request.mode == .secure { try vault.keyStore.addArchiveKey(id: archiveID, key: kek) }
@@ -123,6 +127,7 @@ public enum ArchiveCreator {
             do { try AtomicFile.publish(temp, to: output, replaceExisting: request.replaceExisting) }
             catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
             try Directory.sync(outputDirectory)
+            progress?.finish()
             return Report(path: output, archiveID: header.archiveIDHex, mode: request.mode, items: live.count,
                           plaintextBytes: live.reduce(0) { $0 + $1.size }, skippedExpired: expired, archiveBytes: size)
         } catch let error as ArchiveError { throw error }

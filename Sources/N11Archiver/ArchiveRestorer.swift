@@ -22,9 +22,10 @@ public enum ArchiveRestorer {
         public init() {}
     }
 
-    /// Restore into `vault` (opened for writing unless `dryRun`).
+    /// Restore into `vault` (opened for writing unless `dryRun`). `progress` counts the
+    /// items to be written (not those skipped) as their chunks verify.
     public static func restore(_ archive: UnlockedArchive, into vault: Vault, overwrite: Bool, dryRun: Bool,
-                               now: Date = Date()) throws(ArchiveError) -> Report {
+                               now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var report = Report()
         report.destination = vault.path
         report.dryRun = dryRun
@@ -62,6 +63,7 @@ public enum ArchiveRestorer {
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
         let path = archive.reader.path
+        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
         let payloads = archive.payloads(plan.map(\.index))
         defer { payloads.finish() }
         do { try payloads.start() } catch { throw .system(error) }
@@ -70,10 +72,11 @@ public enum ArchiveRestorer {
                 let item = archive.manifest.items[step.index]
                 do {
                     try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: vault.keyStore,
-                                                  into: DiscardingSink())
+                                                  into: DiscardingSink(), progress: progress)
                 } catch { throw .itemFailed(archive: path, id: item.id, error) }
                 record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
+            progress?.finish()
             return report
         }
 
@@ -83,7 +86,8 @@ public enum ArchiveRestorer {
             let item = archive.manifest.items[step.index]
             do {
                 try staging.stage(description(of: item), replaces: step.replaces) { file, key in
-                    try writeVaultFile(archive, index: step.index, payload: payloads.stream(n), key: key, to: file)
+                    try writeVaultFile(archive, index: step.index, payload: payloads.stream(n), key: key, to: file,
+                                       progress: progress)
                 }
                 if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind.vaultKind) }
             } catch {
@@ -93,6 +97,7 @@ public enum ArchiveRestorer {
             record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
         }
         do { try staging.commit() } catch { throw .vault(error) }
+        progress?.finish()
         return report
     }
 
@@ -110,21 +115,25 @@ public enum ArchiveRestorer {
     /// Writes item `index` as a vault file under `key`; returns its tag. Portable: verified
     /// plaintext re-encrypted with ChaCha20-Poly1305. Secure: the vault file as archived,
     /// its inner tag and plaintext digest verified on the way.
-    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, payload: ByteSource, key: SecureBytes,
-                                       to file: FileDescriptor) throws -> [UInt8] {
+    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, key: SecureBytes,
+                                       to file: FileDescriptor, progress: ArchiveProgress?) throws -> [UInt8] {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
+        let payload = progress.counting(source, size: item.size)
+        let tag: [UInt8]
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            return try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file, sizeHint: item.size).tag
+            tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file, sizeHint: item.size).tag
         case .secure:
             let copy = CopyingSource(payload, to: file)
             let hashing = DigestSink()
             try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing, sizeHint: item.size)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
-            return copy.lastBytes
+            tag = copy.lastBytes
         }
+        progress.complete(payload)
+        return tag
     }
 
     // MARK: export
@@ -133,7 +142,7 @@ public enum ArchiveRestorer {
     /// `Notes/NAME`), staged in a hidden directory there and moved into place only after
     /// all verified. Names that collide get `~ID8` before the extension.
     public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
-                              dryRun: Bool, now: Date = Date()) throws(ArchiveError) -> Report {
+                              dryRun: Bool, now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var report = Report()
         let root = Path.absolute(directory)
         report.destination = root
@@ -156,6 +165,7 @@ public enum ArchiveRestorer {
             plan.append((index, relative))
         }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
+        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
         let payloads = archive.payloads(plan.map(\.index))
         defer { payloads.finish() }
         do { try payloads.start() } catch { throw .system(error) }
@@ -164,11 +174,12 @@ public enum ArchiveRestorer {
                 let item = archive.manifest.items[step.index]
                 do {
                     try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: keyStore,
-                                                  into: DiscardingSink())
+                                                  into: DiscardingSink(), progress: progress)
                 } catch { throw .itemFailed(archive: path, id: item.id, error) }
                 report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }
+            progress?.finish()
             return report
         }
 
@@ -194,7 +205,7 @@ public enum ArchiveRestorer {
             do {
                 let file = try FileDescriptor.createExclusive(Path.join(staging, "\(n)"), mode: 0o600)
                 try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: keyStore,
-                                              into: FileStagingSink(file))
+                                              into: FileStagingSink(file), progress: progress)
             } catch { throw .itemFailed(archive: path, id: item.id, error) }
             report.restored.append(item.id)
             report.plaintextBytes += item.size
@@ -211,6 +222,7 @@ public enum ArchiveRestorer {
             }
             for sub in Set(plan.map { Path.directory(of: Path.join(root, $0.relative)) }) { try Directory.sync(sub) }
         } catch { throw .system(error as? SystemError ?? SystemError("\(error)", path: root, errno: EIO)) }
+        progress?.finish()
         return report
     }
 

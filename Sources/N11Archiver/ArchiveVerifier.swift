@@ -13,10 +13,12 @@ public enum ArchiveVerifier {
         public let plaintextBytes: Int64
     }
 
-    /// `keyStore` provides the compartment keys for a secure archive's inner tags.
+    /// `keyStore` provides the compartment keys for a secure archive's inner tags;
+    /// `progress` counts each item's plaintext as its chunks verify.
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
-                              progress: (Int64) -> Void = { _ in }) throws(ArchiveError) -> Report {
+                              progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         var total: Int64 = 0
+        progress?.begin(items: archive.manifest.items.count, bytes: archive.manifest.items.reduce(0) { $0 + $1.size })
         let indices = Array(archive.manifest.items.indices)
         let payloads = archive.payloads(indices)
         defer { payloads.finish() }
@@ -24,21 +26,23 @@ public enum ArchiveVerifier {
         for index in indices {
             let item = archive.manifest.items[index]
             do {
-                try checkItem(archive, index: index, payload: payloads.stream(index), keyStore: keyStore, into: DiscardingSink())
+                try checkItem(archive, index: index, payload: payloads.stream(index), keyStore: keyStore, into: DiscardingSink(),
+                              progress: progress)
             } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
             total += item.size
-            progress(item.size)
         }
+        progress?.finish()
         return Report(items: archive.manifest.items.count, plaintextBytes: total)
     }
 
     /// Reads item `index` fully from `payload` (its verified payload, see
     /// `UnlockedArchive.payloads`), verifying every tag, its size and digest; the plaintext goes
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
-    static func checkItem(_ archive: UnlockedArchive, index: Int, payload: ByteSource, keyStore: KeyStore?,
-                          into sink: UnverifiedPlaintextSink) throws {
+    static func checkItem(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, keyStore: KeyStore?,
+                          into sink: UnverifiedPlaintextSink, progress: ArchiveProgress? = nil) throws {
         let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
+        let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
@@ -56,6 +60,7 @@ public enum ArchiveVerifier {
                                      from: payload, into: hashing, sizeHint: item.size)
             guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
         }
+        progress.complete(payload)
     }
 }
 

@@ -15,6 +15,9 @@ struct Create: ParsableCommand {
           n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
           n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
+          n11archive create --portable --output-dir ~/backups --password-file ~/.n11pass --quiet
+        With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC;
+        -2, -3, … if that name exists), the form `n11archive prune` looks for.
         Portable archives restore anywhere with the password (Argon2id + AES-256-GCM);
         secure archives keep the vault ciphertext and add AES-256-GCM under a key that
         never leaves this machine's key store. A portable archive's password is refused
@@ -27,12 +30,17 @@ struct Create: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var outputOptions: OutputOptions
 
     @Flag(help: "Restorable anywhere with the password.") var portable = false
     @Flag(help: "Restorable only with this machine's key store.") var secure = false
 
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"))
-    var output: String
+    var output: String?
+
+    @Option(name: .customLong("output-dir"),
+            help: ArgumentHelp("Write a new archive named after the current UTC time into DIR (for `prune`).", valueName: "DIR"))
+    var outputDirectory: String?
 
     @Option(help: ArgumentHelp("Compartments to include: vault,fade (default) or backup.", valueName: "LIST"))
     var compartment: String = "vault,fade"
@@ -51,6 +59,10 @@ struct Create: ParsableCommand {
 
     func validate() throws {
         guard portable != secure else { throw ValidationError("choose exactly one of --portable and --secure") }
+        guard (output == nil) != (outputDirectory == nil) else {
+            throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
+        }
+        if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
         let set = try compartments()
         if set.contains(.backup) && set.count > 1 {
             throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
@@ -70,22 +82,77 @@ struct Create: ParsableCommand {
         return set
     }
 
+    struct Document: Encodable {
+        let outcome = "ok", command = "create"
+        let archive: String
+        let archiveId: String
+        let mode: String
+        let items: Int
+        let plaintextBytes: Int64
+        let archiveBytes: Int64
+        let skippedExpired: [String]
+        let durationSeconds: Double
+    }
+
     func run() throws {
         let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
         if portable && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
-            Console.note("warning: Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
+            Console.warning("Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
+        let now = Date()
+        var directoryLock: DirectoryLock? = nil
+        let path: String
+        if let outputDirectory {
+            // Held shared while writing, so a `prune` of this directory waits for us.
+            directoryLock = try DirectoryLock.acquire(try DatedArchive.existingDirectory(outputDirectory), exclusive: false,
+                                                      waitSeconds: vaultOptions.lockWait)
+            path = try DatedArchive.freePath(in: outputDirectory, at: now)
+        } else {
+            path = output ?? ""
+        }
         let report = try ArchiveCreator.create(from: vault, .init(mode: portable ? .portable : .secure, compartments: try compartments(),
-                                                                  output: output, replaceExisting: force, kdf: kdf)) {
+                                                                  output: path, replaceExisting: force, kdf: kdf, now: now),
+                                               progress: outputOptions.observer("create")) {
             // Checked after reading and before anything is written (ArchiveCreator asks for
             // the password before it creates the output).
             let secret = try password.read(confirm: true)
             try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
             return secret
         }
+        withExtendedLifetime(directoryLock) {}
+        if outputOptions.json {
+            try Console.json(Document(archive: report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
+                                      plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
+                                      skippedExpired: report.skippedExpired, durationSeconds: Output.durationSeconds))
+            return
+        }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
-        Console.out("created \(report.path): \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+        Console.summary("created \(report.path): \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+    }
+}
+
+/// Dated names for `create --output-dir` (see ArchiveRetention.fileName).
+enum DatedArchive {
+    /// The directory, which must exist: a mistyped path in a timer unit should fail, not
+    /// quietly start a new backup directory.
+    static func existingDirectory(_ directory: String) throws -> String {
+        guard (try? FileStatus.of(directory, followLinks: true))??.kind == .directory else {
+            throw CLIError(.missingInput, "the output directory '\(directory)' does not exist or is not a directory; nothing was written",
+                           hint: "create it first (mkdir -p '\(directory)'), or fix the path")
+        }
+        return directory
+    }
+
+    /// The first free name for `date`: the bare timestamp, then -2, -3, …. A name taken
+    /// between this check and the publish is still never overwritten (create refuses, 73).
+    static func freePath(in directory: String, at date: Date) throws -> String {
+        for attempt in 1...1000 {
+            let candidate = Path.join(directory, ArchiveRetention.fileName(for: date, attempt: attempt))
+            if (try FileStatus.of(candidate)) == nil { return candidate }
+        }
+        throw CLIError(.outputExists, "1000 archives named for \(ArchiveRetention.fileName(for: date)) already exist in '\(directory)'; nothing was written",
+                       hint: "prune the directory or write somewhere else")
     }
 }
 
@@ -120,12 +187,28 @@ struct Verify: ParsableCommand {
         """)
 
     @OptionGroup var input: ArchiveInput
+    @OptionGroup var outputOptions: OutputOptions
+
+    struct Document: Encodable {
+        let outcome = "ok", command = "verify"
+        let archive: String
+        let archiveId: String
+        let mode: String
+        let items: Int
+        let plaintextBytes: Int64
+        let durationSeconds: Double
+    }
 
     func run() throws {
         let (archive, unlockedStore) = try input.unlock()
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
-        let report = try ArchiveVerifier.verify(archive, keyStore: keyStore)
-        Console.out("ok: \(input.file): \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) verified")
+        let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
+        if outputOptions.json {
+            try Console.json(Document(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
+                                      items: report.items, plaintextBytes: report.plaintextBytes, durationSeconds: Output.durationSeconds))
+            return
+        }
+        Console.summary("ok: \(input.file): \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) verified")
     }
 }
 
@@ -140,9 +223,13 @@ struct ListArchive: ParsableCommand {
         """)
 
     @OptionGroup var input: ArchiveInput
-    @Flag(help: "Print one JSON document.") var json = false
+    @Flag(help: "Print one JSON document (also on failure).") var json = false
+
+    func validate() throws { Output.configure(json: json, quiet: false) }
 
     struct Listing: Encodable {
+        let outcome = "ok", command = "list"
+        let durationSeconds = Output.durationSeconds
         let archive: String
         let archiveId: String
         let mode: String
@@ -172,9 +259,13 @@ struct Info: ParsableCommand {
         discussion: "Example:\n  n11archive info vault.nu11vlt")
 
     @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
-    @Flag(help: "Print one JSON document.") var json = false
+    @Flag(help: "Print one JSON document (also on failure).") var json = false
+
+    func validate() throws { Output.configure(json: json, quiet: false) }
 
     struct Summary: Encodable {
+        let outcome = "ok", command = "info"
+        let durationSeconds = Output.durationSeconds
         let archive: String
         let formatVersion: Int
         let mode: String
@@ -221,6 +312,7 @@ struct Restore: ParsableCommand {
 
     @OptionGroup var input: ArchiveInput
     @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup var outputOptions: OutputOptions
 
     @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault.", valueName: "DIR"))
     var export: String?
@@ -235,37 +327,69 @@ struct Restore: ParsableCommand {
         if export != nil && vaultOptions.vault != nil { throw ValidationError("--export and --vault exclude each other") }
     }
 
+    struct Document: Encodable {
+        let outcome = "ok", command = "restore"
+        let archive: String
+        let archiveId: String
+        let mode: String
+        /// "vault" or "export".
+        let target: String
+        let destination: String
+        let dryRun: Bool
+        let items: Int
+        let plaintextBytes: Int64
+        let restored: [String]
+        let replaced: [String]
+        let repaired: [String]
+        let skippedIdentical: [String]
+        let skippedExpired: [String]
+        let createdKeyStore: Bool
+        let durationSeconds: Double
+    }
+
     func run() throws {
         let reader = try ArchiveReader(path: input.file)
         let report: ArchiveRestorer.Report
+        var createdKeyStore = false
         if let export {
             let (archive, keyStore) = try input.unlock(reader)
-            report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun)
+            report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun,
+                                                progress: outputOptions.observer(dryRun ? "check" : "export"))
         } else {
-            report = try restoreIntoVault(reader)
+            (report, createdKeyStore) = try restoreIntoVault(reader)
+        }
+        if outputOptions.json {
+            try Console.json(Document(archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
+                                      target: export == nil ? "vault" : "export", destination: report.destination, dryRun: dryRun,
+                                      items: report.restored.count + report.replaced.count + report.repaired.count,
+                                      plaintextBytes: report.plaintextBytes, restored: report.restored, replaced: report.replaced,
+                                      repaired: report.repaired, skippedIdentical: report.skippedIdentical,
+                                      skippedExpired: report.skippedExpired, createdKeyStore: createdKeyStore,
+                                      durationSeconds: Output.durationSeconds))
+            return
         }
         let verb = dryRun ? "would restore" : "restored"
         if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
         if !report.skippedIdentical.isEmpty { Console.note("skipped \(report.skippedIdentical.count) item(s) already in the vault") }
         if !report.repaired.isEmpty { Console.note("repaired \(report.repaired.count) damaged item(s) from the archive") }
-        Console.out("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+        Console.summary("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
     }
 
     /// Restores into a vault. Unlocks first; a key store or vault this run has to create is
     /// made only then, and removed again if the restore fails, so a failure leaves the
     /// machine as it was. A dry run on a machine without a key store only verifies.
-    private func restoreIntoVault(_ reader: ArchiveReader) throws -> ArchiveRestorer.Report {
+    private func restoreIntoVault(_ reader: ArchiveReader) throws -> (ArchiveRestorer.Report, createdKeyStore: Bool) {
         let home = input.store.resolvedHome
         let hasKeyStore = ((try? FileStatus.of(home.keyStorePath)) ?? nil) != nil
         let (archive, unlockedStore) = try input.unlock(reader)
         if !hasKeyStore && reader.header.mode == .portable && dryRun {
-            let verified = try ArchiveVerifier.verify(archive, keyStore: nil)
+            let verified = try ArchiveVerifier.verify(archive, keyStore: nil, progress: outputOptions.observer("check"))
             var report = ArchiveRestorer.Report()
             report.dryRun = true
             report.destination = vaultOptions.path(with: input.store)
             report.restored = archive.manifest.items.map(\.id)
             report.plaintextBytes = verified.plaintextBytes
-            return report
+            return (report, false)
         }
         let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
         var createdKeyStore = false
@@ -282,9 +406,10 @@ struct Restore: ParsableCommand {
         let vaultExisted = ((try? FileStatus.of(vaultPath, followLinks: true)) ?? nil) != nil
         do {
             let vault = try vaultOptions.open(with: input.store, keyStore: keyStore, forWriting: !dryRun)
-            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun)
+            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun,
+                                                     progress: outputOptions.observer(dryRun ? "check" : "restore"))
             if createdKeyStore { Console.note("no key store was in '\(home.root)': created \(keyStore.path) for the restored vault") }
-            return report
+            return (report, createdKeyStore)
         } catch {
             // Take back what this run made: the new vault directory, the new key store.
             if !vaultExisted { try? FileManager.default.removeItem(atPath: vaultPath) }

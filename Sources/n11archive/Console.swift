@@ -8,6 +8,7 @@ enum Console {
     }
 
     static func error(_ message: String) {
+        ProgressLine.closeBar()
         FileHandle.standardError.write(Data("n11archive: error: \(message)\n".utf8))
     }
 
@@ -15,15 +16,33 @@ enum Console {
         FileHandle.standardError.write(Data("n11archive: hint: \(message)\n".utf8))
     }
 
+    /// Informational messages on stderr; silenced by --quiet.
     static func note(_ message: String) {
+        if Output.quiet { return }
         FileHandle.standardError.write(Data("n11archive: \(message)\n".utf8))
     }
 
+    /// Something the user should act on although the command succeeds; survives --quiet
+    /// (README says why).
+    static func warning(_ message: String) {
+        ProgressLine.closeBar()
+        FileHandle.standardError.write(Data("n11archive: warning: \(message)\n".utf8))
+    }
+
+    /// A command's closing summary on stdout; not with --quiet, nor with --json (the
+    /// document says it all).
+    static func summary(_ line: String) {
+        if Output.quiet || Output.json { return }
+        out(line)
+    }
+
+    /// The one JSON document of a command (README "JSON output").
     static func json(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         out(String(decoding: try encoder.encode(value), as: UTF8.self))
+        Output.jsonPrinted = true
     }
 
     static func byteCount(_ bytes: Int64) -> String {

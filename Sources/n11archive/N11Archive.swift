@@ -16,5 +16,6 @@ struct N11Archive: ParsableCommand {
         password or missing key, 78 not initialised or unsafe permissions.
         """,
         version: "0.1.0",
-        subcommands: [Init.self, VaultCommand.self, Create.self, Verify.self, ListArchive.self, Info.self, Restore.self, PasswordCommand.self])
+        subcommands: [Init.self, VaultCommand.self, Create.self, Verify.self, ListArchive.self, Info.self, Restore.self, Prune.self,
+                      PasswordCommand.self])
 }

@@ -110,7 +110,7 @@ enum WeakPasswordPolicy {
                            hint: "use a longer password (e.g. from `n11archive password generate -o FILE`), or pass --allow-weak-password if you accept that it can be guessed")
         }
         if entropy.bits < warnBelowBits {
-            Console.note("warning: the password's estimated entropy is \(entropy); below 60 bits it may be guessed (`n11archive password generate` makes a strong one)")
+            Console.warning("the password's estimated entropy is \(entropy); below 60 bits it may be guessed (`n11archive password generate` makes a strong one)")
         }
     }
 }

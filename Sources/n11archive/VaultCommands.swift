@@ -98,13 +98,22 @@ extension VaultCommand {
         @OptionGroup var store: StoreOptions
         @OptionGroup var vaultOptions: VaultOptions
 
-        @Flag(help: "Print one JSON document instead of a table.")
+        @Flag(help: "Print one JSON document instead of a table (also on failure).")
         var json = false
+
+        func validate() throws { Output.configure(json: json, quiet: false) }
 
         @Option(help: ArgumentHelp("Only items of this compartment.", valueName: "NAME"))
         var compartment: Compartment?
 
         struct Listing: Encodable {
+            let command = "vault list"
+            let durationSeconds = Output.durationSeconds
+            /// "ok", or "error" when records are damaged (then also exitCode, error, hint).
+            let outcome: String
+            let exitCode: Int32?
+            let error: String?
+            let hint: String?
             let vault: String
             let items: [Entry]
             let expiredHidden: Int
@@ -125,7 +134,10 @@ extension VaultCommand {
             let live = all.filter { !$0.isExpired(at: now) }
             let hidden = all.count - live.count
             if json {
-                try Console.json(Listing(vault: vault.path, items: live.map {
+                // One document even when records are damaged: it carries the error itself.
+                let failure = damagedFailure(in: vault, errors: try vault.damagedItemErrors())
+                try Console.json(Listing(outcome: failure == nil ? "ok" : "error", exitCode: failure.map { ExitCode(for: $0.kind).rawValue },
+                                         error: failure?.description, hint: failure?.hint, vault: vault.path, items: live.map {
                     Entry(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, name: $0.name,
                           created: $0.created, expires: $0.expires, size: $0.size)
                 }, expiredHidden: hidden, damaged: try vault.damagedItemIDs()))
@@ -282,10 +294,14 @@ extension VaultCommand {
 /// Names every item whose record is damaged and fails the command (65) after its output.
 func reportDamaged(in vault: Vault) throws {
     let damaged = try vault.damagedItemErrors()
-    guard let first = damaged.first else { return }
     damaged.forEach { Console.error($0.description) }
-    throw CLIError(first.kind, "\(damaged.count) item record(s) in '\(vault.path)' are damaged",
-                   hint: "restore them from an archive, or remove them with `n11archive vault rm FULL-ID`")
+    if let failure = damagedFailure(in: vault, errors: damaged) { throw failure }
+}
+
+func damagedFailure(in vault: Vault, errors damaged: [VaultError]) -> CLIError? {
+    guard let first = damaged.first else { return nil }
+    return CLIError(first.kind, "\(damaged.count) item record(s) in '\(vault.path)' are damaged",
+                    hint: "restore them from an archive, or remove them with `n11archive vault rm FULL-ID`")
 }
 
 extension Compartment: ExpressibleByArgument {}

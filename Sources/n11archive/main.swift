@@ -5,15 +5,35 @@ import N11System
 // Secrets are about to be held: keep them out of core dumps before anything else runs.
 ProcessHardening.disableCoreDumps()
 
+// The one place where a failure becomes an exit code (README's table) and, with --json, the
+// one error document on stdout carrying that same code.
+_ = Output.started  // the clock for durationSeconds starts now
+let arguments = CommandLine.arguments
+Output.configure(json: Output.guessJSON(from: arguments), quiet: false)
+
+func fail(code: Int32, message: String, hint: String?) -> Never {
+    if Output.json && !Output.jsonPrinted {
+        try? Console.json(ErrorDocument(command: Output.commandName(from: arguments), exitCode: code, error: message,
+                                        hint: hint, durationSeconds: Output.durationSeconds))
+    }
+    exit(code)
+}
+
 do {
     var command = try N11Archive.parseAsRoot()
     try command.run()
 } catch let error as CategorizedError {
     Console.error(error.description)
     if let hint = error.hint { Console.hint(hint) }
-    exit(ExitCode(for: error.kind).rawValue)
+    fail(code: ExitCode(for: error.kind).rawValue, message: error.description, hint: error.hint)
 } catch {
     // Argument parsing errors, --help and --version: ArgumentParser prints them and picks
     // the code (64 for usage errors, 0 for help).
+    let code = N11Archive.exitCode(for: error)
+    if Output.json && code != .success {
+        let message = N11Archive.message(for: error)
+        Console.error(message)
+        fail(code: code.rawValue, message: message, hint: "see `n11archive \(Output.commandName(from: arguments)) --help`")
+    }
     N11Archive.exit(withError: error)
 }

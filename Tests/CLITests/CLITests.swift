@@ -32,7 +32,11 @@ extension Sandbox {
             Issue.record("vault list --json printed no listing: \(result)", sourceLocation: sourceLocation)
             return (result.stdout, [], 0)
         }
-        return (result.stdout, items, object["expiredHidden"] as? Int ?? -1)
+        // `raw` is the whole listing except how long the command took, which differs by run.
+        var comparable = object
+        comparable["durationSeconds"] = nil
+        let raw = Array(try JSONSerialization.data(withJSONObject: comparable, options: [.sortedKeys]))
+        return (raw, items, object["expiredHidden"] as? Int ?? -1)
     }
 
     /// Adds files as photos; returns their IDs in order.

@@ -1,0 +1,187 @@
+import Foundation
+import N11System
+
+/// Dated archive names (`create --output-dir`) and the retention policy of `prune`.
+///
+/// The policy follows restic's `forget` and borg's `prune`: archives are ordered newest
+/// first by the creation time in their header; `--keep-last N` keeps the N newest;
+/// `--keep-daily N` keeps the newest archive of each of the N most recent UTC days that
+/// have an archive (likewise ISO weeks and calendar months, in UTC); the rules add up, and
+/// the newest archive is always kept. Everything else is removed.
+public enum ArchiveRetention {
+    public struct Policy: Sendable, Equatable {
+        public var keepLast = 0
+        public var keepDaily = 0
+        public var keepWeekly = 0
+        public var keepMonthly = 0
+
+        public init(keepLast: Int = 0, keepDaily: Int = 0, keepWeekly: Int = 0, keepMonthly: Int = 0) {
+            self.keepLast = keepLast; self.keepDaily = keepDaily
+            self.keepWeekly = keepWeekly; self.keepMonthly = keepMonthly
+        }
+
+        /// A policy with no rule would keep only the newest archive: refused by the CLI.
+        public var isEmpty: Bool { keepLast == 0 && keepDaily == 0 && keepWeekly == 0 && keepMonthly == 0 }
+    }
+
+    /// One archive n11archive made: its path and the creation time from its header.
+    public struct Candidate: Sendable, Equatable {
+        public let path: String
+        public let created: Date
+        public init(path: String, created: Date) { self.path = path; self.created = created }
+    }
+
+    public struct Decision: Sendable {
+        /// Newest first, each with the rules that keep it ("newest", "last", "daily", …).
+        public var keep: [(archive: Candidate, reasons: [String])] = []
+        /// Newest first.
+        public var remove: [Candidate] = []
+    }
+
+    /// Applies `policy` to `archives` (any order). A pure function of its inputs.
+    public static func apply(_ policy: Policy, to archives: [Candidate]) -> Decision {
+        // Newest first; equal times (same second) by the name's -N suffix, higher first
+        // (create picks -2 only when the bare name exists, so -2 is the later one).
+        let ordered = archives.sorted {
+            if $0.created != $1.created { return $0.created > $1.created }
+            let a = sequence(of: Path.lastComponent(of: $0.path)), b = sequence(of: Path.lastComponent(of: $1.path))
+            return a != b ? a > b : $0.path > $1.path
+        }
+        var reasons = Array(repeating: [String](), count: ordered.count)
+        if !ordered.isEmpty { reasons[0].append("newest") }
+        for index in ordered.indices.prefix(policy.keepLast) { reasons[index].append("last") }
+        keepNewestPerBucket(ordered, count: policy.keepDaily, reason: "daily", into: &reasons) { dayKey($0) }
+        keepNewestPerBucket(ordered, count: policy.keepWeekly, reason: "weekly", into: &reasons) { weekKey($0) }
+        keepNewestPerBucket(ordered, count: policy.keepMonthly, reason: "monthly", into: &reasons) { monthKey($0) }
+
+        var decision = Decision()
+        for (archive, why) in zip(ordered, reasons) {
+            if why.isEmpty { decision.remove.append(archive) } else { decision.keep.append((archive, why)) }
+        }
+        return decision
+    }
+
+    /// Walks newest first; the first archive seen in each new bucket is that bucket's newest.
+    private static func keepNewestPerBucket(_ ordered: [Candidate], count: Int, reason: String,
+                                            into reasons: inout [[String]], key: (Date) -> String) {
+        guard count > 0 else { return }
+        var lastBucket: String? = nil
+        var kept = 0
+        for (index, archive) in ordered.enumerated() {
+            let bucket = key(archive.created)
+            if bucket == lastBucket { continue }
+            lastBucket = bucket
+            reasons[index].append(reason)
+            kept += 1
+            if kept == count { return }
+        }
+    }
+
+    private static let utc = TimeZone(identifier: "UTC")!
+
+    private static let isoCalendar: Calendar = {
+        var calendar = Calendar(identifier: .iso8601)
+        calendar.timeZone = utc
+        return calendar
+    }()
+
+    static func dayKey(_ date: Date) -> String {
+        let c = isoCalendar.dateComponents([.year, .month, .day], from: date)
+        return "\(c.year!)-\(c.month!)-\(c.day!)"
+    }
+
+    /// ISO 8601 week: weeks start on Monday; 31 Dec can belong to week 1 of the next year.
+    static func weekKey(_ date: Date) -> String {
+        let c = isoCalendar.dateComponents([.yearForWeekOfYear, .weekOfYear], from: date)
+        return "\(c.yearForWeekOfYear!)-W\(c.weekOfYear!)"
+    }
+
+    static func monthKey(_ date: Date) -> String {
+        let c = isoCalendar.dateComponents([.year, .month], from: date)
+        return "\(c.year!)-\(c.month!)"
+    }
+
+    // MARK: names
+
+    public static let namePrefix = "n11archive-"
+    public static let nameSuffix = ".nu11vlt"
+
+    /// `n11archive-20261121T221100Z.nu11vlt`, then `…Z-2.nu11vlt`, `…Z-3.nu11vlt` (UTC,
+    /// so that names sort by time whatever the machine's time zone).
+    public static func fileName(for date: Date, attempt: Int = 1) -> String {
+        let c = isoCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        let stamp = String(format: "%04d%02d%02dT%02d%02d%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
+        return namePrefix + stamp + (attempt > 1 ? "-\(attempt)" : "") + nameSuffix
+    }
+
+    /// The N of a `…Z-N.nu11vlt` name; 1 for the bare name (and for any other name).
+    static func sequence(of name: String) -> Int {
+        guard name.hasSuffix(nameSuffix) else { return 1 }
+        let stem = name.dropLast(nameSuffix.count)
+        guard let dash = stem.lastIndex(of: "-"), dash > stem.startIndex, stem[stem.index(before: dash)] == "Z",
+              let n = Int(stem[stem.index(after: dash)...]) else { return 1 }
+        return n
+    }
+
+    /// Whether `name` has the form `fileName(for:attempt:)` produces.
+    public static func isArchiveName(_ name: String) -> Bool {
+        guard name.hasPrefix(namePrefix), name.hasSuffix(nameSuffix) else { return false }
+        let middle = Array(name.utf8.dropFirst(namePrefix.utf8.count).dropLast(nameSuffix.utf8.count))
+        // yyyyMMdd T HHmmss Z, then optionally -N
+        guard middle.count >= 16 else { return false }
+        let isDigit: (UInt8) -> Bool = { $0 >= 0x30 && $0 <= 0x39 }
+        guard middle[0..<8].allSatisfy(isDigit), middle[8] == UInt8(ascii: "T"), middle[9..<15].allSatisfy(isDigit),
+              middle[15] == UInt8(ascii: "Z") else { return false }
+        let rest = middle[16...]
+        if rest.isEmpty { return true }
+        return rest.count >= 2 && rest.first == UInt8(ascii: "-") && rest.dropFirst().allSatisfy(isDigit)
+    }
+
+    /// The archives n11archive made in `directory` (not recursive): regular files (not
+    /// symlinks) whose name matches and whose header parses. Anything else is not listed,
+    /// so it can never be removed; `unreadable` names the files that have an archive's name
+    /// but are no readable archive (worth a warning: a damaged or foreign file).
+    public static func archives(in directory: String) throws(ArchiveError) -> (archives: [Candidate], unreadable: [String]) {
+        let names: [String]
+        do { names = try Directory.entries(of: directory) }
+        catch let error as SystemError { throw .system(error) }
+        catch { throw .system(SystemError("\(error)", path: directory, errno: EIO)) }
+        var found: [Candidate] = [], unreadable: [String] = []
+        for name in names where isArchiveName(name) {
+            let path = Path.join(directory, name)
+            guard (try? FileStatus.of(path, followLinks: false))??.kind == .regular else { continue }
+            guard let reader = try? ArchiveReader(path: path) else { unreadable.append(path); continue }
+            found.append(Candidate(path: path, created: reader.header.created))
+        }
+        return (found, unreadable)
+    }
+}
+
+/// An advisory lock on a directory itself (flock on the directory), so that no extra file
+/// appears in it: `create --output-dir` holds it shared while it writes, `prune` exclusively
+/// while it decides and deletes, so prune never runs beside a create into the same place.
+public final class DirectoryLock: @unchecked Sendable {
+    private let descriptor: FileDescriptor
+
+    private init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
+
+    public static func acquire(_ directory: String, exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> DirectoryLock {
+        let descriptor: FileDescriptor
+        do { descriptor = try FileDescriptor.openDirectory(directory) }
+        catch let error as SystemError { throw .system(error) }
+        catch { throw .system(SystemError("\(error)", path: directory, errno: EIO)) }
+        var waited = 0.0
+        while flock(descriptor.rawValue, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw .system(SystemError("cannot lock directory", path: directory)) }
+            if waited >= waitSeconds {
+                throw .caller(kind: .busy, message: "another n11archive is \(exclusive ? "using" : "pruning") '\(directory)'",
+                              hint: "wait for it to finish, or give --lock-wait SECONDS")
+            }
+            usleep(100_000)
+            waited += 0.1
+        }
+        return DirectoryLock(descriptor)
+    }
+
+    deinit { _ = flock(descriptor.rawValue, LOCK_UN) }
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import N11Archiver
+import N11System
+
+/// How much a command says, for the commands that do long work (create, verify, restore,
+/// prune): `--json` (one document on stdout), `--quiet` (errors and warnings only),
+/// `--progress` (progress lines even when stderr is not a terminal).
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print one JSON document on stdout (also on failure); see README \"JSON output\".")
+    var json = false
+
+    @Flag(name: [.short, .long], help: "Print only errors and warnings: no progress, no summary, no notes.")
+    var quiet = false
+
+    @Flag(help: "Show progress even when stderr is not a terminal (plain lines, at most one a second).")
+    var progress = false
+
+    func validate() throws {
+        if quiet && progress { throw ValidationError("--quiet and --progress exclude each other") }
+        Output.configure(json: json, quiet: quiet)
+    }
+
+    /// The observer for this run's pipeline, or nil when nothing is to be shown.
+    /// On a terminal: a bar redrawn at most 10 times a second. Otherwise only with
+    /// --progress: a plain line at most once a second and one at the end.
+    func observer(_ verb: String) -> ArchiveProgress? {
+        if quiet { return nil }
+        if Terminal.isTerminal(2) {
+            return ArchiveProgress(interval: 0.1) { ProgressLine.drawBar($0, verb: verb) }
+        }
+        guard progress else { return nil }
+        return ArchiveProgress(interval: 1.0) { ProgressLine.printPlain($0, verb: verb) }
+    }
+}
+
+/// The process-wide output mode, set once while the command line is parsed (before any
+/// output) and read by Console and the error path in main.swift. Single-threaded CLI.
+enum Output {
+    nonisolated(unsafe) private(set) static var json = false
+    nonisolated(unsafe) private(set) static var quiet = false
+    /// Set when the JSON document went out, so the error path never prints a second one.
+    nonisolated(unsafe) static var jsonPrinted = false
+    static let started = Date()
+
+    static func configure(json: Bool, quiet: Bool) {
+        if json { self.json = true }
+        if quiet { self.quiet = true }
+    }
+
+    static var durationSeconds: Double { (max(0, Date().timeIntervalSince(started)) * 1000).rounded() / 1000 }
+
+    /// Before parsing: does the command line ask for JSON? So that a usage error (which
+    /// happens before any option is set) still comes out as a JSON document.
+    static func guessJSON(from arguments: [String]) -> Bool {
+        arguments.dropFirst().prefix(while: { $0 != "--" }).contains("--json")
+    }
+
+    /// The command's name for documents ("create", "vault list"), from the command line.
+    static func commandName(from arguments: [String]) -> String {
+        let words = Array(arguments.dropFirst().prefix(while: { !$0.hasPrefix("-") }).prefix(2))
+        guard let first = words.first else { return "" }
+        if first == "vault", words.count > 1 { return "vault " + words[1] }
+        return first
+    }
+}
+
+/// Progress text: `[####....] 1,234/20,256 items  512.0 MiB/1.0 GiB  180.0 MiB/s  ETA 0:04`.
+enum ProgressLine {
+    static func text(_ s: ArchiveProgress.Snapshot, barWidth: Int?) -> String {
+        var parts: [String] = []
+        if let barWidth {
+            let fraction = s.totalBytes > 0 ? Double(s.bytes) / Double(s.totalBytes)
+                                            : (s.totalItems > 0 ? Double(s.items) / Double(s.totalItems) : 1)
+            let filled = min(barWidth, Int(fraction * Double(barWidth)))
+            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled) + "]")
+        }
+        parts.append("\(grouped(s.items))/\(grouped(s.totalItems)) items")
+        parts.append("\(Console.byteCount(s.bytes))/\(Console.byteCount(s.totalBytes))")
+        let rate = s.elapsed > 0 ? Double(s.bytes) / s.elapsed : 0
+        parts.append("\(Console.byteCount(Int64(rate)))/s")
+        if s.finished {
+            parts.append("in \(clock(s.elapsed))")
+        } else if rate > 0 {
+            parts.append("ETA \(clock(Double(s.totalBytes - s.bytes) / rate))")
+        } else {
+            parts.append("ETA -:--")
+        }
+        return parts.joined(separator: "  ")
+    }
+
+    /// True while a bar is on screen without its final newline (a failure mid-run).
+    nonisolated(unsafe) static var barOpen = false
+
+    /// One line redrawn in place (\r, erase to end of line); a newline after the last.
+    static func drawBar(_ s: ArchiveProgress.Snapshot, verb: String) {
+        write("\r\(verb) \(text(s, barWidth: 24))\u{1B}[K\(s.finished ? "\n" : "")")
+        barOpen = !s.finished
+    }
+
+    /// Ends an unfinished bar's line, so an error message starts on a line of its own.
+    static func closeBar() {
+        if barOpen { write("\n"); barOpen = false }
+    }
+
+    /// A log-friendly line (cron, CI): no control characters.
+    static func printPlain(_ s: ArchiveProgress.Snapshot, verb: String) {
+        write("n11archive: \(verb) \(text(s, barWidth: nil))\n")
+    }
+
+    private static func write(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    /// 1234567 → "1,234,567".
+    static func grouped(_ n: Int) -> String {
+        let digits = Array(String(n))
+        var out = ""
+        for (i, d) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+            out.append(d)
+        }
+        return out
+    }
+
+    /// Seconds as m:ss, or h:mm:ss past an hour.
+    static func clock(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0 else { return "-:--" }
+        let total = Int(seconds.rounded())
+        let h = total / 3600, m = (total % 3600) / 60, sec = total % 60
+        return h > 0 ? String(format: "%d:%02d:%02d", h, m, sec) : String(format: "%d:%02d", m, sec)
+    }
+}
+
+/// What every JSON document carries (README "JSON output"); commands add their fields.
+struct ErrorDocument: Encodable {
+    let outcome = "error"
+    let command: String
+    let exitCode: Int32
+    let error: String
+    let hint: String?
+    let durationSeconds: Double
+}

@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import N11Archiver
+import N11System
+import N11Vault
+
+struct Prune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete old dated archives from a directory, keeping those a retention policy names.",
+        discussion: """
+        Examples:
+          n11archive prune ~/backups --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --password-file ~/.n11pass
+          n11archive prune ~/backups --keep-last 3 --dry-run
+        Only archives that n11archive made are considered: files directly in DIR (not below,
+        not symlinks) named n11archive-YYYYMMDDTHHMMSSZ[-N].nu11vlt whose header reads as an
+        n11archive archive. Anything else is never touched. Archives are ordered by the time
+        in their header; --keep-daily N keeps the newest archive of each of the N most recent
+        UTC days that have one (--keep-weekly: ISO weeks, --keep-monthly: months), --keep-last
+        N the N newest; the rules add up and the newest archive is always kept. Before
+        anything is deleted the newest archive is verified in full (it needs the password, or
+        for a secure archive this machine's key store); if that fails nothing is deleted.
+        """)
+
+    @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"))
+    var directory: String
+
+    @Option(name: .customLong("keep-last"), help: ArgumentHelp("Keep the N newest archives.", valueName: "N"))
+    var keepLast = 0
+    @Option(name: .customLong("keep-daily"), help: ArgumentHelp("Keep the newest archive of each of the last N days (UTC) that have one.", valueName: "N"))
+    var keepDaily = 0
+    @Option(name: .customLong("keep-weekly"), help: ArgumentHelp("Likewise for the last N ISO weeks.", valueName: "N"))
+    var keepWeekly = 0
+    @Option(name: .customLong("keep-monthly"), help: ArgumentHelp("Likewise for the last N months.", valueName: "N"))
+    var keepMonthly = 0
+
+    @Flag(name: .customLong("dry-run"), help: "Verify and say what would be deleted, deleting nothing.")
+    var dryRun = false
+
+    @Option(name: .customLong("lock-wait"),
+            help: ArgumentHelp("Wait up to SECONDS for another n11archive writing to or pruning DIR.", valueName: "SECONDS"))
+    var lockWait: Double = 0
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var password: PasswordOptions
+    @OptionGroup var outputOptions: OutputOptions
+
+    var policy: ArchiveRetention.Policy {
+        .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly)
+    }
+
+    func validate() throws {
+        guard [keepLast, keepDaily, keepWeekly, keepMonthly].allSatisfy({ $0 >= 0 }) else {
+            throw ValidationError("--keep-* values must be 0 or more")
+        }
+        if policy.isEmpty {
+            throw ValidationError("give at least one of --keep-last, --keep-daily, --keep-weekly and --keep-monthly (a number above 0)")
+        }
+        guard lockWait >= 0 else { throw ValidationError("--lock-wait must be 0 or more seconds") }
+    }
+
+    struct Document: Encodable {
+        struct Kept: Encodable {
+            let archive: String
+            let created: Date
+            let reasons: [String]
+        }
+        struct Policy: Encodable {
+            let keepLast, keepDaily, keepWeekly, keepMonthly: Int
+        }
+        let outcome = "ok", command = "prune"
+        let directory: String
+        let dryRun: Bool
+        let policy: Policy
+        /// The newest archive, verified before anything was deleted (nil: nothing to delete).
+        let verified: String?
+        let kept: [Kept]
+        /// Deleted archives (with dryRun: the ones that would be).
+        let deleted: [String]
+        /// Files with an archive's name that do not read as an archive: left alone.
+        let ignored: [String]
+        let durationSeconds: Double
+    }
+
+    func run() throws {
+        let dir = try DatedArchive.existingDirectory(directory)
+        // Exclusive: no `create --output-dir` into DIR and no other prune runs meanwhile.
+        let lock = try DirectoryLock.acquire(dir, exclusive: true, waitSeconds: lockWait)
+        defer { withExtendedLifetime(lock) {} }
+
+        let (archives, unreadable) = try ArchiveRetention.archives(in: dir)
+        for path in unreadable {
+            Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
+        }
+        let decision = ArchiveRetention.apply(policy, to: archives)
+
+        var verified: String? = nil
+        if let newest = decision.keep.first?.archive, !decision.remove.isEmpty {
+            try verifyNewest(newest.path)
+            verified = newest.path
+        }
+
+        var deleted: [String] = []
+        if !dryRun {
+            for archive in decision.remove {
+                guard unlink(archive.path) == 0 || errno == ENOENT else {
+                    let failure = SystemError("cannot delete", path: archive.path)
+                    if !deleted.isEmpty { try? Directory.sync(dir) }
+                    throw CLIError(failure.kind, "\(failure.description) (\(deleted.count) older archive(s) were deleted before this)",
+                                   hint: failure.hint ?? "check the permissions of '\(dir)' and run prune again")
+                }
+                deleted.append(archive.path)
+            }
+            // The deletions are durable before we say they happened.
+            if !deleted.isEmpty { try Directory.sync(dir) }
+        } else {
+            deleted = decision.remove.map(\.path)
+        }
+
+        if outputOptions.json {
+            try Console.json(Document(directory: dir, dryRun: dryRun,
+                                      policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
+                                      verified: verified,
+                                      kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
+                                      deleted: deleted, ignored: unreadable, durationSeconds: Output.durationSeconds))
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        for kept in decision.keep {
+            Console.summary("keep    \(Path.lastComponent(of: kept.archive.path))  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
+        }
+        for path in deleted {
+            Console.summary("\(dryRun ? "would delete" : "deleted") \(Path.lastComponent(of: path))")
+        }
+        if archives.isEmpty {
+            Console.note("no archives made by n11archive in '\(dir)'; nothing to prune")
+        } else {
+            Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \(Path.lastComponent(of: $0)))" } ?? "")")
+        }
+    }
+
+    /// Verifies the newest archive in full; on failure nothing may be deleted, and the exit
+    /// code is the verification's.
+    private func verifyNewest(_ path: String) throws {
+        do {
+            let reader = try ArchiveReader(path: path)
+            var keyStore: N11Vault.KeyStore? = nil
+            let archive = try reader.unlock(password: { try password.read(confirm: false) }, keyStore: {
+                let loaded = try store.loadKeyStore()
+                keyStore = loaded
+                return loaded
+            })
+            if archive.header.mode == .secure && keyStore == nil { keyStore = try store.loadKeyStore() }
+            _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? keyStore : nil,
+                                           progress: outputOptions.observer("verify"))
+        } catch let error as CategorizedError {
+            throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
+                           hint: error.hint ?? "check '\(path)' with `n11archive verify`; make a new archive before pruning again")
+        }
+    }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// create --output-dir (dated names) and prune (retention), through the built binary, and
+// the unattended setups of Contrib/ (systemd units, crontab line) run against a sandbox.
+
+/// The package's root (for Contrib/).
+let packageRoot: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().path
+
+func isDatedArchiveName(_ name: String) -> Bool {
+    name.range(of: #"^n11archive-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?\.nu11vlt$"#, options: .regularExpression) != nil
+}
+
+extension Sandbox {
+    /// Makes `count` dated archives in `dir` (portable, fast KDF); returns their paths, oldest first.
+    func datedArchives(_ count: Int, in dir: String, password: String) throws -> [String] {
+        var paths: [String] = []
+        for _ in 0..<count {
+            let run = try self.run(["create", "--portable", "--output-dir", dir, "--password-file", password, "--json"] + fastKDF)
+            expectExit(run, 0)
+            paths.append(try #require(try jsonDocument(run)["archive"] as? String))
+        }
+        return paths
+    }
+}
+
+@Suite("n11archive CLI: create --output-dir and prune")
+struct PruneCLITests {
+
+    @Test("--output-dir: UTC-stamped names, -2 when the name is taken, never overwriting")
+    func datedNames() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            // Decoys holding the bare names of the next few seconds: create must step around them.
+            let now = Date()
+            var decoys: [String] = []
+            for offset in 0..<30 {
+                let formatter = DateFormatter()
+                formatter.locale = Locale(identifier: "en_US_POSIX")
+                formatter.timeZone = TimeZone(identifier: "UTC")
+                formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+                let name = "n11archive-\(formatter.string(from: now.addingTimeInterval(Double(offset)))).nu11vlt"
+                decoys.append(try s.file("backups/" + name, Array("not an archive \(offset)".utf8)))
+            }
+            let run = try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw] + fastKDF)
+            expectExit(run, 0)
+            let decoyNames = Set(decoys.map(lastComponent))
+            let made = listing(of: dir).filter { !decoyNames.contains($0) }
+            #expect(made.count == 1, "\(listing(of: dir))")
+            let name = try #require(made.first)
+            #expect(isDatedArchiveName(name) && name.hasSuffix("Z-2.nu11vlt"), "\(name)")
+            #expect(run.out.contains(dir + "/" + name), "the chosen path is printed: \(run)")
+            for (offset, decoy) in decoys.enumerated() {
+                #expect(try readBytes(decoy) == Array("not an archive \(offset)".utf8), "decoy \(decoy) changed")
+            }
+            expectExit(try s.run(["verify", dir + "/" + name, "--password-file", pw]), 0)
+
+            // Exactly one of -o and --output-dir; the directory must exist.
+            expectExit(try s.run(["create", "--portable", "-o", s.path("x"), "--output-dir", dir, "--password-file", pw]), 64)
+            let missing = try s.run(["create", "--portable", "--output-dir", s.path("nowhere"), "--password-file", pw] + fastKDF)
+            expectExit(missing, 66)
+            #expect(missing.err.contains(s.path("nowhere")) && missing.err.contains("mkdir"), "\(missing)")
+        }
+    }
+
+    @Test("prune deletes only its own archives past the policy; decoys, links and temp files survive; dry-run deletes nothing")
+    func pruneKeepsDecoys() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let archives = try s.datedArchives(4, in: dir, password: pw)
+            // Decoys, all named or placed to tempt a careless prune (old dates sort first).
+            let foreign = try s.file("backups/n11archive-20200101T000000Z.nu11vlt", randomBytes(5000))
+            let notes = try s.file("backups/notes.txt", Array("keep me".utf8))
+            let temp = try s.file("backups/.n11tmp-999999-n11archive-20200101T000000Z.nu11vlt", randomBytes(100))
+            let symlinkPath = dir + "/n11archive-20200102T000000Z.nu11vlt"
+            #expect(symlink(archives[0], symlinkPath) == 0)
+            mkdir(dir + "/sub", 0o700)
+            let nested = dir + "/sub/n11archive-20200103T000000Z.nu11vlt"
+            #expect(link(archives[1], nested) == 0)   // a real archive, but not directly in DIR
+            let before = listing(of: dir).sorted()
+
+            let dry = try s.run(["prune", dir, "--keep-last", "2", "--password-file", pw, "--dry-run", "--json"])
+            expectExit(dry, 0)
+            let d = try jsonDocument(dry)
+            #expect(d["outcome"] as? String == "ok" && d["command"] as? String == "prune" && d["dryRun"] as? Bool == true)
+            #expect(Set((d["deleted"] as? [String]) ?? []) == Set(archives[0..<2]), "\(dry)")
+            #expect(((d["kept"] as? [[String: Any]]) ?? []).compactMap { $0["archive"] as? String } == [archives[3], archives[2]])
+            #expect(d["verified"] as? String == archives[3])
+            #expect((d["ignored"] as? [String]) == [foreign], "a foreign file with an archive's name is reported")
+            #expect(listing(of: dir).sorted() == before, "a dry run deleted something")
+
+            let pruned = try s.run(["prune", dir, "--keep-last", "2", "--password-file", pw])
+            expectExit(pruned, 0)
+            #expect(pruned.out.contains("deleted \(lastComponent(archives[0]))"), "\(pruned)")
+            #expect(pruned.err.contains("warning:") && pruned.err.contains(foreign), "\(pruned)")
+            #expect(!exists(archives[0]) && !exists(archives[1]) && exists(archives[2]) && exists(archives[3]))
+            #expect(try readBytes(notes) == Array("keep me".utf8) && exists(foreign) && exists(temp) && exists(nested))
+            var st = stat()
+            #expect(lstat(symlinkPath, &st) == 0 && st.st_mode & S_IFMT == S_IFLNK, "the symlink was removed")
+
+            // Nothing more to delete: nothing is verified, nothing changes.
+            let again = try jsonDocument(try s.run(["prune", dir, "--keep-last", "2", "--json"]))
+            #expect((again["deleted"] as? [String]) == [] && again["verified"] == nil)
+        }
+    }
+
+    @Test("a newest archive that does not verify stops prune before anything is deleted")
+    func damagedNewest() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let archives = try s.datedArchives(3, in: dir, password: pw)
+            try flipByte(in: archives[2], at: Int(fileSize(archives[2])!) / 2)
+            let before = listing(of: dir).sorted()
+
+            let run = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw, "--json"])
+            try expectErrorDocument(run, 65, command: "prune")
+            let message = try #require(try jsonDocument(run)["error"] as? String)
+            #expect(message.contains("nothing was deleted") && message.contains(archives[2]), "\(message)")
+            #expect(listing(of: dir).sorted() == before)
+
+            // A wrong password is the verification's failure too: 77, nothing deleted.
+            let wrong = try s.passwordFile("nope\n", name: "wrong")
+            expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", wrong]), 77)
+            #expect(listing(of: dir).sorted() == before)
+        }
+    }
+
+    @Test("prune: usage errors and a missing directory")
+    func pruneUsage() throws {
+        try withSandbox { s in
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let none = try s.run(["prune", dir])
+            expectExit(none, 64)
+            #expect(none.err.contains("--keep-last"), "\(none)")
+            expectExit(try s.run(["prune", dir, "--keep-daily", "0"]), 64)
+            expectExit(try s.run(["prune", dir, "--keep-last", "-1"]), 64)
+            try expectErrorDocument(try s.run(["prune", s.path("nowhere"), "--keep-last", "1", "--json"]), 66, command: "prune")
+            let empty = try s.run(["prune", dir, "--keep-last", "1"])
+            expectExit(empty, 0)
+            #expect(empty.err.contains("nothing to prune"), "\(empty)")
+        }
+    }
+
+    @Test("policy on real archives: keep-daily keeps the newest of each day by the header's time")
+    func pruneDailyOnRealArchives() throws {
+        // Archives from one run share a day, so keep-daily 1 keeps only the newest; the
+        // multi-day semantics are unit-tested in RetentionTests.
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let archives = try s.datedArchives(3, in: dir, password: pw)
+            let doc = try jsonDocument(try s.run(["prune", dir, "--keep-daily", "1", "--password-file", pw, "--json"]))
+            let kept = (doc["kept"] as? [[String: Any]]) ?? []
+            #expect(kept.compactMap { $0["archive"] as? String } == [archives[2]])
+            #expect((kept.first?["reasons"] as? [String]) == ["newest", "daily"])
+            #expect(listing(of: dir) == [lastComponent(archives[2])])
+        }
+    }
+}
+
+@Suite("Unattended use: the Contrib/ systemd units and crontab line run as written")
+struct UnattendedTests {
+    /// A command line split on spaces, with `"` removed and variables replaced.
+    static func words(_ line: Substring, replacing: [String: String]) -> [String] {
+        var text = String(line)
+        for (key, value) in replacing { text = text.replacingOccurrences(of: key, with: value) }
+        return text.replacingOccurrences(of: "\"", with: "").split(separator: " ").map(String.init)
+    }
+
+    /// Runs `commands` (each starting with /usr/local/bin/n11archive) in the sandbox; the
+    /// create lines get the test's cheap Argon2id (the default would take seconds per run).
+    static func runAll(_ commands: [[String]], in s: Sandbox) throws {
+        for command in commands {
+            #expect(command.first == "/usr/local/bin/n11archive", "\(command)")
+            let arguments = Array(command.dropFirst()) + (command.dropFirst().first == "create" ? fastKDF : [])
+            let run = try s.run(arguments)
+            expectExit(run, 0)
+            #expect(run.out.isEmpty, "--quiet: \(run)")
+        }
+    }
+
+    static func prepare(_ s: Sandbox) throws {
+        _ = try s.fillVault()
+        try FileManager.default.createDirectory(atPath: s.path(".config/n11archive"), withIntermediateDirectories: true)
+        _ = try s.passwordFile(name: ".config/n11archive/password")
+        mkdir(s.path("backups"), 0o700)
+    }
+
+    @Test("the service's ExecStart lines: create then prune, twice, leave verified dated archives")
+    func systemdService() throws {
+        let unit = try String(contentsOfFile: packageRoot + "/Contrib/systemd/n11archive-backup.service", encoding: .utf8)
+        let lines = unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }.map { $0.dropFirst("ExecStart=".count) }
+        #expect(lines.count == 2)
+        try withSandbox { s in
+            try Self.prepare(s)
+            // %h is the user's home in a systemd user unit.
+            let commands = lines.map { Self.words($0, replacing: ["%h": s.root]) }
+            #expect(commands.allSatisfy { $0.contains("--password-file") && $0.contains("--lock-wait") })
+            try Self.runAll(commands, in: s)
+            try Self.runAll(commands, in: s)
+            let made = listing(of: s.path("backups"))
+            #expect(!made.isEmpty && made.allSatisfy(isDatedArchiveName), "\(made)")
+            let pw = s.path(".config/n11archive/password")
+            for name in made { expectExit(try s.run(["verify", s.path("backups/" + name), "--password-file", pw]), 0) }
+        }
+    }
+
+    @Test("the crontab line runs as written")
+    func crontab() throws {
+        let text = try String(contentsOfFile: packageRoot + "/Contrib/cron/n11archive.crontab", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { !$0.hasPrefix("#") && !$0.isEmpty })
+        let fields = line.split(separator: " ", maxSplits: 5)
+        #expect(fields.count == 6)
+        try withSandbox { s in
+            try Self.prepare(s)
+            let commands = fields[5].components(separatedBy: " && ").map { Self.words(Substring($0), replacing: ["$HOME": s.root]) }
+            #expect(commands.count == 2 && commands.allSatisfy { $0.contains("--password-file") && $0.contains("--lock-wait") })
+            try Self.runAll(commands, in: s)
+            #expect(listing(of: s.path("backups")).filter(isDatedArchiveName).count == 1)
+        }
+    }
+
+    @Test("systemd-analyze accepts the units", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"),
+                                                          "systemd-analyze is not installed"))
+    func systemdAnalyze() throws {
+        // The units name /usr/local/bin/n11archive: verify against a copy whose ExecStart
+        // points at the binary under test, so the check does not depend on an install.
+        try withTemporaryDirectory { dir in
+            for name in ["n11archive-backup.service", "n11archive-backup.timer"] {
+                let text = try String(contentsOfFile: packageRoot + "/Contrib/systemd/" + name, encoding: .utf8)
+                try text.replacingOccurrences(of: "/usr/local/bin/n11archive", with: n11archiveBinary)
+                    .write(toFile: dir + "/" + name, atomically: true, encoding: .utf8)
+            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+            // As system units: `--user` needs a user manager's runtime directory, which CI
+            // containers lack; the syntax and directive checks are the same.
+            process.arguments = ["verify", dir + "/n11archive-backup.service", dir + "/n11archive-backup.timer"]
+            let errors = Pipe()
+            process.standardError = errors
+            process.standardOutput = errors
+            try process.run()
+            let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "\(output)")
+        }
+    }
+}
+
+func lastComponent(_ path: String) -> String { (path as NSString).lastPathComponent }
