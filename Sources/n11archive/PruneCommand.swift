@@ -83,7 +83,7 @@ struct Prune: ParsableCommand {
     }
 
     func run() throws {
-        let dir = try DatedArchive.existingDirectory(directory)
+        let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
         // Exclusive: no `create --output-dir` into DIR and no other prune runs meanwhile.
         let lock = try DirectoryLock.acquire(dir, exclusive: true, waitSeconds: lockWait)
         defer { withExtendedLifetime(lock) {} }
@@ -96,6 +96,7 @@ struct Prune: ParsableCommand {
 
         var verified: String? = nil
         if let newest = decision.keep.first?.archive, !decision.remove.isEmpty {
+            try refuseIfNewerUnreadable(unreadable, than: newest)
             try verifyNewest(newest.path)
             verified = newest.path
         }
@@ -139,8 +140,36 @@ struct Prune: ParsableCommand {
         }
     }
 
+    /// A file named as a later archive than the newest readable one, that does not read as an
+    /// archive, is the real newest backup, damaged: verifying an older one instead would let
+    /// prune delete the last good copies while the latest is garbage. So nothing is deleted.
+    /// (Compared by name, since its header is what cannot be read; a same-second `-N` counts.)
+    private func refuseIfNewerUnreadable(_ unreadable: [String], than newest: ArchiveRetention.Candidate) throws {
+        func order(_ name: String) -> (stamp: String, sequence: Int) {
+            let stem = name.dropFirst(ArchiveRetention.namePrefix.count).dropLast(ArchiveRetention.nameSuffix.count)
+            let stamp = String(stem.prefix(16))
+            let rest = stem.dropFirst(16)
+            return (stamp, rest.hasPrefix("-") ? Int(rest.dropFirst()) ?? 1 : 1)
+        }
+        let newestName = Path.lastComponent(of: newest.path)
+        let headerStamp = order(ArchiveRetention.fileName(for: newest.created)).stamp
+        // The readable archive's place: its header's second, and its name's -N when the name
+        // carries that same second (a renamed archive counts as the bare name).
+        let newestOrder = (stamp: headerStamp,
+                           sequence: order(newestName).stamp == headerStamp ? order(newestName).sequence : 1)
+        for path in unreadable {
+            let candidate = order(Path.lastComponent(of: path))
+            guard candidate.stamp > newestOrder.stamp
+                || (candidate.stamp == newestOrder.stamp && candidate.sequence > newestOrder.sequence) else { continue }
+            throw CLIError(.damaged,
+                           "the newest archive '\(path)' does not read as an n11archive archive, so nothing was deleted",
+                           hint: "check it with `n11archive info '\(path)'`; make a new archive with `n11archive create --output-dir` (or move the damaged file out of the directory), then prune again")
+        }
+    }
+
     /// Verifies the newest archive in full; on failure nothing may be deleted, and the exit
-    /// code is the verification's.
+    /// code is the verification's. A damaged newest archive gets prune's own hint: the
+    /// verifier's ("use another copy") does not say what a backup job's owner should do.
     private func verifyNewest(_ path: String) throws {
         do {
             let reader = try ArchiveReader(path: path)
@@ -154,8 +183,9 @@ struct Prune: ParsableCommand {
             _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? keyStore : nil,
                                            progress: outputOptions.observer("verify"))
         } catch let error as CategorizedError {
+            let pruneHint = "make a new archive with `n11archive create --output-dir` so that the newest one is sound, then prune again; `n11archive verify` checks the older ones"
             throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
-                           hint: error.hint ?? "check '\(path)' with `n11archive verify`; make a new archive before pruning again")
+                           hint: error.kind == .damaged ? pruneHint : (error.hint ?? pruneHint))
         }
     }
 }

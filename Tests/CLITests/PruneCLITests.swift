@@ -137,6 +137,78 @@ struct PruneCLITests {
         }
     }
 
+    @Test("a damaged newest archive gets prune's hint: make a new archive, then prune again")
+    func damagedNewestHint() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let archives = try s.datedArchives(2, in: dir, password: pw)
+            try flipByte(in: archives[1], at: Int(fileSize(archives[1])!) / 2)
+            let run = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw])
+            expectExit(run, 65)
+            #expect(run.err.contains("hint:") && run.err.contains("create --output-dir") && run.err.contains("prune again"), "\(run)")
+            #expect(!run.err.contains("use another copy"), "the verifier's hint does not fit a prune: \(run)")
+            #expect(exists(archives[0]) && exists(archives[1]))
+        }
+    }
+
+    @Test("a newest archive whose header does not read stops prune: an older one is not verified in its place")
+    func unreadableNewest() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            let archives = try s.datedArchives(3, in: dir, password: pw)
+            // The newest by name, later than every readable one, but garbage (a damaged header).
+            let broken = try s.file("backups/n11archive-29991231T235959Z.nu11vlt", randomBytes(4096))
+            let before = listing(of: dir)
+            let run = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw, "--json"])
+            try expectErrorDocument(run, 65, command: "prune")
+            let doc = try jsonDocument(run)
+            #expect((doc["error"] as? String)?.contains(broken) == true && (doc["error"] as? String)?.contains("nothing was deleted") == true, "\(run)")
+            #expect((doc["hint"] as? String)?.contains("n11archive info") == true, "\(run)")
+            #expect(listing(of: dir) == before, "prune deleted archives while the newest is damaged")
+
+            // The same second as the newest readable archive, but a later -N: also the newest.
+            try FileManager.default.removeItem(atPath: broken)
+            let stamped = lastComponent(archives[2]).prefix("n11archive-YYYYMMDDTHHMMSSZ".count)
+            let sameSecond = dir + "/" + stamped + "-99.nu11vlt"
+            try writeBytes(randomBytes(100), to: sameSecond)
+            expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw]), 65)
+            #expect(exists(archives[0]) && exists(archives[1]))
+
+            // An unreadable file dated before the newest readable archive is only warned about.
+            try FileManager.default.removeItem(atPath: sameSecond)
+            let old = try s.file("backups/n11archive-20000101T000000Z.nu11vlt", randomBytes(100))
+            let pruned = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw])
+            expectExit(pruned, 0)
+            #expect(pruned.err.contains("warning:") && pruned.err.contains(old), "\(pruned)")
+            #expect(!exists(archives[0]) && !exists(archives[1]) && exists(archives[2]) && exists(old))
+        }
+    }
+
+    @Test("prune on a file or a missing path says which, and gives no mkdir advice")
+    func pruneNotADirectory() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let file = try s.file("backup.nu11vlt", Array("x".utf8))
+            let onFile = try s.run(["prune", file, "--keep-last", "1"])
+            expectExit(onFile, 66)
+            #expect(onFile.err.contains("'\(file)' is not a directory") && onFile.err.contains("nothing was deleted"), "\(onFile)")
+            #expect(!onFile.err.contains("mkdir") && onFile.err.contains("hint:"), "\(onFile)")
+            #expect(try readBytes(file) == Array("x".utf8))
+            let missing = try s.run(["prune", s.path("nowhere"), "--keep-last", "1"])
+            expectExit(missing, 66)
+            #expect(missing.err.contains("does not exist; nothing was deleted") && !missing.err.contains("mkdir"), "\(missing)")
+            let createOnFile = try s.run(["create", "--secure", "--output-dir", file])
+            expectExit(createOnFile, 66)
+            #expect(createOnFile.err.contains("is not a directory; nothing was written"), "\(createOnFile)")
+        }
+    }
+
     @Test("prune: usage errors and a missing directory")
     func pruneUsage() throws {
         try withSandbox { s in
