@@ -282,7 +282,8 @@ struct Info: ParsableCommand {
         let kdf: ArchiveHeader.KDF?
         let entries: Int
         let items: Int
-        let size: Int64
+        /// The archive file's size; named as in `create`'s document, which reports the same.
+        let archiveBytes: Int64
     }
 
     func run() throws {
@@ -290,7 +291,7 @@ struct Info: ParsableCommand {
         let h = reader.header
         let summary = Summary(archive: file, formatVersion: 1, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               kdf: h.kdf, entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,
-                              size: reader.fileSize)
+                              archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
         Console.out("format:   n11archive version 1")

@@ -57,11 +57,12 @@ enum Output {
         arguments.dropFirst().prefix(while: { $0 != "--" }).contains("--json")
     }
 
-    /// The command's name for documents ("create", "vault list"), from the command line.
+    /// The command's name for documents ("create", "vault list", "password generate"), from
+    /// the command line (the two command groups name their subcommand too).
     static func commandName(from arguments: [String]) -> String {
         let words = Array(arguments.dropFirst().prefix(while: { !$0.hasPrefix("-") }).prefix(2))
         guard let first = words.first else { return "" }
-        if first == "vault", words.count > 1 { return "vault " + words[1] }
+        if ["vault", "password"].contains(first), words.count > 1 { return first + " " + words[1] }
         return first
     }
 }

@@ -48,6 +48,14 @@ struct PasswordCLITests {
         }
     }
 
+    @Test("a usage error under --json names the whole command, `password generate`")
+    func usageErrorDocumentNamesSubcommand() throws {
+        try withSandbox { s in
+            let result = try s.run(["password", "generate", "--length", "0", "--json"])
+            try expectErrorDocument(result, 64, command: "password generate")
+        }
+    }
+
     @Test("password generate -o makes a new 0600 file and never replaces one")
     func generateToFile() throws {
         try withSandbox { s in
