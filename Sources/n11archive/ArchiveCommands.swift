@@ -11,19 +11,19 @@ struct Create: ParsableCommand {
         abstract: "Back the vault up into an encrypted .nu11vlt archive.",
         discussion: """
         Examples:
-          n11archive create --portable -o vault.nu11vlt     # asks for a password twice
+          n11archive create --portable -o vault.nu11vlt   # asks for a password twice
           n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
           n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
-          n11archive create --portable --output-dir ~/backups --password-file ~/.n11pass --quiet
-        With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC;
-        -2, -3, … if that name exists), the form `n11archive prune` looks for.
-        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM);
-        secure archives keep the vault ciphertext and add AES-256-GCM under a key that
-        never leaves this machine's key store. A portable archive's password is refused
-        if its estimated entropy is under 40 bits (unless --allow-weak-password) and
-        warned about under 60; `n11archive password generate` makes a strong one.
-        Expired fade items are left out. The output appears only when complete; an
+          n11archive create --portable --output-dir ~/backups --password-file pw
+        With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
+        -2, -3, … if that name exists), the form `n11archive prune` looks for. \
+        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM); \
+        secure archives keep the vault ciphertext and add AES-256-GCM under a key that \
+        never leaves this machine's key store. A portable archive's password is refused \
+        if its estimated entropy is under 40 bits (unless --allow-weak-password) and \
+        warned about under 60; `n11archive password generate` makes a strong one. \
+        Expired fade items are left out. The output appears only when complete; an \
         existing file is replaced only with --force.
         """)
 
@@ -190,7 +190,7 @@ struct Verify: ParsableCommand {
         discussion: """
         Examples:
           n11archive verify vault.nu11vlt --password-file ~/.n11pass
-          n11archive verify nightly.nu11vlt            # secure: uses this machine's key store
+          n11archive verify nightly.nu11vlt     # secure: this machine's key store
         Exit status 0 only if the whole archive is sound.
         """)
 
@@ -309,13 +309,13 @@ struct Restore: ParsableCommand {
         abstract: "Restore an archive into a vault, or export its items as plain files.",
         discussion: """
         Examples:
-          n11archive restore vault.nu11vlt                       # into this home's vault
+          n11archive restore vault.nu11vlt          # into this home's vault
           n11archive restore vault.nu11vlt --vault ~/vault2 --dry-run
-          n11archive restore vault.nu11vlt --export ~/photos     # plaintext files, explicitly
-        All or nothing: every tag, size and digest is verified and every item staged before any
-        becomes visible; on any failure the destination is left exactly as it was. Items that
-        are already in the vault unchanged are skipped; one that differs stops the restore
-        unless --overwrite. Expired fade items are reported and skipped. On a machine without
+          n11archive restore vault.nu11vlt --export ~/photos   # plaintext files
+        All or nothing: every tag, size and digest is verified and every item staged before any \
+        becomes visible; on any failure the destination is left exactly as it was. Items that \
+        are already in the vault unchanged are skipped; one that differs stops the restore \
+        unless --overwrite. Expired fade items are reported and skipped. On a machine without \
         a key store, restoring a portable archive creates one (like `init`).
         """)
 

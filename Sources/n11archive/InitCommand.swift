@@ -10,8 +10,8 @@ struct Init: ParsableCommand {
         discussion: """
         Examples:
           n11archive init
-          n11archive init --pin                       # asks for a PIN twice on the terminal
-          n11archive init --pin --pin-file ~/.n11pin  # unattended: PIN from a 0600 file
+          n11archive init --pin                        # asks for a PIN twice
+          n11archive init --pin --pin-file ~/.n11pin   # PIN from a 0600 file
         An existing key store is never replaced.
         """)
 

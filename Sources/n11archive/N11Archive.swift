@@ -9,10 +9,10 @@ struct N11Archive: ParsableCommand {
           n11archive init
           n11archive vault add IMG_0001.jpg
           n11archive create --portable -o vault.nu11vlt
-          n11archive restore vault.nu11vlt        # on another machine, with the password
+          n11archive restore vault.nu11vlt   # on another machine, with the password
         `n11archive COMMAND --help` shows each command's options and examples.
-        Exit codes: 0 ok, 1 other failure, 64 usage, 65 damaged or tampered data, 66 missing input,
-        73 output exists, 74 I/O error (disk full, read-only), 75 busy (locked), 77 wrong PIN or
+        Exit codes: 0 ok, 1 other failure, 64 usage, 65 damaged or tampered data, 66 missing input, \
+        73 output exists, 74 I/O error (disk full, read-only), 75 busy (locked), 77 wrong PIN or \
         password or missing key, 78 not initialised or unsafe permissions.
         """,
         version: "0.1.0",

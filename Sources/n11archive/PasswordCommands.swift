@@ -25,9 +25,9 @@ extension PasswordCommand {
               n11archive password generate --length 32 --no-symbols
               n11archive password generate -o ~/.n11pass     # a new file, mode 0600
             The password alone goes to stdout (or FILE), the entropy to stderr:
-            "entropy: 157 bits (Very Strong)" is length × log2(pool size), exact here
-            because every character is drawn uniformly and independently (there is
-            no "one of each class" rule). Weak < 40 bits, Moderate < 60, Strong < 100,
+            "entropy: 157 bits (Very Strong)" is length × log2(pool size), exact here \
+            because every character is drawn uniformly and independently (there is \
+            no "one of each class" rule). Weak < 40 bits, Moderate < 60, Strong < 100, \
             Very Strong ≥ 100. Pools: a–z, A–Z, 0–9, the 32 ASCII punctuation marks.
             """)
 

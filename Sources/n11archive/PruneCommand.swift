@@ -10,15 +10,15 @@ struct Prune: ParsableCommand {
         abstract: "Delete old dated archives from a directory, keeping those a retention policy names.",
         discussion: """
         Examples:
-          n11archive prune ~/backups --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --password-file ~/.n11pass
+          n11archive prune ~/backups --keep-daily 7 --keep-weekly 4 --password-file pw
           n11archive prune ~/backups --keep-last 3 --dry-run
-        Only archives that n11archive made are considered: files directly in DIR (not below,
-        not symlinks) named n11archive-YYYYMMDDTHHMMSSZ[-N].nu11vlt whose header reads as an
-        n11archive archive. Anything else is never touched. Archives are ordered by the time
-        in their header; --keep-daily N keeps the newest archive of each of the N most recent
-        UTC days that have one (--keep-weekly: ISO weeks, --keep-monthly: months), --keep-last
-        N the N newest; the rules add up and the newest archive is always kept. Before
-        anything is deleted the newest archive is verified in full (it needs the password, or
+        Only archives that n11archive made are considered: files directly in DIR (not below, \
+        not symlinks) named n11archive-YYYYMMDDTHHMMSSZ[-N].nu11vlt whose header reads as an \
+        n11archive archive. Anything else is never touched. Archives are ordered by the time \
+        in their header; --keep-daily N keeps the newest archive of each of the N most recent \
+        UTC days that have one (--keep-weekly: ISO weeks, --keep-monthly: months), --keep-last \
+        N the N newest; the rules add up and the newest archive is always kept. Before \
+        anything is deleted the newest archive is verified in full (it needs the password, or \
         for a secure archive this machine's key store); if that fails nothing is deleted.
         """)
 

@@ -169,8 +169,8 @@ extension VaultCommand {
             Examples:
               n11archive vault cat 3F2A9C1B > photo.jpg
               n11archive vault cat 3F2A9C1B -o photo.jpg
-            The item's tag is verified before anything is written: with -o the file appears only
-            if the item is intact; to stdout, the item is checked in a first pass and decrypted
+            The item's tag is verified before anything is written: with -o the file appears only \
+            if the item is intact; to stdout, the item is checked in a first pass and decrypted \
             in a second, from the same open file.
             """)
 
@@ -264,7 +264,7 @@ extension VaultCommand {
             discussion: """
             Example (e.g. weekly from cron):
               n11archive vault verify
-            Exit 0 only if every item is intact; otherwise each damaged item is named and the
+            Exit 0 only if every item is intact; otherwise each damaged item is named and the \
             exit status is 65.
             """)
 

@@ -11,6 +11,7 @@ import N11TestSupport
 struct CommandEntry: CustomStringConvertible {
     let path: [String]
     let abstract: String
+    var discussion: String = ""
     var description: String { (["n11archive"] + path).joined(separator: " ") }
 }
 
@@ -24,7 +25,8 @@ func commandTree() throws -> [CommandEntry] {
     }
     var entries: [CommandEntry] = []
     func walk(_ command: [String: Any], _ path: [String]) {
-        entries.append(CommandEntry(path: path, abstract: command["abstract"] as? String ?? ""))
+        entries.append(CommandEntry(path: path, abstract: command["abstract"] as? String ?? "",
+                                    discussion: command["discussion"] as? String ?? ""))
         for sub in command["subcommands"] as? [[String: Any]] ?? [] {
             guard let name = sub["commandName"] as? String, name != "help" else { continue }
             walk(sub, path + [name])
@@ -75,6 +77,24 @@ struct HelpAndCompletionTests {
                 let example = "n11archive" + command.path.map { " " + $0 }.joined() + " "
                 let lines = help.out.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
                 #expect(lines.contains { ($0 + " ").hasPrefix(example) }, "no example line starting with '\(example)' in `\(command) --help`:\n\(help.out)")
+            }
+        }
+    }
+
+    @Test("help text reads cleanly at 80 columns: examples fit on a line, prose is not hard-wrapped")
+    func helpWrapsCleanly() throws {
+        for command in try commandTree() {
+            let lines = command.discussion.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            for (i, line) in lines.enumerated() {
+                if line.hasPrefix("  ") {
+                    // An example (indented): the help's 80 columns must hold it whole.
+                    #expect(line.count <= 78, "`\(command) --help`: example longer than 78 characters: \(line)")
+                } else if let last = line.last, i + 1 < lines.count, let next = lines[i + 1].first, next != " ",
+                          !".:)".contains(last) {
+                    // Prose broken mid-sentence in the source: the parser wraps each source
+                    // line on its own, so the help shows ragged half-lines.
+                    Issue.record("`\(command) --help`: prose hard-wrapped after \"\(line)\"")
+                }
             }
         }
     }
