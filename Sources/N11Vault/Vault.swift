@@ -147,14 +147,40 @@ public final class Vault: @unchecked Sendable {
         let metaDir = Path.join(path, Self.metaDirectory)
         let names: [String]
         do { names = try Directory.entries(of: metaDir) } catch { throw VaultError.wrap(error) }
+        let ids = names.compactMap { name -> String? in
+            guard name.hasSuffix("." + Self.metaExtension) else { return nil }
+            let id = String(name.dropLast(Self.metaExtension.count + 1))
+            return UUID(uuidString: id) != nil ? id : nil
+        }
+        // Opening every record (read, decrypt, decode) is most of the time `vault list` and
+        // the start of `create` take on a big vault: the records are split over the cores.
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4, ids.count / 256))
+        var results = [(found: [ItemMetadata], damaged: [String])](repeating: ([], []), count: parts)
+        results.withUnsafeMutableBufferPointer { slots in
+            let slots = UncheckedSendable(slots)
+            let me = UncheckedSendable(self)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let range = (ids.count * part / parts)..<(ids.count * (part + 1) / parts)
+                slots.value[part] = me.value.openRecords(ids[range], in: metaDir)
+            }
+        }
+        var found = results.flatMap(\.found)
+        let damaged = results.flatMap(\.damaged).sorted()
+        found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
+        cachedItems = found
+        cachedDamaged = damaged
+        return found
+    }
+
+    /// Opens the records of `ids`; touches nothing shared but the read-only key store, so
+    /// several run at once.
+    private func openRecords(_ ids: ArraySlice<String>, in metaDir: String) -> (found: [ItemMetadata], damaged: [String]) {
         var found: [ItemMetadata] = []
         var damaged: [String] = []
-        for name in names where name.hasSuffix("." + Self.metaExtension) {
-            let id = String(name.dropLast(Self.metaExtension.count + 1))
-            guard UUID(uuidString: id) != nil else { continue }
+        for id in ids {
             // A record that does not open is reported, not fatal: one damaged file must not
             // keep the user from every other item (or from removing or restoring that one).
-            guard let sealed = try? FileDescriptor.openForReading(Path.join(metaDir, name)).readAll(limit: 64 << 10),
+            guard let sealed = try? FileDescriptor.openForReading(Path.join(metaDir, "\(id).\(Self.metaExtension)")).readAll(limit: 64 << 10),
                   let opened = Compartment.allCases.lazy.compactMap({ compartment in
                       ItemMetadata.open(sealed, id: id, key: self.keyStore.key(for: compartment))
                           .flatMap { $0.compartment == compartment ? $0 : nil }
@@ -164,10 +190,7 @@ public final class Vault: @unchecked Sendable {
             }
             found.append(opened)
         }
-        found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
-        cachedItems = found
-        cachedDamaged = damaged
-        return found
+        return (found, damaged)
     }
 
     /// IDs whose metadata record exists but does not open (damaged, or not this key store's).
@@ -351,4 +374,11 @@ public final class Vault: @unchecked Sendable {
         if !expired.isEmpty { try remove(expired) }
         return expired
     }
+}
+
+/// Hands a value to `DispatchQueue.concurrentPerform` where the caller guarantees the
+/// concurrent uses do not conflict (each iteration writes its own slot; the vault is only read).
+private struct UncheckedSendable<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }
