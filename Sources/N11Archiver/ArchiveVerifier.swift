@@ -46,7 +46,7 @@ public enum ArchiveVerifier {
         switch archive.header.mode {
         case .portable:
             let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            var buffer = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: item.size))
+            var buffer = [UInt8].scratch(count: SingleTagStream.bufferSize(for: item.size))
             defer { buffer.wipe() }
             while true {
                 let n = try checked.read(into: &buffer, offset: 0, count: buffer.count)

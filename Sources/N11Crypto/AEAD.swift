@@ -176,8 +176,20 @@ public enum AEAD {
 extension Array where Element == UInt8 {
     /// Overwrites the bytes with zeros in a way the optimiser keeps.
     public mutating func wipe() {
+        wipe(prefix: count)
+    }
+
+    /// Overwrites the first `length` bytes: the part of a streaming buffer that was used.
+    /// Wiping whole 64 KiB chunk buffers after every 2 KiB note was 3% of a verify.
+    public mutating func wipe(prefix length: Int) {
         withUnsafeMutableBytes { raw in
-            if let base = raw.baseAddress { OPENSSL_cleanse(base, raw.count) }
+            if let base = raw.baseAddress { OPENSSL_cleanse(base, Swift.min(length, raw.count)) }
         }
+    }
+
+    /// A buffer whose bytes are not set, for streaming buffers that are always written before
+    /// they are read: zeroing three 64 KiB buffers per item cost more than sealing a note.
+    public static func scratch(count: Int) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
     }
 }

@@ -40,17 +40,19 @@ public final class ChunkedStreamSealer {
     private var sealed: [UInt8]
     private var counter: UInt64 = 0
     private var finished = false
+    /// How much of `pending` ever held plaintext: only that is wiped.
+    private var pendingUsed = 0
     public private(set) var plaintextLength: Int64 = 0
     public private(set) var sealedLength: Int64 = 0
 
     public init(key: SecureBytes, sink: ByteSink) throws(CryptoError) {
         context = try AEADContext(ChunkedStream.algorithm, key: key, encrypting: true)
         self.sink = sink
-        pending = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
-        sealed = [UInt8](repeating: 0, count: ChunkedStream.sealedChunkSize)
+        pending = .scratch(count: ChunkedStream.chunkSize)
+        sealed = .scratch(count: ChunkedStream.sealedChunkSize)
     }
 
-    deinit { pending.wipe() }
+    deinit { pending.wipe(prefix: pendingUsed) }
 
     public func write(_ bytes: ArraySlice<UInt8>) throws {
         precondition(!finished)
@@ -65,6 +67,7 @@ public final class ChunkedStreamSealer {
                 }
             }
             pendingCount += take
+            pendingUsed = max(pendingUsed, pendingCount)
             index += take
         }
         plaintextLength += Int64(bytes.count)
@@ -112,16 +115,18 @@ public final class ChunkedStreamOpener {
     private var lookahead: UInt8? = nil
     private var counter: UInt64 = 0
     private var done = false
+    /// How much of `plain` ever held plaintext: only that is wiped.
+    private var plainUsed = 0
     public private(set) var plaintextLength: Int64 = 0
 
     public init(key: SecureBytes, source: ByteSource) throws(CryptoError) {
         context = try AEADContext(ChunkedStream.algorithm, key: key, encrypting: false)
         self.source = source
-        sealed = [UInt8](repeating: 0, count: ChunkedStream.sealedChunkSize + 1)
-        plain = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
+        sealed = .scratch(count: ChunkedStream.sealedChunkSize + 1)
+        plain = .scratch(count: ChunkedStream.chunkSize)
     }
 
-    deinit { plain.wipe() }
+    deinit { plain.wipe(prefix: plainUsed) }
 
     /// The next verified plaintext chunk, or nil at the authenticated end of the stream.
     public func nextChunk() throws -> ArraySlice<UInt8>? {
@@ -154,15 +159,16 @@ public final class ChunkedStreamOpener {
         // Say what went wrong when we can tell: a chunk that verifies as non-last where the
         // data ends means truncation; one that verifies as last with data after it, trailing data.
         if try attempt(bodyLength: bodyLength, tag: tag, isLast: !isLast) {
-            plain.wipe()
+            plain.wipe(prefix: bodyLength)
             throw isLast ? .truncated : .trailingData
         }
-        plain.wipe()
+        plain.wipe(prefix: bodyLength)
         throw CryptoError.authenticationFailed
     }
 
     private func attempt(bodyLength: Int, tag: [UInt8], isLast: Bool) throws(CryptoError) -> Bool {
         try context.start(nonce: ChunkedStream.nonce(counter: counter, isLast: isLast))
+        plainUsed = max(plainUsed, bodyLength)
         try context.update(sealed, count: bodyLength, into: &plain)
         return context.finishOpening(tag: tag)
     }

@@ -58,7 +58,9 @@ final class ChunkedSealingSource: ByteSource {
     /// sealer's sink, the two would keep each other alive (and their buffers) forever.
     private let output = MemorySink()
     private var outputStart = 0
-    private var input = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
+    private var input = [UInt8].scratch(count: ChunkedStream.chunkSize)
+    /// How much of `input` ever held plaintext: only that is wiped.
+    private var inputUsed = 0
     private var finished = false
 
     init(_ payload: ByteSource, key: SecureBytes) throws {
@@ -66,7 +68,7 @@ final class ChunkedSealingSource: ByteSource {
         sealer = try ChunkedStreamSealer(key: key, sink: output)
     }
 
-    deinit { input.wipe() }
+    deinit { input.wipe(prefix: inputUsed) }
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         while outputStart == output.bytes.count {
@@ -74,6 +76,7 @@ final class ChunkedSealingSource: ByteSource {
             output.bytes.removeAll(keepingCapacity: true)
             outputStart = 0
             let n = try payload.read(into: &input, offset: 0, count: input.count)
+            inputUsed = max(inputUsed, n)
             if n == 0 {
                 try sealer.finish()
                 finished = true
@@ -102,7 +105,7 @@ final class SingleTagPlaintextSource: ByteSource {
 
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, sizeHint: Int64?) throws {
         self.source = source
-        input = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: sizeHint) + AEADAlgorithm.tagLength)
+        input = .scratch(count: SingleTagStream.bufferSize(for: sizeHint) + AEADAlgorithm.tagLength)
         context = try AEADContext(algorithm, key: key, encrypting: false)
         var nonce = [UInt8](repeating: 0, count: AEADAlgorithm.standardNonceLength)
         guard try source.readFully(into: &nonce, count: nonce.count) == nonce.count else { throw CryptoError.truncated }
@@ -149,7 +152,7 @@ final class SingleTagCheckingSource: ByteSource {
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws {
         tee = TeeSource(source)
         plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key, sizeHint: expectedLength)
-        scratch = [UInt8](repeating: 0, count: SingleTagStream.bufferSize(for: expectedLength))
+        scratch = .scratch(count: SingleTagStream.bufferSize(for: expectedLength))
         expectedDigest = expectedSHA256
         self.expectedLength = expectedLength
     }

@@ -45,8 +45,8 @@ public enum SingleTagStream {
         try context.start(nonce: nonce, aad: aad)
         try sink.write(nonce[...])
         let bufferSize = bufferSize(for: sizeHint)
-        var input = [UInt8](repeating: 0, count: bufferSize)
-        var output = [UInt8](repeating: 0, count: bufferSize)
+        var input = [UInt8].scratch(count: bufferSize)
+        var output = [UInt8].scratch(count: bufferSize)
         defer { input.wipe() }
         var total: Int64 = 0
         while true {
@@ -77,8 +77,8 @@ public enum SingleTagStream {
         // input[0..<held] always holds bytes not yet decrypted; the final `tagLength` of them
         // may be the tag, so they are only decrypted once more data proves they are not.
         let bufferSize = bufferSize(for: sizeHint)
-        var input = [UInt8](repeating: 0, count: bufferSize + tagLength)
-        var output = [UInt8](repeating: 0, count: bufferSize)
+        var input = [UInt8].scratch(count: bufferSize + tagLength)
+        var output = [UInt8].scratch(count: bufferSize)
         defer { output.wipe() }
         var held = 0
         var total: Int64 = 0
