@@ -7,6 +7,10 @@
 static inline zip_int64_t n11_zip_supports_readable(void) {
     return ZIP_SOURCE_SUPPORTS_READABLE;
 }
+/* What the archive output source (ZipOutputFile) answers to ZIP_SOURCE_SUPPORTS. */
+static inline zip_int64_t n11_zip_supports_writable(void) {
+    return ZIP_SOURCE_SUPPORTS_WRITABLE;
+}
 static inline int n11_zip_attributes_are_symlink(zip_uint32_t attributes) {
     return S_ISLNK((attributes >> 16) & 0xffff);
 }

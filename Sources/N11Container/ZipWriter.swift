@@ -4,8 +4,9 @@ import N11System
 
 /// Writes a ZIP of STORED entries with libzip. Entries are added with a factory; libzip pulls
 /// each entry's bytes through a source callback while `finish()` runs, so no entry is ever
-/// held in memory whole. libzip writes `<path>.XXXXXX` and renames it to `path`; the caller
-/// makes `path` durable (fsync) and publishes it (AtomicFile-style rename).
+/// held in memory whole. libzip writes straight into `path` (created here, exclusively, 0600)
+/// through `ZipOutputFile`; the caller makes it durable (fsync) and publishes it
+/// (AtomicFile-style rename), and removes it if anything failed.
 public final class ZipWriter {
     public let path: String
     private var archive: OpaquePointer?
@@ -14,11 +15,26 @@ public final class ZipWriter {
     /// buffer per entry would cost 1 MiB per item until the archive is closed.
     private let buffer = TransferBuffer()
 
+    private let output: ZipOutputFile
+
     public init(path: String) throws(ContainerError) {
         self.path = path
-        var code: Int32 = 0
-        guard let za = zip_open(path, ZIP_CREATE | ZIP_EXCL, &code) else {
-            throw .writeFailed(path: path, reason: Self.message(code))
+        do { output = try ZipOutputFile(creating: path) }
+        catch { throw .writeFailed(path: path, reason: error.description) }
+        var error = zip_error_t()
+        zip_error_init(&error)
+        defer { zip_error_fini(&error) }
+        // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
+        let context = Unmanaged.passRetained(output).toOpaque()
+        guard let source = zip_source_function_create(outputSourceCallback, context, &error) else {
+            Unmanaged<ZipOutputFile>.fromOpaque(context).release()
+            unlink(path)
+            throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
+        }
+        guard let za = zip_open_from_source(source, ZIP_CREATE, &error) else {
+            zip_source_free(source)
+            unlink(path)
+            throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
         }
         archive = za
     }
@@ -56,6 +72,8 @@ public final class ZipWriter {
             let reason = String(cString: zip_strerror(za))
             zip_discard(za)
             if let failure = providers.lazy.compactMap(\.failure).first { throw failure }
+            // Disk full, read-only and the like reach the caller as the system error they are.
+            if let failure = output.failure { throw failure }
             throw ContainerError.writeFailed(path: path, reason: reason)
         }
     }
