@@ -34,12 +34,19 @@ public final class ReadAhead: @unchecked Sendable {
     /// Set by the worker when `open` or a read threw; handed to the consumer of that stream.
     private var failure: (stream: Int, error: any Error)?
     private var cancelled = false
+    private var producerDone = false
     private var thread: pthread_t?
+    /// Who sleeps on `changed`. A sleeper is woken only once half the blocks are ready for
+    /// it: a wake-up per block made both threads switch context for every small item.
+    private var consumerWaiting = false
+    private var producerWaiting = false
+    private let wakeBatch: Int
 
     public init(count: Int, blockSize: Int = 256 << 10, blocks: Int = 8, open: @escaping Opener) {
         self.count = count
         self.open = open
         free = (0..<max(2, blocks)).map { _ in Block(size: blockSize) }
+        wakeBatch = max(1, max(2, blocks) / 2)
         pthread_mutex_init(lock, nil)
         pthread_cond_init(changed, nil)
     }
@@ -115,7 +122,7 @@ public final class ReadAhead: @unchecked Sendable {
                     done = block.isEnd
                     locked {
                         filled.append(block)
-                        pthread_cond_broadcast(changed)
+                        if consumerWaiting && filled.count - filledStart >= wakeBatch { pthread_cond_broadcast(changed) }
                     }
                 }
             } catch {
@@ -126,11 +133,21 @@ public final class ReadAhead: @unchecked Sendable {
                 return
             }
         }
+        locked {
+            producerDone = true
+            pthread_cond_broadcast(changed)
+        }
     }
 
     private func takeFreeBlock() -> Block? {
         locked {
-            while free.isEmpty && !cancelled { pthread_cond_wait(changed, lock) }
+            if free.isEmpty {
+                // Everything is filled: the reader must get going before we can.
+                if consumerWaiting { pthread_cond_broadcast(changed) }
+                producerWaiting = true
+                while free.isEmpty && !cancelled { pthread_cond_wait(changed, lock) }
+                producerWaiting = false
+            }
             return cancelled ? nil : free.removeLast()
         }
     }
@@ -142,8 +159,14 @@ public final class ReadAhead: @unchecked Sendable {
             let block: Block = try locked {
                 while filledStart == filled.count {
                     if let failure, failure.stream == index { throw failure.error }
-                    if failure != nil || cancelled || thread == nil { throw SystemError("the read-ahead worker stopped", errno: ECANCELED) }
+                    if failure != nil || cancelled || producerDone || thread == nil {
+                        throw SystemError("the read-ahead worker stopped", errno: ECANCELED)
+                    }
+                    // Nothing to read: the worker must not sleep waiting for room meanwhile.
+                    if producerWaiting { pthread_cond_broadcast(changed) }
+                    consumerWaiting = true
                     pthread_cond_wait(changed, lock)
+                    consumerWaiting = false
                 }
                 return filled[filledStart]
             }
@@ -174,7 +197,7 @@ public final class ReadAhead: @unchecked Sendable {
             filledStart += 1
             if filledStart > 64 { filled.removeFirst(filledStart); filledStart = 0 }
             free.append(block)
-            pthread_cond_broadcast(changed)
+            if producerWaiting && free.count >= wakeBatch { pthread_cond_broadcast(changed) }
         }
     }
 
