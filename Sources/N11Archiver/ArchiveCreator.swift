@@ -99,14 +99,20 @@ public enum ArchiveCreator {
             try writer.addEntry(name: EntryName.keyWrap, size: Int64(keyWrap.count), modified: mtime) { MemorySource(keyWrap) }
             try writer.addEntry(name: EntryName.manifest, size: Int64(sealedManifest.count), modified: mtime) { MemorySource(sealedManifest) }
             progress?.begin(items: live.count, bytes: live.reduce(0) { $0 + $1.size })
-            // Vault items are read, checked and re-encrypted on a second thread while libzip
-            // checksums and writes on this one. From `start()` on, only the worker touches the
-            // vault. Each entry's key goes into one reused locked buffer: the sealing source
-            // copies it into its cipher context when it is made, before the next derivation.
-            let entryKey = try SecureBytes(count: 32)
-            let readAhead = ReadAhead(count: live.count) { index in
-                try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: manifestItems[index].entry, into: entryKey)
-                return try itemSource(live[index], vault: vault, mode: request.mode, entryKey: entryKey)
+            // Vault items are read, checked and re-encrypted on worker threads (as many as
+            // there are cores, up to 4; items take turns) while libzip checksums and writes on
+            // this one: re-encrypting is the slower half, and items are independent. From
+            // `start()` on only the workers touch the vault, and only to read. Each worker
+            // derives its entries' keys into its own reused locked buffer: the sealing source
+            // copies the key into its cipher context when it is made, before the next one.
+            let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
+            let keySlots = try (0..<lanes).map { _ in try SecureBytes(count: 32) }
+            let readAhead = ReadAheadLanes(count: live.count, lanes: lanes) { lane in
+                { index in
+                    try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: manifestItems[index].entry,
+                                             into: keySlots[lane])
+                    return try itemSource(live[index], vault: vault, mode: request.mode, entryKey: keySlots[lane])
+                }
             }
             defer { readAhead.finish() }
             for (index, entry) in manifestItems.enumerated() {

@@ -207,3 +207,36 @@ public final class ReadAhead: @unchecked Sendable {
         return try body()
     }
 }
+
+/// Several `ReadAhead` workers taking turns: stream i is produced by lane i % lanes, so
+/// producing runs on as many threads as there are lanes while the consumer still reads
+/// every stream in order. For producers that are the slower half and whose streams are
+/// independent: creating an archive re-encrypts each vault item on its own. `makeOpener`
+/// is called once per lane, so each lane has its own state (key buffers); whatever the
+/// openers share must be safe to read from several threads.
+public final class ReadAheadLanes: @unchecked Sendable {
+    private let lanes: [ReadAhead]
+
+    public init(count: Int, lanes laneCount: Int, makeOpener: (Int) -> ReadAhead.Opener) {
+        let n = max(1, laneCount)
+        lanes = (0..<n).map { lane in
+            let open = makeOpener(lane)
+            // Lane `lane` produces streams lane, lane + n, lane + 2n, …
+            return ReadAhead(count: (count - lane + n - 1) / n) { local in try open(lane + local * n) }
+        }
+    }
+
+    public func start() throws(SystemError) {
+        for lane in lanes { try lane.start() }
+    }
+
+    /// Stops every worker and waits for them. Idempotent.
+    public func finish() {
+        for lane in lanes { lane.finish() }
+    }
+
+    /// The consumer's view of stream `index`; streams are read in order, each to its end.
+    public func stream(_ index: Int) -> ByteSource {
+        lanes[index % lanes.count].stream(index / lanes.count)
+    }
+}

@@ -125,4 +125,38 @@ struct ReadAheadTests {
         let ahead = ReadAhead(count: 1) { _ in StepSource([1, 2, 3], step: 3) }
         #expect(throws: SystemError.self) { _ = try drain(ahead.stream(0), readSize: 8) }
     }
+
+    @Test("lanes: streams produced by several workers in turn still arrive whole and in order")
+    func lanesKeepOrder() throws {
+        let lengths = (0..<501).map { ($0 * 37) % 3000 }
+        let lanes = ReadAheadLanes(count: lengths.count, lanes: 3) { lane in
+            { index in
+                // Each lane must get exactly its own streams: lane, lane + 3, lane + 6, …
+                guard index % 3 == lane else { throw SystemError("stream \(index) opened by lane \(lane)", errno: EINVAL) }
+                return StepSource(content(index, length: lengths[index]), step: 700)
+            }
+        }
+        try lanes.start()
+        defer { lanes.finish() }
+        for (index, length) in lengths.enumerated() {
+            #expect(try drain(lanes.stream(index), readSize: 1000) == content(index, length: length), "stream \(index)")
+        }
+    }
+
+    @Test("lanes: a failure in one lane reaches the reader at that stream, after every earlier one")
+    func laneFailure() throws {
+        let lanes = ReadAheadLanes(count: 10, lanes: 2) { _ in
+            { index in
+                if index == 5 { throw SystemError("cannot open", path: "item-5", errno: ENOENT) }
+                return StepSource(content(index, length: 100), step: 100)
+            }
+        }
+        try lanes.start()
+        defer { lanes.finish() }
+        for index in 0..<5 {
+            #expect(try drain(lanes.stream(index), readSize: 64) == content(index, length: 100))
+        }
+        let error = #expect(throws: SystemError.self) { _ = try drain(lanes.stream(5), readSize: 64) }
+        #expect(error?.path == "item-5")
+    }
 }
