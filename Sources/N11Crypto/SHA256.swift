@@ -9,8 +9,11 @@ public final class SHA256Digest {
     /// `finish()` returns all zeros, which matches no real digest, so a check fails safe.
     public init() {
         context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        EVP_DigestInit_ex(context, Self.algorithm, nil)
     }
+
+    /// Fetched once rather than looked up by EVP_sha256() on every init (see `AEADAlgorithm`).
+    nonisolated(unsafe) private static let algorithm = EVP_MD_fetch(nil, "SHA256", nil)
 
     deinit { EVP_MD_CTX_free(context) }
 
@@ -28,7 +31,7 @@ public final class SHA256Digest {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &out, &length)
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        EVP_DigestInit_ex(context, Self.algorithm, nil)
         return out
     }
 
