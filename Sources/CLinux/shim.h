@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <stddef.h>
+#include <malloc.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -25,6 +26,11 @@ static inline int n11_rename_noreplace(const char *from, const char *to) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+/* malloc_trim is declared in <malloc.h>, which the Glibc module does not bring in. */
+static inline void n11_release_free_heap(void) {
+    malloc_trim(0);
 }
 
 /* syncfs(2): glibc declares it only under _GNU_SOURCE. */

@@ -90,7 +90,8 @@ public enum ArchiveCreator {
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let sealedManifest = try ChunkedStream.seal(manifestBytes, key: manifestKey)
 
-            // libzip writes `<temp>.XXXXXX` and renames it to `<temp>`: both carry this PID.
+            // The ZIP is written straight into this temp name (it carries our PID, so a
+            // concurrent create's sweep of dead writers' leftovers leaves it alone).
             let temp = Path.join(outputDirectory, AtomicFile.tempName(for: Path.lastComponent(of: output)))
             defer { unlink(temp) }
             let writer = try ZipWriter(path: temp)

@@ -12,11 +12,24 @@ public final class ArchiveReader {
     public let path: String
     public let header: ArchiveHeader
     public let fileSize: Int64
-    let zip: ZipReader
-    let entries: [ZipEntryInfo]
+    /// The open ZIP and its checked entries. Let go while Argon2id runs (see `unlock`).
+    /// nil only while `unlock` derives a key (see `derivingWithoutContainer`).
+    private var container: Container?
     let keyWrap: [UInt8]
 
+    var zip: ZipReader { container!.zip }
+    var entries: [ZipEntryInfo] { container!.entries }
     public var itemEntryCount: Int { entries.count - EntryName.fixed.count }
+
+    private final class Container {
+        let zip: ZipReader
+        let entries: [ZipEntryInfo]
+        let headerBytes: [UInt8]
+        let keyWrap: [UInt8]
+        init(zip: ZipReader, entries: [ZipEntryInfo], headerBytes: [UInt8], keyWrap: [UInt8]) {
+            self.zip = zip; self.entries = entries; self.headerBytes = headerBytes; self.keyWrap = keyWrap
+        }
+    }
 
     public init(path: String) throws(ArchiveError) {
         self.path = path
@@ -29,39 +42,68 @@ public final class ArchiveReader {
             guard try fd.readFully(into: &magic, count: 4) == 4, magic == [0x50, 0x4B, 0x03, 0x04] else {
                 throw ArchiveError.notAnArchive(archive: path, why: "it is not a ZIP file")
             }
-            zip = try ZipReader(path: path)
-            let count = zip.entryCount
-            guard count >= EntryName.fixed.count else { throw FormatError.notAnArchive("\(count) entries") }
-            guard count <= EntryName.fixed.count + FormatLimits.items else {
-                throw FormatError.limitExceeded("\(count) entries (at most \(EntryName.fixed.count + FormatLimits.items))")
-            }
-            var entries: [ZipEntryInfo] = []
-            entries.reserveCapacity(count)
-            var names = Set<String>()
-            for index in 0..<count {
-                let entry = try zip.entry(at: index)
-                if index < EntryName.fixed.count {
-                    guard entry.name == EntryName.fixed[index] else {
-                        throw index == 0 ? FormatError.notAnArchive("first entry is not \(EntryName.header)") : FormatError.invalidEntryName(entry.name)
-                    }
-                } else {
-                    _ = try EntryName.parseItem(entry.name)
-                }
-                guard names.insert(entry.name).inserted else { throw FormatError.invalidManifest("entry '\(entry.name)' appears twice") }
-                entries.append(entry)
-            }
-            self.entries = entries
-            guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
-            guard entries[1].size == Int64(FormatLimits.keyWrapBytes) else { throw FormatError.invalidHeader("key wrap of \(entries[1].size) bytes") }
-            guard let manifestPayload = FormatLimits.payloadLength(sealedLength: entries[2].size) else {
-                throw FormatError.invalidManifest("an entry of \(entries[2].size) bytes is no sealed stream")
-            }
-            guard manifestPayload <= FormatLimits.manifestBytes else {
-                throw FormatError.limitExceeded("manifest of \(manifestPayload) bytes (at most \(FormatLimits.manifestBytes))")
-            }
-            header = try ArchiveHeader(parsing: try Self.readSmall(entries[0], from: zip))
-            keyWrap = try Self.readSmall(entries[1], from: zip)
+            let opened = try Self.openContainer(path)
+            container = opened
+            header = try ArchiveHeader(parsing: opened.headerBytes)
+            keyWrap = opened.keyWrap
         } catch { throw ArchiveError.reading(path, error) }
+    }
+
+    /// Opens the ZIP and checks its entries against the layout (FORMAT.md §1, §8).
+    private static func openContainer(_ path: String) throws -> Container {
+        let zip = try ZipReader(path: path)
+        let count = zip.entryCount
+        guard count >= EntryName.fixed.count else { throw FormatError.notAnArchive("\(count) entries") }
+        guard count <= EntryName.fixed.count + FormatLimits.items else {
+            throw FormatError.limitExceeded("\(count) entries (at most \(EntryName.fixed.count + FormatLimits.items))")
+        }
+        var entries: [ZipEntryInfo] = []
+        entries.reserveCapacity(count)
+        var names = Set<String>()
+        for index in 0..<count {
+            let entry = try zip.entry(at: index)
+            if index < EntryName.fixed.count {
+                guard entry.name == EntryName.fixed[index] else {
+                    throw index == 0 ? FormatError.notAnArchive("first entry is not \(EntryName.header)") : FormatError.invalidEntryName(entry.name)
+                }
+            } else {
+                _ = try EntryName.parseItem(entry.name)
+            }
+            guard names.insert(entry.name).inserted else { throw FormatError.invalidManifest("entry '\(entry.name)' appears twice") }
+            entries.append(entry)
+        }
+        guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
+        guard entries[1].size == Int64(FormatLimits.keyWrapBytes) else { throw FormatError.invalidHeader("key wrap of \(entries[1].size) bytes") }
+        guard let manifestPayload = FormatLimits.payloadLength(sealedLength: entries[2].size) else {
+            throw FormatError.invalidManifest("an entry of \(entries[2].size) bytes is no sealed stream")
+        }
+        guard manifestPayload <= FormatLimits.manifestBytes else {
+            throw FormatError.limitExceeded("manifest of \(manifestPayload) bytes (at most \(FormatLimits.manifestBytes))")
+        }
+        return Container(zip: zip, entries: entries, headerBytes: try readSmall(entries[0], from: zip),
+                         keyWrap: try readSmall(entries[1], from: zip))
+    }
+
+    /// Argon2id's memory is the peak of a portable verify or restore, and with 100,000 items
+    /// libzip's central directory (about half a KiB an entry) pushed that peak past the bound
+    /// (Argon2id + 64 MiB). So the ZIP is closed while the key is derived and opened again
+    /// after, and its heap handed back to the system. The second opening must show the same
+    /// header and key wrap: the key is derived from the first, and everything read later is
+    /// authenticated under it.
+    private func derivingWithoutContainer<T>(_ derive: () throws -> T) throws -> T {
+        container = nil
+        Heap.releaseFreePages()
+        let result: T
+        do { result = try derive() } catch {
+            container = try? Self.openContainer(path)
+            throw error
+        }
+        let reopened = try Self.openContainer(path)
+        guard reopened.headerBytes == header.bytes, reopened.keyWrap == keyWrap else {
+            throw ArchiveError.damaged(archive: path, what: "the archive changed while it was being read")
+        }
+        container = reopened
+        return result
     }
 
     /// Reads a small entry to its end: libzip checks an entry's CRC-32 only when a read
@@ -83,7 +125,7 @@ public final class ArchiveReader {
             case .portable:
                 guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
                 guard let secret = try password() else { throw ArchiveError.passwordNeeded }
-                let kek = try ArchiveKeys.portableKEK(password: secret, kdf: kdf)
+                let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
                 do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
                 catch { throw ArchiveError.wrongPassword(archive: path) }
             case .secure:

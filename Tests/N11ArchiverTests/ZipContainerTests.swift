@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import N11Archiver
 import N11Container
 import N11System
 import N11TestSupport
@@ -81,6 +82,46 @@ struct ZipContainerTests {
             try Data("keep me".utf8).write(to: URL(fileURLWithPath: path))
             #expect(throws: ContainerError.self) { _ = try ZipWriter(path: path) }
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("keep me".utf8))
+        }
+    }
+}
+
+/// A portable unlock lets go of the ZIP while Argon2id runs (its memory is the peak) and
+/// opens it again after: what it reopens must be the archive it derived the key for.
+@Suite("Unlock: reopening the archive after the key derivation")
+struct ReopenAfterDerivationTests {
+    @Test("an archive replaced while its key is derived is refused as damaged, not read")
+    func replacedDuringDerivation() throws {
+        try withTemporaryDirectory { dir in
+            let (_, vault) = try makeVault(in: dir, name: "v")
+            _ = try vault.add(note(Array("first".utf8), name: "a"))
+            let path = dir + "/a.nu11vlt", other = dir + "/b.nu11vlt"
+            try createArchive(from: vault, mode: .portable, to: path)
+            try createArchive(from: vault, mode: .portable, to: other)
+            let reader = try ArchiveReader(path: path)
+            let error = expectArchiveError("damaged", kind: .damaged, "replaced while deriving") {
+                // The password is read after the first opening and before the derivation:
+                // swap the file in between, as a concurrent writer could.
+                _ = try reader.unlock(password: {
+                    #expect(rename(other, path) == 0)
+                    return try secret(testPassword)
+                }, keyStore: { throw NoKeyStore() })
+            }
+            // Caught by the reopening itself, not later by chance (B's manifest would not open either).
+            #expect(error.map { "\($0)" }?.contains("changed while it was being read") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("an unchanged archive unlocks and every item verifies after the reopening")
+    func unchangedReopens() throws {
+        try withTemporaryDirectory { dir in
+            let (store, vault) = try makeVault(in: dir, name: "v")
+            _ = try vault.add(note(Array("first".utf8), name: "a"))
+            _ = try vault.add(photo([UInt8](repeating: 7, count: 300_000), name: "b.jpg"))
+            let path = dir + "/a.nu11vlt"
+            try createArchive(from: vault, mode: .portable, to: path)
+            let archive = try unlock(path, keyStore: store)
+            #expect(try ArchiveVerifier.verify(archive, keyStore: store).items == 2)
         }
     }
 }
