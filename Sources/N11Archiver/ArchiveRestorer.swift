@@ -63,18 +63,13 @@ public enum ArchiveRestorer {
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
         let path = archive.reader.path
-        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
-        let payloads = archive.payloads(plan.map(\.index))
+        let payloads = try ArchiveVerifier.startPayloads(archive, plan.map(\.index), progress: progress)
         defer { payloads.finish() }
-        do { try payloads.start() } catch { throw .system(error) }
         if dryRun {
-            for (n, step) in plan.enumerated() {
-                let item = archive.manifest.items[step.index]
-                do {
-                    try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: vault.keyStore,
-                                                  into: DiscardingSink(), progress: progress)
-                } catch { throw .itemFailed(archive: path, id: item.id, error) }
-                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
+            try ArchiveVerifier.checkAll(archive, plan.map(\.index), payloads: payloads, keyStore: vault.keyStore,
+                                         progress: progress) { n in
+                let step = plan[n]
+                record(archive.manifest.items[step.index], replaces: step.replaces, repairs: step.repairs, in: &report)
             }
             progress?.finish()
             return report
@@ -165,17 +160,12 @@ public enum ArchiveRestorer {
             plan.append((index, relative))
         }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
-        progress?.begin(items: plan.count, bytes: plan.reduce(0) { $0 + archive.manifest.items[$1.index].size })
-        let payloads = archive.payloads(plan.map(\.index))
+        let payloads = try ArchiveVerifier.startPayloads(archive, plan.map(\.index), progress: progress)
         defer { payloads.finish() }
-        do { try payloads.start() } catch { throw .system(error) }
         if dryRun {
-            for (n, step) in plan.enumerated() {
-                let item = archive.manifest.items[step.index]
-                do {
-                    try ArchiveVerifier.checkItem(archive, index: step.index, payload: payloads.stream(n), keyStore: keyStore,
-                                                  into: DiscardingSink(), progress: progress)
-                } catch { throw .itemFailed(archive: path, id: item.id, error) }
+            try ArchiveVerifier.checkAll(archive, plan.map(\.index), payloads: payloads, keyStore: keyStore,
+                                         progress: progress) { n in
+                let item = archive.manifest.items[plan[n].index]
                 report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }

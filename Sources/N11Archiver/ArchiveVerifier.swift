@@ -17,22 +17,35 @@ public enum ArchiveVerifier {
     /// `progress` counts each item's plaintext as its chunks verify.
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
-        var total: Int64 = 0
-        progress?.begin(items: archive.manifest.items.count, bytes: archive.manifest.items.reduce(0) { $0 + $1.size })
         let indices = Array(archive.manifest.items.indices)
-        let payloads = archive.payloads(indices)
+        let payloads = try startPayloads(archive, indices, progress: progress)
         defer { payloads.finish() }
-        do { try payloads.start() } catch { throw .system(error) }
-        for index in indices {
-            let item = archive.manifest.items[index]
-            do {
-                try checkItem(archive, index: index, payload: payloads.stream(index), keyStore: keyStore, into: DiscardingSink(),
-                              progress: progress)
-            } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: item.id, error) }
-            total += item.size
-        }
+        try checkAll(archive, indices, payloads: payloads, keyStore: keyStore, progress: progress) { _ in }
         progress?.finish()
-        return Report(items: archive.manifest.items.count, plaintextBytes: total)
+        return Report(items: indices.count, plaintextBytes: archive.manifest.items.reduce(0) { $0 + $1.size })
+    }
+
+    /// Announces the totals of items `indices` to `progress` and starts reading their payloads
+    /// on a worker (see `UnlockedArchive.payloads`); the caller calls `finish()` on it.
+    static func startPayloads(_ archive: UnlockedArchive, _ indices: [Int],
+                              progress: ArchiveProgress?) throws(ArchiveError) -> ReadAhead {
+        progress?.begin(items: indices.count, bytes: indices.reduce(0) { $0 + archive.manifest.items[$1].size })
+        let payloads = archive.payloads(indices)
+        do { try payloads.start() } catch { throw .system(error) }
+        return payloads
+    }
+
+    /// Checks items `indices`, in order, from `payloads` (made by `startPayloads` for the same
+    /// indices), writing nothing; `verified(n)` follows each item that held.
+    static func checkAll(_ archive: UnlockedArchive, _ indices: [Int], payloads: ReadAhead, keyStore: KeyStore?,
+                         progress: ArchiveProgress?, verified: (Int) -> Void) throws(ArchiveError) {
+        for (n, index) in indices.enumerated() {
+            do {
+                try checkItem(archive, index: index, payload: payloads.stream(n), keyStore: keyStore, into: DiscardingSink(),
+                              progress: progress)
+            } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: archive.manifest.items[index].id, error) }
+            verified(n)
+        }
     }
 
     /// Reads item `index` fully from `payload` (its verified payload, see
