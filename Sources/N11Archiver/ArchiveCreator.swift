@@ -124,7 +124,11 @@ public enum ArchiveCreator {
             // A secure archive must never exist without its key: store the key first.
             if request.mode == .secure { try vault.keyStore.addArchiveKey(id: archiveID, key: kek) }
             try readAhead.start()
-            try writer.finish()
+            do { try writer.finish() }
+            catch let error as SystemError where error.path == temp {
+                // Name the archive the user asked for, not our hidden temp file.
+                throw SystemError("cannot write the archive", path: output, errno: error.errno)
+            }
 
             let file = try FileDescriptor.openForReading(temp)
             let size = try file.status().size
