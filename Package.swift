@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "N11Crypto", dependencies: ["CSodium", "CLibCrypto", "N11System"]),
         .target(name: "N11Format", dependencies: ["N11System"]),
         .target(name: "N11Container", dependencies: ["CZip", "N11System"]),
-        .target(name: "N11Vault", dependencies: ["N11Crypto", "N11System"]),
+        .target(name: "N11Vault", dependencies: ["N11Crypto", "N11Format", "N11System"]),
         .target(name: "N11Archiver",
                 dependencies: ["N11Vault", "N11Crypto", "N11Format", "N11Container", "N11System"]),
         .executableTarget(

@@ -23,7 +23,9 @@ public enum Directory {
     }
 
     /// Names in `path`, without "." and "..", sorted for deterministic output.
-    public static func entries(of path: String) throws -> [String] {
+    /// `sorted: false` skips sorting for callers that order what they find themselves
+    /// (sorting 100,000 names was a tenth of opening a vault that size).
+    public static func entries(of path: String, sorted: Bool = true) throws -> [String] {
         guard let dir = opendir(path) else { throw SystemError("cannot list directory", path: path) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -33,7 +35,7 @@ public enum Directory {
             }
             if name != "." && name != ".." { names.append(name) }
         }
-        return names.sorted()
+        return sorted ? names.sorted() : names
     }
 
     /// fsync on the directory, so a rename or unlink in it survives a power cut.

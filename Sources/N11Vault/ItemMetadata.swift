@@ -42,6 +42,14 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
         self.size = size; self.contentTag = contentTag; self.sha256 = sha256
     }
 
+    /// For `MetadataRecordDecoding`, which reads the stored milliseconds directly.
+    init(id: String, kind: ItemKind, compartment: Compartment, name: String, createdMilliseconds: Int64,
+         expiresMilliseconds: Int64?, size: Int64, contentTag: String, sha256: String) {
+        self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
+        self.createdMilliseconds = createdMilliseconds; self.expiresMilliseconds = expiresMilliseconds
+        self.size = size; self.contentTag = contentTag; self.sha256 = sha256
+    }
+
     enum CodingKeys: String, CodingKey {
         case id, kind, compartment, name, size, contentTag, sha256
         case createdMilliseconds = "created", expiresMilliseconds = "expires"
@@ -85,8 +93,14 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
                                          tag: Array(sealed[(sealed.count - t)...]),
                                          aad: associatedData(id: id)) else { return nil }
         defer { plain.wipe() }
-        guard let metadata = try? decoder.decode(ItemMetadata.self, from: Data(plain)), metadata.id == id else { return nil }
+        guard let metadata = decode(plain), metadata.id == id else { return nil }
         return metadata
+    }
+
+    /// A decrypted record's fields: the direct reader when the record is in the shape this
+    /// vault writes, `JSONDecoder` for anything else (see `MetadataRecordDecoding`).
+    static func decode(_ plain: [UInt8]) -> ItemMetadata? {
+        MetadataRecordDecoding.metadata(from: plain) ?? (try? decoder.decode(ItemMetadata.self, from: Data(plain)))
     }
 }
 

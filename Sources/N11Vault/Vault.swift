@@ -146,11 +146,13 @@ public final class Vault: @unchecked Sendable {
         if let cachedItems { return cachedItems }
         let metaDir = Path.join(path, Self.metaDirectory)
         let names: [String]
-        do { names = try Directory.entries(of: metaDir) } catch { throw VaultError.wrap(error) }
+        // Unsorted: the items are sorted by creation time below.
+        do { names = try Directory.entries(of: metaDir, sorted: false) } catch { throw VaultError.wrap(error) }
+        let suffix = "." + Self.metaExtension
         let ids = names.compactMap { name -> String? in
-            guard name.hasSuffix("." + Self.metaExtension) else { return nil }
-            let id = String(name.dropLast(Self.metaExtension.count + 1))
-            return UUID(uuidString: id) != nil ? id : nil
+            guard name.hasSuffix(suffix) else { return nil }
+            let id = String(name.dropLast(suffix.utf8.count))
+            return Self.isUUIDText(id) ? id : nil
         }
         // Opening every record (read, decrypt, decode) is most of the time `vault list` and
         // the start of `create` take on a big vault: the records are split over the cores.
@@ -170,6 +172,25 @@ public final class Vault: @unchecked Sendable {
         cachedItems = found
         cachedDamaged = damaged
         return found
+    }
+
+    /// The textual UUID form (8-4-4-4-12 hex digits, either case) that `UUID(uuidString:)`
+    /// accepts, checked without parsing: this runs once per file in `Meta/`.
+    static func isUUIDText(_ text: String) -> Bool {
+        var count = 0
+        for byte in text.utf8 {
+            switch count {
+            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+            default:
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): break
+                default: return false
+                }
+            }
+            count += 1
+            if count > 36 { return false }
+        }
+        return count == 36
     }
 
     /// Opens the records of `ids`; touches nothing shared but the read-only key store, so
