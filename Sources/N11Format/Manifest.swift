@@ -23,6 +23,14 @@ public struct Manifest: Codable, Sendable, Equatable {
             payloadSize = mode == .portable ? size : size + 28
         }
 
+        /// Every field as stored, for `Manifest.scanned`.
+        init(id: String, kind: ItemKindName, compartment: CompartmentName, name: String, created: Date, expires: Date?,
+             size: Int64, sha256: String, entry: String, payloadSize: Int64) {
+            self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
+            self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
+            self.entry = entry; self.payloadSize = payloadSize
+        }
+
         static let fields: Set<String> = ["id", "kind", "compartment", "name", "created", "expires", "size", "sha256", "entry", "payloadSize"]
 
         public init(from decoder: any Decoder) throws {
@@ -64,6 +72,10 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.items = items
     }
 
+    init(version: Int, archiveId: String, mode: ArchiveMode, created: Date, items: [Item]) {
+        self.version = version; self.archiveId = archiveId; self.mode = mode; self.created = created; self.items = items
+    }
+
     static let fields: Set<String> = ["version", "archiveId", "mode", "created", "items"]
 
     public init(from decoder: any Decoder) throws {
@@ -81,8 +93,12 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// Parses decrypted manifest bytes and checks them against the header (FORMAT.md §6).
     public init(parsing bytes: [UInt8], header: ArchiveHeader) throws(FormatError) {
         if let problem = StrictJSONValidator.problem(in: bytes) { throw .invalidManifest(problem) }
-        do { self = try JSONCoding.decoder().decode(Manifest.self, from: Data(bytes)) }
-        catch { throw .invalidManifest(JSONCoding.reason(error)) }
+        if let scanned = Self.scanned(bytes) {
+            self = scanned
+        } else {
+            do { self = try JSONCoding.decoder().decode(Manifest.self, from: Data(bytes)) }
+            catch { throw .invalidManifest(JSONCoding.reason(error)) }
+        }
         guard version == 1 else { throw .unsupportedVersion(version) }
         guard archiveId == header.archiveIDHex, mode == header.mode, created == header.created else {
             throw .invalidManifest("it belongs to another archive")
