@@ -88,7 +88,14 @@ public struct Manifest: Codable, Sendable, Equatable {
         items = try c.decode([Item].self, forKey: .items)
     }
 
-    public func serialized() throws -> [UInt8] { Array(try JSONCoding.encoder().encode(self)) }
+    /// The manifest's JSON: written directly when no string needs escaping (always, for the
+    /// IDs, digests and names create writes, unless a name has a quote, a backslash or a
+    /// control character), byte for byte what `JSONCoding.encoder()` writes; by that encoder
+    /// otherwise. JSONEncoder took about 6 µs per item, on the thread that then writes the ZIP.
+    public func serialized() throws -> [UInt8] {
+        if let written = directlyWritten() { return written }
+        return Array(try JSONCoding.encoder().encode(self))
+    }
 
     /// Parses decrypted manifest bytes and checks them against the header (FORMAT.md §6).
     public init(parsing bytes: [UInt8], header: ArchiveHeader) throws(FormatError) {

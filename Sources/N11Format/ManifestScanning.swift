@@ -71,3 +71,62 @@ extension FastJSONScanner.Value {
     var string: String? { if case .string(let s) = self { return s } else { return nil } }
     var integer: Int64? { if case .integer(let n) = self { return n } else { return nil } }
 }
+
+extension Manifest {
+    /// What `JSONCoding.encoder()` writes (sorted keys, no white space, `expires` left out when
+    /// absent), or nil if a string would need an escape.
+    func directlyWritten() -> [UInt8]? {
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + items.count * 330)
+        func raw(_ text: StaticString) {
+            out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
+        func string(_ text: String) -> Bool {
+            out.append(UInt8(ascii: "\""))
+            for byte in text.utf8 {
+                guard byte >= 0x20, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { return false }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        func number(_ value: Int64) { out.append(contentsOf: String(value).utf8) }
+
+        raw(#"{"archiveId":"#)
+        guard string(archiveId) else { return nil }
+        raw(#","created":"#)
+        guard string(Timestamp.string(created)) else { return nil }
+        raw(#","items":["#)
+        for (n, item) in items.enumerated() {
+            raw(n == 0 ? #"{"compartment":"# : #",{"compartment":"#)
+            guard string(item.compartment.rawValue) else { return nil }
+            raw(#","created":"#)
+            guard string(Timestamp.string(item.created)) else { return nil }
+            raw(#","entry":"#)
+            guard string(item.entry) else { return nil }
+            if let expires = item.expires {
+                raw(#","expires":"#)
+                guard string(Timestamp.string(expires)) else { return nil }
+            }
+            raw(#","id":"#)
+            guard string(item.id) else { return nil }
+            raw(#","kind":"#)
+            guard string(item.kind.rawValue) else { return nil }
+            raw(#","name":"#)
+            guard string(item.name) else { return nil }
+            raw(#","payloadSize":"#)
+            number(item.payloadSize)
+            raw(#","sha256":"#)
+            guard string(item.sha256) else { return nil }
+            raw(#","size":"#)
+            number(item.size)
+            raw("}")
+        }
+        raw(#"],"mode":"#)
+        guard string(mode.rawValue) else { return nil }
+        raw(#","version":"#)
+        number(Int64(version))
+        raw("}")
+        return out
+    }
+}

@@ -40,6 +40,21 @@ struct FastJSONTests {
         #expect(try Manifest(parsing: bytes, header: Self.header) == manifest)
     }
 
+    @Test("the direct writer writes byte for byte what JSONEncoder writes, or leaves it to JSONEncoder")
+    func directWriter() throws {
+        let names = ["IMG_0001.jpg", "Ünïcödé ✓ 😀.txt", "del\u{7F}", "line sep \u{2028} para \u{2029}", "a/b\\c", "tab\tx",
+                     "quote\"", "\u{1F}unit", "~!@#$%^&*()_+{}[]|:;'<>?,.`", String(repeating: "é", count: 127)]
+        for (n, name) in names.enumerated() {
+            let manifest = Manifest(header: Self.header, items: [Self.item(n, name: name, fade: n % 2 == 0), Self.item(n + 100, name: "x")])
+            let encoded = Array(try JSONCoding.encoder().encode(manifest))
+            #expect(try manifest.serialized() == encoded, "\(name)")
+            let needsEscape = name.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+            #expect((manifest.directlyWritten() == nil) == needsEscape, "\(name)")
+        }
+        let empty = Manifest(header: Self.header, items: [])
+        #expect(try #require(empty.directlyWritten()) == Array(try JSONCoding.encoder().encode(empty)))
+    }
+
     @Test("names that JSON must escape leave the manifest to JSONDecoder, with the same result")
     func escapedNames() throws {
         for name in [#"quote " inside"#, #"back\slash"#, "tab\there", "bell\u{07}", "del\u{7F}ok"] {
