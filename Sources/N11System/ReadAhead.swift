@@ -221,8 +221,10 @@ public final class ReadAheadLanes: @unchecked Sendable {
         let n = max(1, laneCount)
         lanes = (0..<n).map { lane in
             let open = makeOpener(lane)
-            // Lane `lane` produces streams lane, lane + n, lane + 2n, …
-            return ReadAhead(count: (count - lane + n - 1) / n) { local in try open(lane + local * n) }
+            // Lane `lane` produces streams lane, lane + n, lane + 2n, …, up to 4 MiB ahead:
+            // with 2 MiB (one photo) a lane stalled until the writer drained its last item
+            // (measured: create on the mixed set 1.90 s → 1.78 s, medians of 6).
+            return ReadAhead(count: (count - lane + n - 1) / n, blocks: 16) { local in try open(lane + local * n) }
         }
     }
 
