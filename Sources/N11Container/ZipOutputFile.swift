@@ -91,6 +91,10 @@ final class ZipOutputFile {
             done += n
         }
         flushedEnd = max(flushedEnd, bufferStart + Int64(bufferLength))
+        // The archive is fsynced once it is complete; started now, the writeback of each
+        // megabyte overlaps the encryption of the next instead of all of it waiting for that
+        // fsync (a fifth of create's wall time on the mixed set went to that wait).
+        FileDescriptor.startWriteback(fd, offset: bufferStart, count: bufferLength)
         bufferStart += Int64(bufferLength)
         bufferLength = 0
         return true

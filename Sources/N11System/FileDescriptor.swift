@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// An open file descriptor owned by exactly one object, closed when that object goes away.
@@ -123,6 +124,13 @@ public final class FileDescriptor: @unchecked Sendable {
 
     public func sync() throws {
         guard fsync(rawValue) == 0 else { throw SystemError("cannot fsync", path: path) }
+    }
+
+    /// Asks the kernel to start writing `count` bytes at `offset` of the open file `fd` to
+    /// disk, without waiting. A writer of a big file calls this as it goes, so its final
+    /// fsync finds little left to do. Advisory: errors surface at that fsync, not here.
+    public static func startWriteback(_ fd: Int32, offset: Int64, count: Int) {
+        _ = n11_start_writeback(fd, offset, Int64(count))
     }
 }
 
