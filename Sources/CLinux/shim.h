@@ -25,12 +25,6 @@ static inline int n11_rename_noreplace(const char *from, const char *to) {
 #else
     errno = ENOSYS;
     return -1;
-
-/* sync_file_range(2) with SYNC_FILE_RANGE_WRITE (2): start writeback of a range without
-   waiting for it; glibc declares it only under _GNU_SOURCE. */
-static inline int n11_start_writeback(int fd, long long offset, long long count) {
-    return (int)syscall(SYS_sync_file_range, fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
-}
 #endif
 }
 
@@ -47,6 +41,12 @@ static inline int n11_syncfs(int fd) {
 /* sync_file_range(2) with SYNC_FILE_RANGE_WRITE (2): start writeback of a range without
    waiting for it; glibc declares it only under _GNU_SOURCE. */
 static inline int n11_start_writeback(int fd, long long offset, long long count) {
+#ifdef SYS_sync_file_range
     return (int)syscall(SYS_sync_file_range, fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
+#else
+    /* Only advisory: without it the final fsync does all the writing, as before. */
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 #endif
