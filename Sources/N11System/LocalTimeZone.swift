@@ -4,9 +4,10 @@ import Glibc
 /// libzip calls `mktime` for each entry's DOS time when it opens an archive: four system calls
 /// per item, a quarter of the time `verify` spent before reading any payload of a 20,000-item
 /// archive. Naming that same file in `TZ` makes glibc read it once per process. Local times
-/// stay what they were; a `TZ` the user set is left alone.
+/// stay what they were; a `TZ` the user set (even an empty one) is left alone. Processes we
+/// start (`--password-command`) inherit the setting, which names the zone they would use anyway.
 public enum LocalTimeZone {
-    public static func readOnce() {
+    public static func pinToZoneFile() {
         setenv("TZ", ":/etc/localtime", 0)  // 0: keep an existing value
     }
 }

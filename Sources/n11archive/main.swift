@@ -4,7 +4,7 @@ import N11System
 
 // Secrets are about to be held: keep them out of core dumps before anything else runs.
 ProcessHardening.disableCoreDumps()
-LocalTimeZone.readOnce()
+LocalTimeZone.pinToZoneFile()
 
 // The one place where a failure becomes an exit code (README's table) and, with --json, the
 // one error document on stdout carrying that same code.
