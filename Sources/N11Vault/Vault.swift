@@ -174,8 +174,10 @@ public final class Vault: @unchecked Sendable {
         return found
     }
 
-    /// The textual UUID form (8-4-4-4-12 hex digits, either case) that `UUID(uuidString:)`
-    /// accepts, checked without parsing: this runs once per file in `Meta/`.
+    /// The textual UUID form (8-4-4-4-12 hex digits, either case), checked without parsing:
+    /// this runs once per file in `Meta/`. Stricter than `UUID(uuidString:)`, which also takes
+    /// forms like `+621E1F8-…` or `…-0x247A3E6E5F` that the vault never writes: files named so
+    /// are now passed over like any other stray file rather than listed as damaged records.
     static func isUUIDText(_ text: String) -> Bool {
         var count = 0
         for byte in text.utf8 {

@@ -74,8 +74,13 @@ struct MetadataRecordTests {
         }
     }
 
-    @Test("the Meta/ file-name check accepts exactly what UUID(uuidString:) accepts")
+    @Test("the Meta/ file-name check: canonical UUIDs in either case, nothing looser")
     func uuidNames() {
+        // Forms UUID(uuidString:) also takes but the vault never writes: passed over.
+        for loose in ["+621E1F8-C36C-495A-93FC-0C247A3E6E5F", "E621E1F8-C36C-495A-93FC- C247A3E6E5F",
+                      "E621E1F8-C36C-495A-93FC-0x247A3E6E5F"] {
+            #expect(!Vault.isUUIDText(loose), "\(loose)")
+        }
         let samples = [UUID().uuidString, UUID().uuidString.lowercased(), "00000000-0000-0000-0000-000000000000",
                        "0000000-00000-0000-0000-000000000000", "00000000-0000-0000-0000-00000000000", "00000000-0000-0000-0000-0000000000000",
                        "g0000000-0000-0000-0000-000000000000", "00000000_0000-0000-0000-000000000000", "", "not a uuid",
@@ -83,5 +88,6 @@ struct MetadataRecordTests {
         for text in samples {
             #expect(Vault.isUUIDText(text) == (UUID(uuidString: text) != nil), "\(text)")
         }
+        #expect(Vault.isUUIDText(UUID().uuidString) && Vault.isUUIDText(UUID().uuidString.lowercased()))
     }
 }
