@@ -1,5 +1,6 @@
 import Foundation
 import N11Crypto
+import N11Format
 import N11System
 
 /// A vault directory (seed 003 layout):
@@ -152,7 +153,10 @@ public final class Vault: @unchecked Sendable {
         let ids = names.compactMap { name -> String? in
             guard name.hasSuffix(suffix) else { return nil }
             let id = String(name.dropLast(suffix.utf8.count))
-            return Self.isUUIDText(id) ? id : nil
+            // Records are named by their item's canonical ID (upper-case UUID text); any other
+            // name is a stray file, passed over like one (a record under another spelling of
+            // its ID could never open: the ID is its associated data).
+            return EntryName.isCanonicalID(id) ? id : nil
         }
         // Opening every record (read, decrypt, decode) is most of the time `vault list` and
         // the start of `create` take on a big vault: the records are split over the cores.
@@ -172,27 +176,6 @@ public final class Vault: @unchecked Sendable {
         cachedItems = found
         cachedDamaged = damaged
         return found
-    }
-
-    /// The textual UUID form (8-4-4-4-12 hex digits, either case), checked without parsing:
-    /// this runs once per file in `Meta/`. Stricter than `UUID(uuidString:)`, which also takes
-    /// forms like `+621E1F8-…` or `…-0x247A3E6E5F` that the vault never writes: files named so
-    /// are now passed over like any other stray file rather than listed as damaged records.
-    static func isUUIDText(_ text: String) -> Bool {
-        var count = 0
-        for byte in text.utf8 {
-            switch count {
-            case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
-            default:
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): break
-                default: return false
-                }
-            }
-            count += 1
-            if count > 36 { return false }
-        }
-        return count == 36
     }
 
     /// Opens the records of `ids`; touches nothing shared but the read-only key store, so

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import N11TestSupport
 @testable import N11Vault
 
 /// The catalogue reads each metadata record with `MetadataRecordDecoding` first; it must give
@@ -74,20 +75,23 @@ struct MetadataRecordTests {
         }
     }
 
-    @Test("the Meta/ file-name check: canonical UUIDs in either case, nothing looser")
-    func uuidNames() {
-        // Forms UUID(uuidString:) also takes but the vault never writes: passed over.
-        for loose in ["+621E1F8-C36C-495A-93FC-0C247A3E6E5F", "E621E1F8-C36C-495A-93FC- C247A3E6E5F",
-                      "E621E1F8-C36C-495A-93FC-0x247A3E6E5F"] {
-            #expect(!Vault.isUUIDText(loose), "\(loose)")
+    @Test("Meta/ files named by a canonical ID are records (damaged if they do not open); other names are stray files")
+    func recordNames() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let item = try vault.add(note("kept"))
+            let sealed = try #require(FileManager.default.contents(atPath: metadataPath(of: item, in: vault)))
+            let garbageID = "00000000-0000-4000-8000-000000000000"
+            // Another spelling of the real record's ID, and forms UUID(uuidString:) also takes.
+            let stray = [item.id.lowercased(), "+" + item.id.dropFirst(), String(item.id.dropLast(12)) + "0x" + item.id.suffix(10)]
+            #expect(FileManager.default.createFile(atPath: dir + "/vault/Meta/\(garbageID).n11meta", contents: Data([1, 2, 3])))
+            for name in stray {
+                #expect(FileManager.default.createFile(atPath: dir + "/vault/Meta/\(name).n11meta", contents: sealed), "\(name)")
+            }
+            let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            #expect(try reopened.items().map(\.id) == [item.id])
+            #expect(try reopened.damagedItemIDs() == [garbageID])
         }
-        let samples = [UUID().uuidString, UUID().uuidString.lowercased(), "00000000-0000-0000-0000-000000000000",
-                       "0000000-00000-0000-0000-000000000000", "00000000-0000-0000-0000-00000000000", "00000000-0000-0000-0000-0000000000000",
-                       "g0000000-0000-0000-0000-000000000000", "00000000_0000-0000-0000-000000000000", "", "not a uuid",
-                       "{00000000-0000-0000-0000-000000000000}", "00000000-0000-0000-0000-00000000000é"]
-        for text in samples {
-            #expect(Vault.isUUIDText(text) == (UUID(uuidString: text) != nil), "\(text)")
-        }
-        #expect(Vault.isUUIDText(UUID().uuidString) && Vault.isUUIDText(UUID().uuidString.lowercased()))
     }
 }
