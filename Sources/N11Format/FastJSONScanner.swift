@@ -13,6 +13,9 @@ public struct FastJSONScanner {
         case string(String)
         case integer(Int64)
         case null
+
+        public var string: String? { if case .string(let s) = self { return s } else { return nil } }
+        public var integer: Int64? { if case .integer(let n) = self { return n } else { return nil } }
     }
 
     /// An object key's bytes (never escaped), valid only inside the `object` callback.
@@ -22,6 +25,14 @@ public struct FastJSONScanner {
             bytes.count == name.utf8CodeUnitCount && bytes.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         }
         public var string: String? { String(validating: bytes, as: UTF8.self) }
+    }
+
+    /// Stores `value` in an empty `slot`. False for a repeated field or a value that is
+    /// missing or of the wrong type, which makes the caller decline the document.
+    public static func fill<T>(_ slot: inout T?, _ value: T?) -> Bool {
+        guard slot == nil, let value else { return false }
+        slot = value
+        return true
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>

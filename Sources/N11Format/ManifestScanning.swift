@@ -23,10 +23,10 @@ extension Manifest {
                     return true
                 }
                 guard let value = scanner.value() else { return false }
-                if key.is("version") { return fill(&version, value.integer) }
-                if key.is("archiveId") { return fill(&archiveId, value.string) }
-                if key.is("mode") { return fill(&mode, value.string.flatMap(ArchiveMode.init(rawValue:))) }
-                if key.is("created") { return fill(&created, value.string.flatMap(Timestamp.parse)) }
+                if key.is("version") { return FastJSONScanner.fill(&version, value.integer) }
+                if key.is("archiveId") { return FastJSONScanner.fill(&archiveId, value.string) }
+                if key.is("mode") { return FastJSONScanner.fill(&mode, value.string.flatMap(ArchiveMode.init(rawValue:))) }
+                if key.is("created") { return FastJSONScanner.fill(&created, value.string.flatMap(Timestamp.parse)) }
                 return false  // unknown: JSONDecoder names it
             }
             guard complete, let version, let archiveId, let mode, let created, let items,
@@ -40,17 +40,17 @@ extension Manifest {
         var expires: Date?, size: Int64?, sha256: String?, entry: String?, payloadSize: Int64?
         let complete = scanner.object { key, scanner in
             guard let value = scanner.value() else { return false }
-            if key.is("id") { return fill(&id, value.string) }
-            if key.is("kind") { return fill(&kind, value.string.flatMap(ItemKindName.init(rawValue:))) }
-            if key.is("compartment") { return fill(&compartment, value.string.flatMap(CompartmentName.init(rawValue:))) }
-            if key.is("name") { return fill(&name, value.string) }
-            if key.is("created") { return fill(&created, value.string.flatMap(Timestamp.parse)) }
+            if key.is("id") { return FastJSONScanner.fill(&id, value.string) }
+            if key.is("kind") { return FastJSONScanner.fill(&kind, value.string.flatMap(ItemKindName.init(rawValue:))) }
+            if key.is("compartment") { return FastJSONScanner.fill(&compartment, value.string.flatMap(CompartmentName.init(rawValue:))) }
+            if key.is("name") { return FastJSONScanner.fill(&name, value.string) }
+            if key.is("created") { return FastJSONScanner.fill(&created, value.string.flatMap(Timestamp.parse)) }
             // Absent for items that do not fade; null is refused (by JSONDecoder, with its message).
-            if key.is("expires") { return fill(&expires, value.string.flatMap(Timestamp.parse)) }
-            if key.is("size") { return fill(&size, value.integer) }
-            if key.is("sha256") { return fill(&sha256, value.string) }
-            if key.is("entry") { return fill(&entry, value.string) }
-            if key.is("payloadSize") { return fill(&payloadSize, value.integer) }
+            if key.is("expires") { return FastJSONScanner.fill(&expires, value.string.flatMap(Timestamp.parse)) }
+            if key.is("size") { return FastJSONScanner.fill(&size, value.integer) }
+            if key.is("sha256") { return FastJSONScanner.fill(&sha256, value.string) }
+            if key.is("entry") { return FastJSONScanner.fill(&entry, value.string) }
+            if key.is("payloadSize") { return FastJSONScanner.fill(&payloadSize, value.integer) }
             return false
         }
         guard complete, let id, let kind, let compartment, let name, let created, let size, let sha256, let entry,
@@ -58,18 +58,6 @@ extension Manifest {
         return Item(id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires,
                     size: size, sha256: sha256, entry: entry, payloadSize: payloadSize)
     }
-
-    /// Sets an empty `slot` to a present `value`; false for a repeat or a missing/wrong value.
-    private static func fill<T>(_ slot: inout T?, _ value: T?) -> Bool {
-        guard slot == nil, let value else { return false }
-        slot = value
-        return true
-    }
-}
-
-extension FastJSONScanner.Value {
-    var string: String? { if case .string(let s) = self { return s } else { return nil } }
-    var integer: Int64? { if case .integer(let n) = self { return n } else { return nil } }
 }
 
 extension Manifest {

@@ -13,40 +13,22 @@ enum MetadataRecordDecoding {
         let complete = FastJSONScanner.scan(bytes) { scanner -> Bool? in
             scanner.object { key, scanner in
                 guard let value = scanner.value() else { return false }
-                func text(_ slot: inout String?) -> Bool {
-                    guard slot == nil, case .string(let string) = value else { return false }
-                    slot = string
-                    return true
-                }
-                func number(_ slot: inout Int64?) -> Bool {
-                    guard slot == nil, case .integer(let number) = value else { return false }
-                    slot = number
-                    return true
-                }
-                if key.is("id") { return text(&id) }
-                if key.is("name") { return text(&name) }
-                if key.is("contentTag") { return text(&contentTag) }
-                if key.is("sha256") { return text(&sha256) }
-                if key.is("created") { return number(&created) }
-                if key.is("size") { return number(&size) }
-                if key.is("kind") {
-                    guard kind == nil, case .string(let string) = value, let parsed = ItemKind(rawValue: string) else { return false }
-                    kind = parsed
-                    return true
-                }
+                if key.is("id") { return FastJSONScanner.fill(&id, value.string) }
+                if key.is("name") { return FastJSONScanner.fill(&name, value.string) }
+                if key.is("contentTag") { return FastJSONScanner.fill(&contentTag, value.string) }
+                if key.is("sha256") { return FastJSONScanner.fill(&sha256, value.string) }
+                if key.is("created") { return FastJSONScanner.fill(&created, value.integer) }
+                if key.is("size") { return FastJSONScanner.fill(&size, value.integer) }
+                if key.is("kind") { return FastJSONScanner.fill(&kind, value.string.flatMap(ItemKind.init(rawValue:))) }
                 if key.is("compartment") {
-                    guard compartment == nil, case .string(let string) = value, let parsed = Compartment(rawValue: string) else { return false }
-                    compartment = parsed
-                    return true
+                    return FastJSONScanner.fill(&compartment, value.string.flatMap(Compartment.init(rawValue:)))
                 }
                 if key.is("expires") {
-                    guard !sawExpires else { return false }
+                    // Optional in the synthesised conformance: null and absent both mean none.
+                    guard !sawExpires, value.string == nil else { return false }
                     sawExpires = true
-                    switch value {
-                    case .null: return true
-                    case .integer(let number): expires = number; return true
-                    case .string: return false
-                    }
+                    expires = value.integer
+                    return true
                 }
                 // Keys the type does not know are ignored, as its synthesised `Decodable`
                 // conformance ignores them (JSONDecoder still wants them valid UTF-8).
