@@ -17,15 +17,20 @@ static inline int n11_set_not_dumpable(void) {
 /* libFuzzer's driver, for the n11fuzz target (linked only in its -sanitize=fuzzer build). */
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
 
-/* renameat2(RENAME_NOREPLACE) through syscall(2), which is variadic (and glibc declares
-   renameat2 only under _GNU_SOURCE): publish a file without ever replacing another. */
-static inline int n11_rename_noreplace(const char *from, const char *to) {
+/* renameat2(2) through syscall(2), which is variadic (and glibc declares renameat2 only
+   under _GNU_SOURCE). Flags: 1 RENAME_NOREPLACE (publish without ever replacing another
+   file), 2 RENAME_EXCHANGE (swap two names atomically, so a replaced file can be put back). */
+static inline int n11_renameat2(int from_dir, const char *from, int to_dir, const char *to, unsigned int flags) {
 #ifdef SYS_renameat2
-    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+    return (int)syscall(SYS_renameat2, from_dir, from, to_dir, to, flags);
 #else
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+static inline int n11_rename_noreplace(const char *from, const char *to) {
+    return n11_renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }
 
 /* malloc_trim is declared in <malloc.h>, which the Glibc module does not bring in. */

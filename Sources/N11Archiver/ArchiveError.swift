@@ -1,3 +1,4 @@
+import Glibc
 import N11Container
 import N11Crypto
 import N11Format
@@ -16,6 +17,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case outputExists(path: String)
     case conflicts(ids: [String])
     case exportConflicts(paths: [String])
+    /// An export directory (or its Photos/Notes folder) that is a link or another user's.
+    case unsafeDestination(path: String, why: String)
     case passwordNeeded
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
     case tooLarge(String)
@@ -31,6 +34,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
+        case .unsafeDestination: return .configuration
         case .passwordNeeded: return .usage
         case .tooLarge: return .other
         case .vault(let e): return e.kind
@@ -53,6 +57,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "\(ids.count) item(s) in the vault differ from the archive's items of the same ID (\(ids.prefix(3).joined(separator: ", "))\(ids.count > 3 ? ", …" : "")); nothing was restored"
         case .exportConflicts(let paths):
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
+        case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and none could be read"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
@@ -71,6 +76,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .outputExists: return "pass --force to replace it, or choose another path"
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
+        case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
@@ -78,6 +84,21 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .system(let e): return e.hint
         case .caller(_, _, let hint): return hint
         default: return nil
+        }
+    }
+
+    /// Translates a failure while exporting into `destination`.
+    static func writing(_ destination: String, _ error: any Error) -> ArchiveError {
+        switch error {
+        case let e as ArchiveError: return e
+        case ExportRefusal.symbolicLink(let path):
+            return .unsafeDestination(path: path, why: "is a symbolic link, which n11archive does not follow when it writes plaintext")
+        case ExportRefusal.conflicts(let paths): return .exportConflicts(paths: paths)
+        case PrivatePermissions.Violation.wrongOwner(let path, let owner):
+            return .unsafeDestination(path: path, why: "belongs to uid \(owner), not to you (uid \(geteuid()))")
+        case let e as SystemError: return .system(e)
+        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
+        default: return .caller(kind: .other, message: "cannot export into '\(destination)': \(error)", hint: nil)
         }
     }
 

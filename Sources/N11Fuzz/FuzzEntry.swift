@@ -68,7 +68,7 @@ final class FuzzWorld: @unchecked Sendable {
         if let vault = try? Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true) {
             _ = try? ArchiveRestorer.restore(archive, into: vault, overwrite: true, dryRun: false)
         }
-        _ = try? ArchiveRestorer.export(archive, to: exportPath, keyStore: keyStore, overwrite: true, dryRun: false)
+        _ = try? ArchiveExporter.export(archive, to: exportPath, keyStore: keyStore, overwrite: true, dryRun: false)
         try? FileManager.default.removeItem(atPath: vaultPath)
         try? FileManager.default.removeItem(atPath: exportPath)
     }

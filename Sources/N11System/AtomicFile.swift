@@ -92,13 +92,17 @@ public final class AtomicFile: @unchecked Sendable {
 
     /// Removes temp files in `directory` whose writing process no longer exists (names that
     /// carry no PID are stale by definition); returns how many. Files of live processes,
-    /// another `create` into the same directory say, are left alone.
+    /// another `create` into the same directory say, are left alone, and so is anything we
+    /// cannot have written: a link, a directory, a file of another user (the directory may
+    /// be shared, and the name is easy to plant).
     @discardableResult
     public static func removeLeftovers(in directory: String) -> Int {
-        guard let names = try? Directory.entries(of: directory) else { return 0 }
+        guard let handle = try? DirectoryHandle.open(directory, followingLink: true),
+              let names = try? handle.entries() else { return 0 }
         var removed = 0
         for name in names where name.hasPrefix(tempPrefix) && !isLive(name) {
-            if unlink(Path.join(directory, name)) == 0 { removed += 1 }
+            guard let status = try? handle.status(of: name), status.kind == .regular, status.owner == geteuid() else { continue }
+            if (try? handle.removeFile(name)) != nil { removed += 1 }
         }
         return removed
     }

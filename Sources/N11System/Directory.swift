@@ -55,11 +55,13 @@ public enum Directory {
         guard n11_syncfs(fd.rawValue) == 0 else { throw SystemError("cannot flush the file system to disk", path: path) }
     }
 
-    /// Removes a directory holding only files (staging areas), and the files. Best effort:
-    /// used to throw away what is no longer wanted.
-    public static func removeFlat(_ path: String) {
-        for name in (try? entries(of: path)) ?? [] { unlink(Path.join(path, name)) }
-        rmdir(path)
+    /// Removes a staging directory of ours and what it holds, never following a link and
+    /// never entering a directory of another user (`DirectoryHandle.removePrivateTree`).
+    /// Best effort: used to throw away what is no longer wanted.
+    @discardableResult
+    public static func removePrivateTree(_ path: String) -> Bool {
+        guard let parent = try? DirectoryHandle.open(Path.directory(of: path), followingLink: true) else { return false }
+        return parent.removePrivateTree(Path.lastComponent(of: path))
     }
 
     /// Removes a file and makes the removal durable.

@@ -32,6 +32,9 @@ extension SystemError: CategorizedError {
         if isOutOfSpace { return "free some space on that file system, or write somewhere else" }
         if errno == EROFS { return "the file system is read-only; choose a writable place" }
         if isPermissionDenied { return "check the permissions of that path" }
+        if errno == ELOOP {
+            return "a symbolic link stands where n11archive expects a directory or file of its own; it never writes or deletes through links it did not create: give the real path, or remove the link"
+        }
         return nil
     }
 }

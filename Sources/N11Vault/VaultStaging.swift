@@ -137,7 +137,7 @@ public final class VaultStaging {
         // next process that opens the vault for writing, and the user must know not to retry.
         do { try Self.apply(operations, in: vault.path) }
         catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
-        Directory.removeFlat(directory)
+        Directory.removePrivateTree(directory)
         vault.forgetCachedItems()
     }
 
@@ -155,7 +155,7 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
-        Directory.removeFlat(directory)
+        Directory.removePrivateTree(directory)
     }
 
     /// Applies journal steps; each can run again after a crash with the same result.
@@ -179,14 +179,18 @@ public final class VaultStaging {
     }
 
     /// What killed runs left: a committed journal is replayed, anything else thrown away.
-    /// Called with the vault lock held. Returns how many commits were completed.
+    /// Called with the vault lock held. Returns how many commits were completed. Only real
+    /// directories of this user count: a link or another user's directory with a staging
+    /// name is left alone, never read as a journal and never deleted through.
     @discardableResult
     static func recover(in vaultPath: String) throws -> Int {
         var replayed = 0
-        for name in (try? Directory.entries(of: vaultPath)) ?? [] where name.hasPrefix(prefix) {
-            let staging = Path.join(vaultPath, name)
-            let journalPath = Path.join(staging, journalName)
-            if let bytes = try? FileDescriptor.openForReading(journalPath).readAll(limit: 256 << 20) {
+        let vaultDirectory = try DirectoryHandle.open(vaultPath, followingLink: true)
+        for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
+            guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status().owner) == geteuid() else { continue }
+            if let journal = try? staging.openFileForReading(journalName), let status = try? journal.status(),
+               status.kind == .regular, status.owner == geteuid(),
+               let bytes = try? journal.readAll(limit: 256 << 20) {
                 let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
                 let operations = lines.compactMap(Operation.init(line:))
                 // A journal is written atomically, so a partial one cannot exist; a malformed
@@ -195,10 +199,8 @@ public final class VaultStaging {
                 try apply(operations, in: vaultPath)
                 replayed += 1
             }
-            Directory.removeFlat(staging)
+            vaultDirectory.removePrivateTree(name)
         }
         return replayed
     }
 }
-
-import Glibc

@@ -362,7 +362,7 @@ struct Restore: ParsableCommand {
         var createdKeyStore = false
         if let export {
             let (archive, keyStore) = try input.unlock(reader)
-            report = try ArchiveRestorer.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun,
+            report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun,
                                                 progress: outputOptions.observer(dryRun ? "check" : "export"))
         } else {
             (report, createdKeyStore) = try restoreIntoVault(reader)

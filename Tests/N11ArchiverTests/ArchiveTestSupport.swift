@@ -157,6 +157,7 @@ extension ArchiveError {
         case .outputExists: return "outputExists"
         case .conflicts: return "conflicts"
         case .exportConflicts: return "exportConflicts"
+        case .unsafeDestination: return "unsafeDestination"
         case .passwordNeeded: return "passwordNeeded"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .vault: return "vault"

@@ -52,7 +52,7 @@ struct GoldenArchiveTests {
             #expect(report.restored.count == 2)
             #expect(try restoredItems(vault) == originals())
 
-            _ = try ArchiveRestorer.export(archive, to: dir + "/export", keyStore: nil, overwrite: false, dryRun: false)
+            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, overwrite: false, dryRun: false)
             #expect(try readBytes(dir + "/export/Notes/note.txt") == originals()["note.txt"])
             #expect(try readBytes(dir + "/export/Photos/photo.jpg") == originals()["photo.jpg"])
         }

@@ -73,7 +73,7 @@ struct ProgressTests {
             Self.check(restoring, items: 2, bytes: total, "restore \(mode)")
 
             let exporting = ProgressRecorder()
-            _ = try ArchiveRestorer.export(archive, to: dir + "/export", keyStore: store, overwrite: false, dryRun: false,
+            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: store, overwrite: false, dryRun: false,
                                            progress: exporting.observer())
             Self.check(exporting, items: 2, bytes: total, "export \(mode)")
         }

@@ -149,7 +149,7 @@ struct RestoreTests {
             #expect(report.skippedExpired == [fading.id])
             #expect(Set(try storedItems(of: dir + "/dest/vault", keyStore: store).keys) == [lasting.id])
 
-            let exported = try ArchiveRestorer.export(try unlock(archivePath, keyStore: nil), to: dir + "/export", keyStore: nil,
+            let exported = try ArchiveExporter.export(try unlock(archivePath, keyStore: nil), to: dir + "/export", keyStore: nil,
                                                       overwrite: false, dryRun: false, now: later)
             #expect(exported.skippedExpired == [fading.id])
             #expect(exists(dir + "/export/Photos/lasting.jpg") && !exists(dir + "/export/Photos/fading.jpg"))
@@ -175,11 +175,11 @@ struct RestoreTests {
 
             let exportDir = dir + "/export"
             try makeDirectory(exportDir)
-            let exported = try ArchiveRestorer.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
+            let exported = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
                                                       overwrite: false, dryRun: true)
             #expect(exported.dryRun && exported.restored.count == 2)
             #expect(listing(of: exportDir).isEmpty)
-            _ = try ArchiveRestorer.export(try unlock(s.archivePath, keyStore: nil), to: dir + "/missing/export", keyStore: nil,
+            _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: dir + "/missing/export", keyStore: nil,
                                            overwrite: false, dryRun: true)
             #expect(!exists(dir + "/missing"))
         }
@@ -198,7 +198,7 @@ struct RestoreTests {
             let before = snapshot(s.destPath)
             expectArchiveError("damaged", kind: .damaged) { _ = try s.restore(damaged, dryRun: true) }
             expectArchiveError("damaged", kind: .damaged) {
-                _ = try ArchiveRestorer.export(try unlock(damaged, keyStore: nil), to: dir + "/x", keyStore: nil, overwrite: false, dryRun: true)
+                _ = try ArchiveExporter.export(try unlock(damaged, keyStore: nil), to: dir + "/x", keyStore: nil, overwrite: false, dryRun: true)
             }
             #expect(snapshot(s.destPath) == before)
             #expect(!exists(dir + "/x"))
@@ -214,11 +214,11 @@ struct RestoreTests {
             try writeBytes(Array("old".utf8), to: exportDir + "/Photos/p.jpg")
             let before = snapshot(exportDir)
             expectArchiveError("exportConflicts", kind: .outputExists) {
-                _ = try ArchiveRestorer.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
+                _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
                                                overwrite: false, dryRun: false)
             }
             #expect(snapshot(exportDir) == before)
-            _ = try ArchiveRestorer.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
+            _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
                                            overwrite: true, dryRun: false)
             #expect(try readBytes(exportDir + "/Photos/p.jpg") == s.photoBytes)
             #expect(try readBytes(exportDir + "/Notes/n.txt") == Array("hello".utf8))
@@ -235,7 +235,7 @@ struct RestoreTests {
             let damaged = dir + "/damaged.nu11vlt"
             try writeBytes(bytes, to: damaged)
             expectArchiveError("damaged", kind: .damaged) {
-                _ = try ArchiveRestorer.export(try unlock(damaged, keyStore: nil), to: dir + "/new-export", keyStore: nil,
+                _ = try ArchiveExporter.export(try unlock(damaged, keyStore: nil), to: dir + "/new-export", keyStore: nil,
                                                overwrite: false, dryRun: false)
             }
             #expect(!exists(dir + "/new-export"), "left: \(listing(of: dir + "/new-export"))")

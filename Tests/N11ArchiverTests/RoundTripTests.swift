@@ -43,7 +43,7 @@ struct RoundTripTests {
                                  items: [ItemMetadata], plaintexts: [String: [UInt8]]) throws {
         let exportDir = dir + "/export"
         let archive = try unlock(archivePath, keyStore: mode == .secure ? keyStore : nil)
-        let report = try ArchiveRestorer.export(archive, to: exportDir, keyStore: mode == .secure ? keyStore : nil,
+        let report = try ArchiveExporter.export(archive, to: exportDir, keyStore: mode == .secure ? keyStore : nil,
                                                 overwrite: false, dryRun: false)
         #expect(report.restored.sorted() == items.map(\.id).sorted())
         var expectedFiles: Set<String> = []

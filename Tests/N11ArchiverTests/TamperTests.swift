@@ -168,7 +168,7 @@ func expectRejected(_ world: TamperWorld, _ path: String, _ expected: Set<String
 
     // 3. export into an empty directory: still empty afterwards.
     expectArchiveError(expected, kind: kind, "\(label) export", sourceLocation: sourceLocation) {
-        _ = try ArchiveRestorer.export(try open(), to: world.exportDir, keyStore: keyStore, overwrite: false, dryRun: false)
+        _ = try ArchiveExporter.export(try open(), to: world.exportDir, keyStore: keyStore, overwrite: false, dryRun: false)
     }
     #expect(listing(of: world.exportDir).isEmpty, "\(label): export left \(listing(of: world.exportDir))", sourceLocation: sourceLocation)
     return error

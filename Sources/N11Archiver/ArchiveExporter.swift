@@ -1,0 +1,334 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// Writes an archive's live items as plaintext files under a directory the user names
+/// (`Photos/NAME`, `Notes/NAME`), all or nothing. That directory may be shared with other
+/// users, so:
+///
+/// - the directory and its `Photos`/`Notes` folders are opened without following links and
+///   must belong to the user; every later step works relative to those descriptors;
+/// - every item is verified and staged in a hidden directory of ours inside it
+///   (`.n11tmp-<pid>-export.…`), made durable with one syncfs, and only then published: a
+///   folder that did not exist is moved in whole with one rename; into a folder that exists,
+///   file by file with renameat2 — `RENAME_NOREPLACE`, so a file that appeared since the
+///   conflict check is never replaced without `--overwrite`, and `RENAME_EXCHANGE` with it,
+///   so a replaced file can be put back. A failure part-way moves everything back;
+/// - leftovers of killed exports are removed only if they are real directories of ours.
+public enum ArchiveExporter {
+    /// One file to write: the item, its folder and its name there.
+    struct Target {
+        let index: Int
+        let folder: String
+        let name: String
+        /// Something is already at the target (replaced only with `--overwrite`).
+        var conflicts: Bool
+    }
+
+    public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
+                              dryRun: Bool, now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> ArchiveRestorer.Report {
+        var report = ArchiveRestorer.Report()
+        let root = Path.absolute(directory)
+        report.destination = root
+        report.dryRun = dryRun
+        let path = archive.reader.path
+
+        let destination: ExportDestination
+        do { destination = try ExportDestination(root, creating: !dryRun) } catch { throw ArchiveError.writing(root, error) }
+        var published = false
+        // A failed export into a directory this run made leaves no directory behind either.
+        defer { if !published { destination.removeIfCreated() } }
+
+        var targets: [Target] = []
+        var taken = Set<String>()
+        var conflicts: [String] = []
+        do {
+            for (index, item) in archive.manifest.items.enumerated() {
+                if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+                let (folder, name) = exportName(for: item, avoiding: &taken)
+                let conflict = try destination.conflict(at: folder, name)
+                if conflict { conflicts.append(Path.join(Path.join(root, folder), name)) }
+                targets.append(Target(index: index, folder: folder, name: name, conflicts: conflict))
+            }
+        } catch { throw ArchiveError.writing(root, error) }
+        if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
+
+        let payloads = try ArchiveVerifier.startPayloads(archive, targets.map(\.index), progress: progress)
+        defer { payloads.finish() }
+        if dryRun {
+            try ArchiveVerifier.checkAll(archive, targets.map(\.index), payloads: payloads, keyStore: keyStore,
+                                         progress: progress) { n in
+                let item = archive.manifest.items[targets[n].index]
+                report.restored.append(item.id)
+                report.plaintextBytes += item.size
+            }
+            progress?.finish()
+            return report
+        }
+
+        let staging: ExportStaging
+        do { staging = try destination.makeStaging(folders: Set(targets.map(\.folder))) } catch { throw ArchiveError.writing(root, error) }
+        defer { staging.remove() }
+        for (n, target) in targets.enumerated() {
+            let item = archive.manifest.items[target.index]
+            do {
+                let file = try staging.createFile(target.name, in: target.folder)
+                try ArchiveVerifier.checkItem(archive, index: target.index, payload: payloads.stream(n), keyStore: keyStore,
+                                              into: FileStagingSink(file), progress: progress)
+                try file.close()
+            } catch { throw .itemFailed(archive: path, id: item.id, error) }
+            report.restored.append(item.id)
+            report.plaintextBytes += item.size
+        }
+        do {
+            // Every staged file durable with one syncfs (not an fsync per file), then the moves.
+            try staging.syncFileSystem()
+            try destination.publish(staging, targets, overwrite: overwrite)
+        } catch { throw ArchiveError.writing(root, error) }
+        published = true
+        progress?.finish()
+        return report
+    }
+
+    /// The longest file name Linux file systems take (NAME_MAX), in bytes.
+    static let nameMax = 255
+
+    /// The folder (`Photos` or `Notes`) and file name for an item. A name the manifest gives
+    /// is a label, so "." and ".." become the item ID, and a second item of the same name gets
+    /// `~ID8` before its extension, its stem shortened (at a character boundary) so the name
+    /// stays within NAME_MAX.
+    static func exportName(for item: Manifest.Item, avoiding taken: inout Set<String>) -> (folder: String, name: String) {
+        let folder = item.kind.vaultKind.exportFolder
+        var name = item.name
+        if name == "." || name == ".." || name.hasPrefix(".n11") { name = item.id }
+        var (stem, dotExtension): (String, String) = {
+            guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
+            return (String(name[..<dot]), String(name[dot...]))
+        }()
+        // An "extension" that leaves no room for the suffix is part of the stem.
+        if dotExtension.utf8.count > nameMax / 2 { (stem, dotExtension) = (name, "") }
+        // The name itself, then `~ID8`, then (should even that be taken) `~ID8-2`, `~ID8-3`, ….
+        let short = String(item.id.prefix(8))
+        var candidate = name
+        var attempt = 1
+        while taken.contains("\(folder)/\(candidate)") {
+            let suffix = "~\(short)\(attempt == 1 ? "" : "-\(attempt)")\(dotExtension)"
+            candidate = shortened(stem, toBytes: nameMax - suffix.utf8.count) + suffix
+            attempt += 1
+        }
+        taken.insert("\(folder)/\(candidate)")
+        return (folder, candidate)
+    }
+
+    /// `text` cut to at most `limit` UTF-8 bytes, whole characters only.
+    static func shortened(_ text: String, toBytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var result = ""
+        var used = 0
+        for character in text {
+            let size = character.utf8.count
+            if used + size > limit { break }
+            result.append(character)
+            used += size
+        }
+        return result
+    }
+}
+
+extension ItemKind {
+    /// The folder of an export that holds this kind's files.
+    var exportFolder: String { self == .photo ? "Photos" : "Notes" }
+}
+
+/// The export directory, opened without following links and checked to be the user's.
+final class ExportDestination {
+    let path: String
+    /// nil only for a dry run into a directory that does not exist yet.
+    private let root: DirectoryHandle?
+    private let createdRoot: Bool
+    /// The `Photos`/`Notes` folders that exist, opened (and checked) when first asked for.
+    private var folders: [String: DirectoryHandle?] = [:]
+
+    init(_ path: String, creating: Bool) throws {
+        self.path = path
+        switch try FileStatus.of(path)?.kind {
+        case nil where !creating:
+            root = nil
+            createdRoot = false
+            return
+        case nil:
+            try Directory.ensure(Path.directory(of: path), mode: 0o700)
+            // Someone may create it between the check and mkdir: then it is not ours to remove.
+            createdRoot = mkdir(path, 0o700) == 0
+            guard createdRoot || errno == EEXIST else { throw SystemError("cannot create directory", path: path) }
+        case .symlink?:
+            throw ExportRefusal.symbolicLink(path: path)
+        default:
+            createdRoot = false
+        }
+        let opened = try DirectoryHandle.open(path)
+        try opened.requireOwnedByUser()
+        root = opened
+        // Plaintext staged by a killed export into this directory: removed now. The name
+        // carries the PID, so a live export's staging is left alone; anything that is not a
+        // directory of ours (a planted link, say) is never entered.
+        for name in try opened.entries() where name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
+            opened.removePrivateTree(name)
+        }
+    }
+
+    /// The folder `name` if it exists: a real directory of the user's. A link or a folder of
+    /// another user is refused (our plaintext would land where they choose); a file is a conflict.
+    func folder(_ name: String) throws -> DirectoryHandle? {
+        if let known = folders[name] { return known }
+        guard let root else { return nil }
+        let handle: DirectoryHandle?
+        switch try root.status(of: name)?.kind {
+        case nil: handle = nil
+        case .directory?:
+            let opened = try root.openSubdirectory(name)
+            try opened.requireOwnedByUser()
+            handle = opened
+        case .symlink?: throw ExportRefusal.symbolicLink(path: Path.join(path, name))
+        default: throw ExportRefusal.conflicts(paths: [Path.join(path, name)])
+        }
+        folders[name] = handle
+        return handle
+    }
+
+    /// Whether something is at `folder/name`. A directory there is refused even with
+    /// --overwrite; a status that cannot be read counts as a conflict, never as free.
+    func conflict(at folder: String, _ name: String) throws -> Bool {
+        guard let directory = try self.folder(folder) else { return false }
+        let target = Path.join(directory.path, name)
+        let status: FileStatus?
+        do { status = try directory.status(of: name) } catch { return true }
+        if status?.kind == .directory { throw ExportRefusal.conflicts(paths: [target]) }
+        return status != nil
+    }
+
+    func makeStaging(folders: Set<String>) throws -> ExportStaging {
+        guard let root else { preconditionFailure("staging needs the directory (not a dry run)") }
+        return try ExportStaging(in: root, folders: folders)
+    }
+
+    /// Moves the staged files into place; on any failure moves back what was moved.
+    func publish(_ staging: ExportStaging, _ targets: [ArchiveExporter.Target], overwrite: Bool) throws {
+        guard let root else { preconditionFailure("publishing needs the directory") }
+        var undo: [ExportStaging.Move] = []
+        do {
+            for folder in staging.folders.sorted() {
+                if try self.folder(folder) == nil {
+                    // New folder: one rename publishes all of its files at once.
+                    do {
+                        try DirectoryHandle.rename(folder, in: staging.directory, to: folder, in: root, .noReplace)
+                        undo.append(.folder(folder))
+                        continue
+                    } catch let error as SystemError where error.errno == EEXIST {
+                        folders[folder] = nil   // created meanwhile: publish file by file into it
+                    }
+                }
+                guard let target = try self.folder(folder) else { throw SystemError("cannot open directory", path: Path.join(path, folder), errno: ENOENT) }
+                for file in targets where file.folder == folder {
+                    undo.append(try staging.publish(file.name, of: folder, into: target, replacing: overwrite))
+                }
+            }
+            for folder in staging.folders { try self.folder(folder)?.sync() }
+            try root.sync()
+        } catch {
+            for move in undo.reversed() { staging.takeBack(move, from: root, folders: folders) }
+            throw error
+        }
+    }
+
+    /// Removes the directory if this run created it and it is empty again.
+    func removeIfCreated() {
+        guard createdRoot else { return }
+        _ = rmdir(path)
+    }
+}
+
+/// The hidden staging directory of one export, inside the export directory.
+final class ExportStaging {
+    let directory: DirectoryHandle
+    let folders: Set<String>
+    private let name: String
+    private let parent: DirectoryHandle
+    private var folderHandles: [String: DirectoryHandle] = [:]
+
+    /// One move into the export directory, as it is undone.
+    enum Move {
+        case folder(String)
+        case file(folder: String, name: String, exchanged: Bool)
+    }
+
+    init(in parent: DirectoryHandle, folders: Set<String>) throws {
+        self.parent = parent
+        self.folders = folders
+        name = AtomicFile.tempName(for: "export")
+        try parent.makeSubdirectory(name, mode: 0o700)
+        directory = try parent.openSubdirectory(name)
+        for folder in folders {
+            try directory.makeSubdirectory(folder, mode: 0o700)
+            folderHandles[folder] = try directory.openSubdirectory(folder)
+        }
+    }
+
+    func createFile(_ file: String, in folder: String) throws -> FileDescriptor {
+        try folderHandles[folder]!.createFile(file, mode: 0o600)
+    }
+
+    func syncFileSystem() throws { try Directory.syncFileSystem(containing: directory.path) }
+
+    /// Moves one staged file into `target`. Never replaces a file that appeared since the
+    /// conflict check unless `replacing`; a replaced file is exchanged into staging, not
+    /// lost, until the export has succeeded.
+    func publish(_ file: String, of folder: String, into target: DirectoryHandle, replacing: Bool) throws -> Move {
+        let staged = folderHandles[folder]!
+        do {
+            try DirectoryHandle.rename(file, in: staged, to: file, in: target, .noReplace)
+            return .file(folder: folder, name: file, exchanged: false)
+        } catch let error as SystemError where error.errno == EEXIST {
+            let path = Path.join(target.path, file)
+            guard replacing else { throw ExportRefusal.conflicts(paths: [path]) }
+            try DirectoryHandle.rename(file, in: staged, to: file, in: target, .exchange)
+            // A directory that appeared there since the check is never replaced (its
+            // contents would be thrown away with the staging directory): swap it back.
+            if (try? staged.status(of: file))??.kind != .regular && (try? staged.status(of: file))??.kind != .symlink {
+                try? DirectoryHandle.rename(file, in: staged, to: file, in: target, .exchange)
+                throw ExportRefusal.conflicts(paths: [path])
+            }
+            return .file(folder: folder, name: file, exchanged: true)
+        }
+    }
+
+    /// Undoes one move (best effort: a failure here leaves that file where it is).
+    func takeBack(_ move: Move, from root: DirectoryHandle, folders: [String: DirectoryHandle?]) {
+        switch move {
+        case .folder(let folder):
+            try? DirectoryHandle.rename(folder, in: root, to: folder, in: directory, .noReplace)
+        case let .file(folder, file, exchanged):
+            guard let target = folders[folder] ?? nil else { return }
+            try? DirectoryHandle.rename(file, in: target, to: file, in: folderHandles[folder]!, exchanged ? .exchange : .noReplace)
+        }
+    }
+
+    /// Removes the staging directory and what is left in it (files replaced by the export,
+    /// or everything after a failure).
+    func remove() { parent.removePrivateTree(name) }
+}
+
+/// Why an export refuses its destination, before anything is written.
+enum ExportRefusal: Error {
+    case symbolicLink(path: String)
+    case conflicts(paths: [String])
+}
+
+/// Writes plaintext into a hidden staging file of an export (published only after it verified).
+final class FileStagingSink: UnverifiedPlaintextSink {
+    private let file: FileDescriptor
+    init(_ file: FileDescriptor) { self.file = file }
+    func stage(_ bytes: ArraySlice<UInt8>) throws { try file.write(bytes) }
+}
