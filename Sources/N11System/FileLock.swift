@@ -1,7 +1,8 @@
 import Glibc
 
-/// An exclusive advisory lock (flock) on a lock file, held until release or process exit.
-/// The holder's PID is written into the file so a second process can say who holds it.
+/// An advisory lock (flock) on a lock file, held until release or process exit: exclusive
+/// for writers, shared for readers that must not run beside a writer. An exclusive holder
+/// writes its PID into the file so a second process can say who holds it.
 public final class FileLock: @unchecked Sendable {
     public enum Outcome: Sendable { case acquired(FileLock), heldBy(pid: Int32?) }
 
@@ -14,12 +15,12 @@ public final class FileLock: @unchecked Sendable {
     }
 
     /// Tries to take the lock, waiting up to `waitSeconds` (0: do not wait).
-    public static func acquire(_ path: String, waitSeconds: Double = 0) throws -> Outcome {
+    public static func acquire(_ path: String, shared: Bool = false, waitSeconds: Double = 0) throws -> Outcome {
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SystemError("cannot open lock file", path: path) }
         let descriptor = FileDescriptor(adopting: fd, path: path)
         var waited = 0.0
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        while flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 {
             guard Glibc.errno == EWOULDBLOCK || Glibc.errno == EINTR else {
                 throw SystemError("cannot lock", path: path)
             }
@@ -27,6 +28,7 @@ public final class FileLock: @unchecked Sendable {
             usleep(100_000)
             waited += 0.1
         }
+        if shared { return .acquired(FileLock(path: path, descriptor: descriptor)) }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         try? descriptor.seek(to: 0)

@@ -55,6 +55,15 @@ public final class KeyStore: @unchecked Sendable {
     private let sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
+    /// Whether `create` made this file (and the home directory): only then may a failed
+    /// command take them back (`removeIfUnused`).
+    private var createdFile = false
+    private var createdHome = false
+    /// The home's lock, kept by a store made with `create(holdingLock: true)`.
+    private var heldLock: FileLock?
+
+    /// Lets other processes load this key store again (see `create(holdingLock:)`).
+    public func releaseHomeLock() { heldLock = nil }
 
     private init(home: N11Home, storeID: [UInt8], compartmentKeys: CompartmentKeys, archiveRecords: [Record], sealing: Sealing?) {
         self.home = home
@@ -69,11 +78,17 @@ public final class KeyStore: @unchecked Sendable {
 
     /// Creates the home directory (0700) and a new key store with fresh vault, fade and backup
     /// keys, sealed under `pin` if one is given. Refuses to replace an existing key store.
-    public static func create(in home: N11Home, pin: SecureBytes?) throws(VaultError) -> KeyStore {
+    ///
+    /// With `holdingLock` the new store keeps the home's lock until `releaseHomeLock()` (or
+    /// until it goes away): no other process can load it meanwhile, so a command that fails
+    /// can take it back (`removeIfUnused`) knowing nobody has used its keys. Loading a key
+    /// store in the same process meanwhile would wait for that lock: pass the store along.
+    public static func create(in home: N11Home, pin: SecureBytes?, holdingLock: Bool = false) throws(VaultError) -> KeyStore {
         if let pin { try checkPIN(pin) }
         let lock: FileLock
+        let createdHome: Bool
         do {
-            try Directory.ensure(home.root, mode: 0o700)
+            createdHome = try Directory.ensure(home.root, mode: 0o700)
             try PrivatePermissions.checkDirectory(home.root)
             lock = try lockHome(home, wait: 60)
         } catch { throw VaultError.wrap(error) }
@@ -90,17 +105,43 @@ public final class KeyStore: @unchecked Sendable {
             }
             let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), compartmentKeys: keys, archiveRecords: [], sealing: sealing)
             try store.save(replaceExisting: false)
+            store.createdHome = createdHome
+            store.createdFile = true
+            if holdingLock { store.heldLock = lock }
             return store
         } catch { throw VaultError.wrap(error) }
     }
 
     /// Loads the key store of `home`. `pin` is asked for only if the file is sealed.
     public static func load(from home: N11Home, pin: () throws -> SecureBytes?) throws -> KeyStore {
-        let contents = try readFile(of: home)
+        let contents = try readSharingLock(of: home)
         return try parse(contents, home: home) { parameters, salt in
             guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: home.keyStorePath) }
             return try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
         }
+    }
+
+    /// How long a reader waits for a writer of the key store: writers hold the home's lock
+    /// for milliseconds, except a restore that made a new key store, for its whole run.
+    static let readerLockWait = 10.0
+
+    /// `readFile` under a shared hold of the home's lock, so a key store that a running
+    /// command made and may still take back (`create(holdingLock:)`) is never read. A home
+    /// where the lock file cannot be made (read-only media) is read without it: nothing can
+    /// write there either.
+    private static func readSharingLock(of home: N11Home) throws -> SecureBytes {
+        guard (try? FileStatus.of(home.keyStorePath)) ?? nil != nil else { return try readFile(of: home) }
+        let lock: FileLock?
+        do {
+            switch try FileLock.acquire(home.lockPath, shared: true, waitSeconds: readerLockWait) {
+            case .acquired(let held): lock = held
+            case .heldBy(let pid): throw VaultError.busy(lock: home.lockPath, holder: pid)
+            }
+        } catch let error as SystemError where error.isPermissionDenied {
+            lock = nil
+        }
+        defer { withExtendedLifetime(lock) {} }
+        return try readFile(of: home)
     }
 
     /// The file's bytes in locked memory, after the permission checks.
@@ -212,7 +253,7 @@ public final class KeyStore: @unchecked Sendable {
     public func addArchiveKey(id: [UInt8], key: SecureBytes, lockWait: Double = 60) throws(VaultError) {
         precondition(id.count == 16 && key.count == 32)
         do {
-            let lock = try Self.lockHome(home, wait: lockWait)
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
             defer { withExtendedLifetime(lock) {} }
             let current = try Self.parse(try Self.readFile(of: home), home: home) { parameters, salt in
                 guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
@@ -231,6 +272,37 @@ public final class KeyStore: @unchecked Sendable {
     }
 
     public var archiveKeyCount: Int { archiveRecords.count }
+
+    /// Takes back a key store that `create` made in this process, for a command that failed
+    /// before anything was kept under its keys (a restore onto a new machine). Decided under
+    /// the home's lock — held since `create(holdingLock: true)`, so no other process has
+    /// loaded it — and only if the file is still this store and holds no archive key; then
+    /// the home directory too if `create` made it and nothing else is in it. Never a recursive
+    /// removal. Returns whether the key store is gone.
+    @discardableResult
+    public func removeIfUnused() -> Bool {
+        guard createdFile else { return false }
+        let lock = heldLock ?? (try? Self.lockHome(home, wait: 5))
+        guard lock != nil else { return false }
+        defer {
+            withExtendedLifetime(lock) {}
+            heldLock = nil
+        }
+        guard let current = try? Self.parse(try Self.readFile(of: home), home: home, sealingKey: { parameters, salt in
+            guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
+                throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
+            }
+            return sealing.key
+        }), current.storeID == storeID, current.archiveKeyCount == 0 else { return false }
+        guard (try? Directory.removeFile(path)) != nil else { return false }
+        createdFile = false
+        if createdHome, let parent = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true),
+           let root = try? parent.openSubdirectory(Path.lastComponent(of: home.root)) {
+            try? root.removeFile(Path.lastComponent(of: home.lockPath))
+            try? parent.removeEmptySubdirectory(Path.lastComponent(of: home.root))
+        }
+        return true
+    }
 
     // MARK: saving
 

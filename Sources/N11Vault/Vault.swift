@@ -18,6 +18,8 @@ public final class Vault: @unchecked Sendable {
     public let path: String
     public let keyStore: KeyStore
     private var lock: FileLock?
+    /// What opening for writing created, decided under the lock: only this may be taken back.
+    private var created = (directory: false, layout: false)
     private var cachedItems: [ItemMetadata]?
     private var cachedDamaged: [String] = []
 
@@ -52,15 +54,46 @@ public final class Vault: @unchecked Sendable {
             if forWriting {
                 // Lock first, then decide whether to create the layout: two processes starting
                 // the same new vault must not both try to write its marker.
-                if status == nil { try Directory.ensure(vault.path, mode: 0o700) }
+                if status == nil { vault.created.directory = try Directory.ensure(vault.path, mode: 0o700) }
                 try vault.takeLock(wait: lockWait)
-                if try vault.isNewOrUnfinished() { try vault.createLayout() }
+                if try vault.isNewOrUnfinished() {
+                    vault.created.layout = true
+                    try vault.createLayout()
+                }
             }
             guard ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil else { throw VaultError.notAVault(path: vault.path) }
             try vault.checkMarker()
             if forWriting { try vault.removeLeftovers() }
-        } catch { throw VaultError.wrap(error) }
+        } catch {
+            if vault.lock != nil { vault.removeIfCreated() }
+            throw VaultError.wrap(error)
+        }
         return vault
+    }
+
+    /// Takes back a vault that this open created, for a command that failed (a restore into
+    /// a new vault): under the lock, the marker and the empty item directories, and the
+    /// directory itself if this open made it. Nothing else is ever removed: a vault that
+    /// existed, or one that holds anything, stays. Returns whether the vault is gone (or was
+    /// never this process's to remove: false).
+    @discardableResult
+    public func removeIfCreated() -> Bool {
+        precondition(lock != nil, "vault opened read-only")
+        guard created.layout else { return false }
+        let layout = [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory]
+        // Anything in an item directory (a commit that got past its commit point, say) keeps
+        // the vault. Checked under the lock, so nobody adds to it meanwhile.
+        for sub in layout where !((try? Directory.entries(of: Path.join(path, sub), sorted: false)) ?? []).isEmpty { return false }
+        // The marker first: without it the rest is an unfinished layout, which the next open
+        // completes; with it but without item directories it would be a broken vault.
+        guard unlink(markerPath) == 0 || errno == ENOENT else { return false }
+        created.layout = false
+        AtomicFile.removeLeftovers(in: path)
+        // rmdir, never a recursive removal.
+        for sub in layout where rmdir(Path.join(path, sub)) != 0 && errno != ENOENT { return false }
+        guard created.directory else { return true }
+        _ = unlink(Path.join(path, ".lock"))
+        return rmdir(path) == 0
     }
 
     /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):

@@ -400,32 +400,33 @@ struct Restore: ParsableCommand {
             report.plaintextBytes = verified.plaintextBytes
             return (report, false)
         }
-        let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
         var createdKeyStore = false
         let keyStore: KeyStore
         if let unlockedStore {
             keyStore = unlockedStore
         } else if !hasKeyStore && reader.header.mode == .portable {
-            keyStore = try KeyStore.create(in: home, pin: nil)
+            // Held locked until the restore is done: nobody can start using keys that a
+            // failed restore takes back.
+            keyStore = try KeyStore.create(in: home, pin: nil, holdingLock: true)
             createdKeyStore = true
         } else {
             keyStore = try input.store.loadKeyStore()
         }
-        let vaultPath = vaultOptions.path(with: input.store)
-        let vaultExisted = ((try? FileStatus.of(vaultPath, followLinks: true)) ?? nil) != nil
+        defer { keyStore.releaseHomeLock() }
+        var vault: Vault? = nil
         do {
-            let vault = try vaultOptions.open(with: input.store, keyStore: keyStore, forWriting: !dryRun)
-            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: overwrite, dryRun: dryRun,
+            vault = try vaultOptions.open(with: input.store, keyStore: keyStore, forWriting: !dryRun)
+            let report = try ArchiveRestorer.restore(archive, into: vault!, overwrite: overwrite, dryRun: dryRun,
                                                      progress: outputOptions.observer(dryRun ? "check" : "restore"))
             if createdKeyStore { Console.note("no key store was in '\(home.root)': created \(keyStore.path) for the restored vault") }
             return (report, createdKeyStore)
         } catch {
-            // Take back what this run made: the new vault directory, the new key store.
-            if !vaultExisted { try? FileManager.default.removeItem(atPath: vaultPath) }
-            if createdKeyStore {
-                try? FileManager.default.removeItem(atPath: homeExisted ? home.keyStorePath : home.root)
-                if homeExisted { unlink(home.lockPath) }
-            }
+            // Take back what this run made, and only that: the vault if this run created it
+            // (decided by the vault under its lock), then the new key store if no vault of it
+            // is left. A vault or key store another process made meanwhile is never touched.
+            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
+            vault = nil
+            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
             throw error
         }
     }

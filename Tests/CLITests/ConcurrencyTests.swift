@@ -132,3 +132,54 @@ struct ConcurrencyTests {
         }
     }
 }
+
+/// A failed restore onto a new machine takes back the key store it made; nobody may have
+/// started using those keys meanwhile.
+@Suite("A restore's new key store is the restore's until it ends")
+struct RestoreKeyStoreHoldTests {
+    @Test("while a restore that made a key store runs, no other command uses it; its failure leaves nothing")
+    func newKeyStoreHeldUntilTheRestoreEnds() throws {
+        try withSandbox { s in
+            try s.initialize()
+            // A large item, damaged at its end: the restore fails well after making the key store.
+            expectExit(try s.run(["vault", "add", try s.file("big.bin", randomBytes(24 << 20))]), 0)
+            let pw = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            var bytes = try readBytes(archive)
+            bytes[bytes.count - 30_000] ^= 0x01
+            let damaged = try s.file("damaged.nu11vlt", bytes)
+
+            let fresh = s.path("fresh")
+            func start(_ args: [String]) throws -> Process {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: n11archiveBinary)
+                p.arguments = args
+                p.environment = ["N11_HOME": fresh, "PATH": "/usr/bin:/bin"]
+                p.standardOutput = FileHandle.nullDevice
+                p.standardError = FileHandle.nullDevice
+                try p.run()
+                return p
+            }
+            let restore = try start(["restore", damaged, "--password-file", pw])
+            // Stop the restore as soon as its key store exists.
+            let deadline = Date().addingTimeInterval(30)
+            while !exists(fresh + "/keystore.n11keys") && restore.isRunning && Date() < deadline { usleep(500) }
+            kill(restore.processIdentifier, SIGSTOP)
+            try #require(exists(fresh + "/keystore.n11keys"), "the restore ended before it made its key store")
+            // Meanwhile another command wants to keep a note in another vault with those keys.
+            let other = s.path("other-vault")
+            let add = try start(["vault", "add", "--vault", other, try s.file("note.txt", Array("mine".utf8))])
+            usleep(1_000_000)
+            kill(restore.processIdentifier, SIGCONT)
+            restore.waitUntilExit()
+            add.waitUntilExit()
+            #expect(restore.terminationStatus == 65)
+            // The add either waited and then found no key store, or was told the store was busy:
+            // never did it keep an item under keys that the failed restore then removed.
+            #expect([75, 78].contains(add.terminationStatus), "vault add exited \(add.terminationStatus)")
+            #expect(!exists(fresh), "left: \(listing(of: fresh))")
+            #expect(!exists(other), "left: \(listing(of: other))")
+        }
+    }
+}
