@@ -34,6 +34,14 @@ extension Sandbox {
         return p
     }
 
+    /// A copy of `archive` with one byte flipped 30,000 bytes before its end (in the last
+    /// item's ciphertext): it unlocks, and fails when that item is read.
+    func damagedCopy(of archive: String) throws -> String {
+        var bytes = try readBytes(archive)
+        bytes[bytes.count - 30_000] ^= 0x01
+        return try file("damaged.nu11vlt", bytes)
+    }
+
     /// Every file under `dir` (relative path → bytes), for before/after comparisons.
     func tree(_ dir: String) -> [String: [UInt8]] {
         var out: [String: [UInt8]] = [:]
@@ -388,9 +396,7 @@ struct RepairCLITests {
             let pw = try s.passwordFile()
             let archive = s.path("a.nu11vlt")
             expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
-            var bytes = try readBytes(archive)
-            bytes[bytes.count - 30_000] ^= 0x01
-            let damaged = try s.file("damaged.nu11vlt", bytes)
+            let damaged = try s.damagedCopy(of: archive)
             let fresh = ["N11_HOME": s.path("fresh")]
             expectExit(try s.run(["restore", damaged, "--password-file", pw], environment: fresh), 65)
             #expect(!exists(s.path("fresh")), "the failed restore left \(listing(of: s.path("fresh")))")

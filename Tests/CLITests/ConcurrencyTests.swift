@@ -8,11 +8,11 @@ import N11TestSupport
 @Suite("Concurrent runs on one vault or key store")
 struct ConcurrencyTests {
     /// Starts the binary without waiting for it.
-    func start(_ s: Sandbox, _ args: [String]) throws -> Process {
+    func start(_ s: Sandbox, _ args: [String], home: String? = nil) throws -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: n11archiveBinary)
         p.arguments = args
-        p.environment = ["N11_HOME": s.home, "PATH": "/usr/bin:/bin"]
+        p.environment = ["N11_HOME": home ?? s.home, "PATH": "/usr/bin:/bin"]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -146,21 +146,10 @@ struct RestoreKeyStoreHoldTests {
             let pw = try s.passwordFile()
             let archive = s.path("a.nu11vlt")
             expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
-            var bytes = try readBytes(archive)
-            bytes[bytes.count - 30_000] ^= 0x01
-            let damaged = try s.file("damaged.nu11vlt", bytes)
+            let damaged = try s.damagedCopy(of: archive)
 
             let fresh = s.path("fresh")
-            func start(_ args: [String]) throws -> Process {
-                let p = Process()
-                p.executableURL = URL(fileURLWithPath: n11archiveBinary)
-                p.arguments = args
-                p.environment = ["N11_HOME": fresh, "PATH": "/usr/bin:/bin"]
-                p.standardOutput = FileHandle.nullDevice
-                p.standardError = FileHandle.nullDevice
-                try p.run()
-                return p
-            }
+            func start(_ args: [String]) throws -> Process { try ConcurrencyTests().start(s, args, home: fresh) }
             let restore = try start(["restore", damaged, "--password-file", pw])
             // Stop the restore as soon as its key store exists.
             let deadline = Date().addingTimeInterval(30)
