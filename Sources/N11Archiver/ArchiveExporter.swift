@@ -30,7 +30,7 @@ public enum ArchiveExporter {
     public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
                               dryRun: Bool, now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> ArchiveRestorer.Report {
         var report = ArchiveRestorer.Report()
-        let root = Path.absolute(directory)
+        let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         report.destination = root
         report.dryRun = dryRun
         let path = archive.reader.path

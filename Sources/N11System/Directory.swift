@@ -93,6 +93,15 @@ public enum Path {
         return String(trimmed[trimmed.index(after: slash)...])
     }
 
+    /// `path` without trailing slashes ("/" stays). A trailing slash makes the kernel follow
+    /// a symbolic link in the last component even with O_NOFOLLOW, so paths that must not be
+    /// links are trimmed first.
+    public static func withoutTrailingSlashes(_ path: String) -> String {
+        var trimmed = path
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        return trimmed
+    }
+
     /// An absolute version of `path` against the current directory.
     public static func absolute(_ path: String) -> String {
         if path.hasPrefix("/") { return path }

@@ -113,6 +113,9 @@ struct HostileDirectoryTests {
             let linkedRoot = dir + "/linked-root"
             #expect(symlink(w.victim, linkedRoot) == 0)
             expectArchiveError("unsafeDestination", kind: .configuration) { _ = try w.export(to: linkedRoot) }
+            // A trailing slash (as shell completion adds) would make the kernel follow the link.
+            expectArchiveError("unsafeDestination", kind: .configuration) { _ = try w.export(to: linkedRoot + "/") }
+            #expect(snapshot(w.victim) == w.victimBefore, "\(difference(w.victimBefore, snapshot(w.victim)))")
 
             for folder in ["Photos", "Notes"] {
                 let exportDir = dir + "/export-\(folder)"
