@@ -118,13 +118,13 @@ public enum ArchiveRestorer {
         let tag: [UInt8]
         switch archive.header.mode {
         case .portable:
-            let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
+            let checked = try DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
             tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file, sizeHint: item.size).tag
         case .secure:
             let copy = CopyingSource(payload, to: file)
-            let hashing = DigestSink()
+            let hashing = try DigestSink()
             try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing, sizeHint: item.size)
-            guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
+            guard hashing.length == item.size, try hashing.finish() == digest else { throw CryptoError.contentMismatch }
             tag = copy.lastBytes
         }
         progress.complete(payload)

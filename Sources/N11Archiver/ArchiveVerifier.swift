@@ -58,7 +58,7 @@ public enum ArchiveVerifier {
         let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
         case .portable:
-            let checked = DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
+            let checked = try DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
             var buffer = [UInt8].scratch(count: SingleTagStream.bufferSize(for: item.size))
             defer { buffer.wipe() }
             while true {
@@ -68,10 +68,10 @@ public enum ArchiveVerifier {
             }
         case .secure:
             guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
-            let hashing = DigestSink(forwardingTo: sink)
+            let hashing = try DigestSink(forwardingTo: sink)
             try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment.vaultCompartment),
                                      from: payload, into: hashing, sizeHint: item.size)
-            guard hashing.length == item.size, hashing.finish() == digest else { throw CryptoError.contentMismatch }
+            guard hashing.length == item.size, try hashing.finish() == digest else { throw CryptoError.contentMismatch }
         }
         progress.complete(payload)
     }

@@ -142,7 +142,7 @@ final class SingleTagPlaintextSource: ByteSource {
 final class SingleTagCheckingSource: ByteSource {
     private let plaintext: SingleTagPlaintextSource
     private let tee: TeeSource
-    private let digest = SHA256Digest()
+    private let digest: SHA256Digest
     private let expectedDigest: [UInt8]
     private let expectedLength: Int64
     private var length: Int64 = 0
@@ -151,6 +151,7 @@ final class SingleTagCheckingSource: ByteSource {
 
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws {
         tee = TeeSource(source)
+        digest = try SHA256Digest()
         plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key, sizeHint: expectedLength)
         scratch = .scratch(count: SingleTagStream.bufferSize(for: expectedLength))
         expectedDigest = expectedSHA256
@@ -164,7 +165,7 @@ final class SingleTagCheckingSource: ByteSource {
         while tee.captured.isEmpty && !verifiedEnd {
             let n = try plaintext.read(into: &scratch, offset: 0, count: scratch.count)
             if n == 0 {
-                guard length == expectedLength, digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
+                guard length == expectedLength, try digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
                 verifiedEnd = true
                 break
             }

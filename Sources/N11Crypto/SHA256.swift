@@ -1,21 +1,35 @@
 import CLibCrypto
 import N11System
 
-/// Streaming SHA-256 (OpenSSL EVP), for the plaintext digests archives carry.
+/// Streaming SHA-256 (OpenSSL EVP), for the plaintext digests archives carry. Every
+/// OpenSSL return code is checked: a digest that failed must never come out as bytes (an
+/// all-zero digest would be recorded by `vault add` as the item's). `update` stays cheap and
+/// does not throw; a failure there is remembered and thrown by `finish()`.
 public final class SHA256Digest {
-    private let context: OpaquePointer?
+    private let context: OpaquePointer
+    private let algorithm: OpaquePointer?
+    /// The first OpenSSL call that failed since the last `finish()`, if any.
+    private var failure: String?
 
-    /// EVP_MD_CTX_new fails only when out of memory; then every update is a no-op and
-    /// `finish()` returns all zeros, which matches no real digest, so a check fails safe.
-    public init() {
-        context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, Self.algorithm, nil)
+    public convenience init() throws(CryptoError) { try self.init(algorithm: Self.sha256) }
+
+    /// `algorithm` is the fetched digest; nil only in a test that checks failures surface.
+    init(algorithm: OpaquePointer?) throws(CryptoError) {
+        guard let context = EVP_MD_CTX_new() else { throw .library("EVP_MD_CTX_new") }
+        self.context = context
+        self.algorithm = algorithm
+        restart()
     }
 
     /// Fetched once rather than looked up by EVP_sha256() on every init (see `AEADAlgorithm`).
-    nonisolated(unsafe) private static let algorithm = EVP_MD_fetch(nil, "SHA256", nil)
+    nonisolated(unsafe) private static let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
 
     deinit { EVP_MD_CTX_free(context) }
+
+    private func restart() {
+        failure = EVP_DigestInit_ex(context, algorithm, nil) == 1 ? nil : "EVP_DigestInit_ex"
+        if failure != nil { ERR_clear_error() }
+    }
 
     public func update(_ bytes: ArraySlice<UInt8>) {
         bytes.withUnsafeBytes { raw in update(raw: raw) }
@@ -23,22 +37,32 @@ public final class SHA256Digest {
 
     /// Hashes bytes in place (e.g. inside `SecureBytes.withUnsafeBytes`), copying nothing.
     public func update(raw: UnsafeRawBufferPointer) {
-        _ = EVP_DigestUpdate(context, raw.baseAddress, raw.count)
+        guard failure == nil, raw.count > 0 else { return }
+        if EVP_DigestUpdate(context, raw.baseAddress, raw.count) != 1 {
+            failure = "EVP_DigestUpdate"
+            ERR_clear_error()
+        }
     }
 
-    /// The digest; the object can be used again after (it restarts).
-    public func finish() -> [UInt8] {
+    /// The digest; the object can be used again after (it restarts). Throws if any call
+    /// since the last restart failed.
+    public func finish() throws(CryptoError) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &length)
-        EVP_DigestInit_ex(context, Self.algorithm, nil)
+        if failure == nil && (EVP_DigestFinal_ex(context, &out, &length) != 1 || length != 32) {
+            failure = "EVP_DigestFinal_ex"
+            ERR_clear_error()
+        }
+        let failed = failure
+        restart()
+        if let failed { throw .library(failed) }
         return out
     }
 
-    public static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        let d = SHA256Digest()
+    public static func hash(_ bytes: [UInt8]) throws(CryptoError) -> [UInt8] {
+        let d = try SHA256Digest()
         d.update(bytes[...])
-        return d.finish()
+        return try d.finish()
     }
 }
 
@@ -46,14 +70,15 @@ public final class SHA256Digest {
 /// was expected and throws `contentMismatch` instead of reporting the end.
 public final class DigestCheckingSource: ByteSource {
     private let source: ByteSource
-    private let digest = SHA256Digest()
+    private let digest: SHA256Digest
     private let expectedDigest: [UInt8]
     private let expectedLength: Int64
     private var length: Int64 = 0
     private var verifiedEnd = false
 
-    public init(_ source: ByteSource, expectedSHA256: [UInt8], expectedLength: Int64) {
+    public init(_ source: ByteSource, expectedSHA256: [UInt8], expectedLength: Int64) throws(CryptoError) {
         self.source = source
+        digest = try SHA256Digest()
         expectedDigest = expectedSHA256
         self.expectedLength = expectedLength
     }
@@ -62,7 +87,7 @@ public final class DigestCheckingSource: ByteSource {
         if verifiedEnd { return 0 }
         let n = try source.read(into: &buffer, offset: offset, count: count)
         if n == 0 {
-            guard length == expectedLength, digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
+            guard length == expectedLength, try digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
             verifiedEnd = true
             return 0
         }
@@ -75,30 +100,36 @@ public final class DigestCheckingSource: ByteSource {
 
 /// A plaintext sink that hashes what it gets and hands it on to another staging sink, if any.
 public final class DigestSink: UnverifiedPlaintextSink {
-    private let digest = SHA256Digest()
+    private let digest: SHA256Digest
     private let next: UnverifiedPlaintextSink?
     public private(set) var length: Int64 = 0
-    public init(forwardingTo next: UnverifiedPlaintextSink? = nil) { self.next = next }
+    public init(forwardingTo next: UnverifiedPlaintextSink? = nil) throws(CryptoError) {
+        self.next = next
+        digest = try SHA256Digest()
+    }
     public func stage(_ bytes: ArraySlice<UInt8>) throws {
         digest.update(bytes)
         length += Int64(bytes.count)
         try next?.stage(bytes)
     }
-    public func finish() -> [UInt8] { digest.finish() }
+    public func finish() throws(CryptoError) -> [UInt8] { try digest.finish() }
 }
 
 /// Passes a source through and hashes it; `sha256` is valid once the source has ended.
 public final class HashingSource: ByteSource {
     private let source: ByteSource
-    private let digest = SHA256Digest()
+    private let digest: SHA256Digest
     public private(set) var sha256: [UInt8] = []
 
-    public init(_ source: ByteSource) { self.source = source }
+    public init(_ source: ByteSource) throws(CryptoError) {
+        self.source = source
+        digest = try SHA256Digest()
+    }
 
     public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         let n = try source.read(into: &buffer, offset: offset, count: count)
         if n == 0 {
-            if sha256.isEmpty { sha256 = digest.finish() }
+            if sha256.isEmpty { sha256 = try digest.finish() }
         } else {
             digest.update(buffer[offset..<(offset + n)])
         }

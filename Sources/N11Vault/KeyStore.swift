@@ -179,11 +179,12 @@ public final class KeyStore: @unchecked Sendable {
         switch reader.byte() {
         case 0:
             guard contents.count >= 10 + 32 else { throw damaged("truncated") }
-            let (stored, computed) = contents.withUnsafeBytes { raw in
-                let digest = SHA256Digest()
+            let digest = try SHA256Digest()
+            let stored = contents.withUnsafeBytes { raw in
                 digest.update(raw: UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 32)]))
-                return (Array(raw[(raw.count - 32)...]), digest.finish())
+                return Array(raw[(raw.count - 32)...])
             }
+            let computed = try digest.finish()
             guard stored == computed else { throw damaged("its checksum does not match") }
             return try parseBody(contents.slice(10..<(contents.count - 32)), home: home, sealing: nil)
         case 1:
@@ -330,14 +331,14 @@ public final class KeyStore: @unchecked Sendable {
             try file.descriptor.write(AEAD.sealSecret(.chacha20Poly1305, key: sealing.key, secret: body, aad: header))
         } else {
             header += [0]
-            let digest = SHA256Digest()
+            let digest = try SHA256Digest()
             digest.update(header[...])
             try file.descriptor.write(header)
             try body.withUnsafeBytes { raw in
                 digest.update(raw: raw)
                 try file.descriptor.write(raw: raw)
             }
-            try file.descriptor.write(digest.finish())
+            try file.descriptor.write(try digest.finish())
         }
         try file.commit(replaceExisting: replaceExisting)
     }

@@ -379,7 +379,7 @@ public final class Vault: @unchecked Sendable {
             for new in items {
                 added.append(try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
                                                name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
-                    let hashing = HashingSource(try new.open())
+                    let hashing = try HashingSource(try new.open())
                     let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
                     return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
                 })

@@ -108,7 +108,7 @@ struct HeavyTests {
             let sink = HashingSink()
             try Vault.open(at: destPath, keyStore: destStore, forWriting: false).read(restoredItem, into: sink)
             #expect(sink.length == Self.itemSize)
-            #expect(sink.finish() == item.sha256)
+            #expect(try sink.finish() == item.sha256)
         }
     }
 }

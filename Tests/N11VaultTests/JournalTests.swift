@@ -19,7 +19,7 @@ struct JournalTests {
             let bytes = randomBytes(size)
             new.append(try staging.stage(id: UUID().uuidString, kind: .photo, compartment: .vault, name: "n\(size).jpg",
                                          created: Date(), expires: nil, replaces: nil) { file, key in
-                let hashing = HashingSource(MemorySource(bytes))
+                let hashing = try HashingSource(MemorySource(bytes))
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
                 return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
             })
@@ -76,7 +76,7 @@ struct JournalTests {
             let replacement = try staging.stage(id: old.id, kind: .note, compartment: .vault, name: "n.txt", created: Date(),
                                                 expires: nil, replaces: old) { file, key in
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: MemorySource(text), to: file)
-                return (sealed.tag, sealed.plaintextLength, SHA256Digest.hash(text).hex)
+                return (sealed.tag, sealed.plaintextLength, try SHA256Digest.hash(text).hex)
             }
             let operations = staging.operations
             try staging.commit()

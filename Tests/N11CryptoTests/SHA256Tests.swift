@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+@testable import N11Crypto
+import N11System
+
+/// SHA-256 digests are recorded (`vault add`) and compared (restore, verify): a failed
+/// OpenSSL call must surface as an error, never as digest bytes.
+@Suite("SHA-256: known answers, and failures that never become a digest")
+struct SHA256Tests {
+    @Test("FIPS 180-2 known answers, in one call and in pieces; the context restarts after finish")
+    func knownAnswers() throws {
+        #expect(try SHA256Digest.hash(Array("abc".utf8)).hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(try SHA256Digest.hash([]).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        let message = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
+        let digest = try SHA256Digest()
+        digest.update(message[..<10])
+        digest.update(message[10...])
+        #expect(try digest.finish().hex == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        digest.update(Array("abc".utf8)[...])
+        #expect(try digest.finish().hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test("a context whose initialisation failed throws at finish instead of giving an all-zero digest")
+    func failedInitThrows() throws {
+        // No digest algorithm: EVP_DigestInit_ex fails, as it would on a library error.
+        let broken = try SHA256Digest(algorithm: nil)
+        broken.update(Array("abc".utf8)[...])
+        #expect(throws: CryptoError.library("EVP_DigestInit_ex")) { _ = try broken.finish() }
+        // Nothing hashed at all: still an error, not the digest of the empty string.
+        #expect(throws: CryptoError.self) { _ = try SHA256Digest(algorithm: nil).finish() }
+    }
+}
