@@ -2,31 +2,59 @@ import Foundation
 import N11System
 
 /// All terminal output goes through here: results on stdout, messages on stderr.
+///
+/// Every human-readable line is passed through `escapingControlCharacters`: item names,
+/// file names and archive paths come from vaults and archives that someone else may have
+/// made, and a name holding ESC sequences, a carriage return or a newline could rewrite
+/// the terminal or forge a line of our output. `--json` documents are written as they are
+/// (JSONEncoder escapes C0 itself), so a program reads every name exactly.
 enum Console {
     static func out(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        writeLine(escapingControlCharacters(line), to: FileHandle.standardOutput)
     }
 
     static func error(_ message: String) {
         ProgressLine.closeBar()
-        FileHandle.standardError.write(Data("n11archive: error: \(message)\n".utf8))
+        writeLine("n11archive: error: \(escapingControlCharacters(message))", to: FileHandle.standardError)
     }
 
     static func hint(_ message: String) {
-        FileHandle.standardError.write(Data("n11archive: hint: \(message)\n".utf8))
+        writeLine("n11archive: hint: \(escapingControlCharacters(message))", to: FileHandle.standardError)
     }
 
     /// Informational messages on stderr; silenced by --quiet.
     static func note(_ message: String) {
         if Output.quiet { return }
-        FileHandle.standardError.write(Data("n11archive: \(message)\n".utf8))
+        writeLine("n11archive: \(escapingControlCharacters(message))", to: FileHandle.standardError)
     }
 
     /// Something the user should act on although the command succeeds; survives --quiet
     /// (README says why).
     static func warning(_ message: String) {
         ProgressLine.closeBar()
-        FileHandle.standardError.write(Data("n11archive: warning: \(message)\n".utf8))
+        writeLine("n11archive: warning: \(escapingControlCharacters(message))", to: FileHandle.standardError)
+    }
+
+    private static func writeLine(_ line: String, to handle: FileHandle) {
+        handle.write(Data((line + "\n").utf8))
+    }
+
+    /// `text` with every C0 control (U+0000–U+001F, newline and tab included), DEL and C1
+    /// control (U+0080–U+009F) written as `\xHH`, so that it shows as one line of visible
+    /// characters. Everything else, backslashes included, is left as it is.
+    static func escapingControlCharacters(_ text: String) -> String {
+        func isControl(_ v: UInt32) -> Bool { v < 0x20 || (0x7F...0x9F).contains(v) }
+        guard text.unicodeScalars.contains(where: { isControl($0.value) }) else { return text }
+        var escaped = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if isControl(scalar.value) {
+                let hex = String(scalar.value, radix: 16)
+                escaped.append(contentsOf: ("\\x" + (hex.count == 1 ? "0" : "") + hex).unicodeScalars)
+            } else {
+                escaped.append(scalar)
+            }
+        }
+        return String(escaped)
     }
 
     /// A command's closing summary on stdout; not with --quiet, nor with --json (the
@@ -41,7 +69,8 @@ enum Console {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        out(String(decoding: try encoder.encode(value), as: UTF8.self))
+        // Not through `out`: a JSON document carries names exactly.
+        writeLine(String(decoding: try encoder.encode(value), as: UTF8.self), to: FileHandle.standardOutput)
         Output.jsonPrinted = true
     }
 
