@@ -85,6 +85,18 @@ public final class KeyStore: @unchecked Sendable {
     /// store in the same process meanwhile would wait for that lock: pass the store along.
     public static func create(in home: N11Home, pin: SecureBytes?, holdingLock: Bool = false) throws(VaultError) -> KeyStore {
         if let pin { try checkPIN(pin) }
+        return try create(in: home, pin: pin, sealedWith: pinParameters, holdingLock: holdingLock)
+    }
+
+    /// The Argon2id cost of sealing a new key store under a PIN: the moderate profile
+    /// (256 MiB, 3 passes, about a second), the same as a portable archive's password. Stores
+    /// sealed by earlier versions with the interactive profile still open.
+    public static let pinParameters = Argon2Parameters.moderate
+
+    /// `create` with a chosen sealing cost and no PIN rule (tests make stores as earlier
+    /// versions did).
+    static func create(in home: N11Home, pin: SecureBytes?, sealedWith parameters: Argon2Parameters,
+                       holdingLock: Bool = false) throws(VaultError) -> KeyStore {
         let lock: FileLock
         let createdHome: Bool
         do {
@@ -100,8 +112,8 @@ public final class KeyStore: @unchecked Sendable {
             var sealing: Sealing? = nil
             if let pin {
                 let salt = SecureRandom.bytes(Argon2id.saltLength)
-                let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: .interactive)
-                sealing = Sealing(parameters: .interactive, salt: salt, key: key)
+                let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
+                sealing = Sealing(parameters: parameters, salt: salt, key: key)
             }
             let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), compartmentKeys: keys, archiveRecords: [], sealing: sealing)
             try store.save(replaceExisting: false)
@@ -355,8 +367,16 @@ public final class KeyStore: @unchecked Sendable {
         }
     }
 
+    /// The shortest PIN a new key store takes. A copied key store can be attacked offline
+    /// at one Argon2id per guess and no retry limit: 4 digits fell in 29 minutes on one core
+    /// with the old interactive cost; 8 digits at the moderate cost take years per core.
+    public static let minimumPINLength = 8
+
     static func checkPIN(_ pin: SecureBytes) throws(VaultError) {
-        guard pin.count >= 4 else { throw .pinRejected("a PIN must have at least 4 characters") }
+        let rule = "a PIN must have at least \(minimumPINLength) characters, not all the same: it is all that protects a copied key store (see README)"
+        guard pin.count >= minimumPINLength else { throw .pinRejected(rule) }
+        let allSame = pin.withUnsafeBytes { raw in raw.allSatisfy { $0 == raw[0] } }
+        guard !allSame else { throw .pinRejected(rule) }
     }
 }
 

@@ -18,7 +18,7 @@ struct Init: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @OptionGroup var vaultOptions: VaultOptions
 
-    @Flag(help: "Seal the key store under a PIN (Argon2id, interactive profile).")
+    @Flag(help: "Seal the key store under a PIN of at least 8 characters (Argon2id, 256 MiB, 3 passes).")
     var pin = false
 
     func run() throws {

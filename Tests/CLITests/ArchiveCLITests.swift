@@ -261,8 +261,8 @@ struct ArchiveCLITests {
     func coreDumpsDisabled() throws {
         let sandbox = try Sandbox()
         defer { sandbox.remove() }
-        try sandbox.initialize(["--pin", "--pin-file", try sandbox.file("pin", Array("2468\n".utf8))])
-        let (line, status) = try coreLimitWhileWaitingForPIN(home: sandbox.home, pin: "2468\n")
+        try sandbox.initialize(["--pin", "--pin-file", try sandbox.file("pin", Array("24681357\n".utf8))])
+        let (line, status) = try coreLimitWhileWaitingForPIN(home: sandbox.home, pin: "24681357\n")
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
         #expect(fields.count >= 6 && fields[4] == "0" && fields[5] == "0", "core limit: \(line)")
         #expect(status == 0)
@@ -415,7 +415,7 @@ struct RepairCLITests {
     @Test("a secure restore with a PIN-protected key store reads the PIN once (--pin-fd works)")
     func secureRestorePINOnce() throws {
         try withSandbox { s in
-            let pinFile = try s.file("pin", Array("1357\n".utf8))
+            let pinFile = try s.file("pin", Array("13572468\n".utf8))
             try s.initialize(["--pin", "--pin-file", pinFile])
             expectExit(try s.run(["vault", "add", "--pin-file", pinFile, try s.file("a.jpg", [1, 2, 3])]), 0)
             let archive = s.path("s.nu11vlt")

@@ -95,7 +95,7 @@ struct ConcurrencyTests {
             try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
             chown(home, 65534, 65534)
             chmod(home, 0o700)
-            let pin = try s.file("pin", Array("2468\n".utf8))
+            let pin = try s.file("pin", Array("24681357\n".utf8))
             chmod(pin, 0o644)
             func asNobody(_ args: [String], stdin: Any? = nil) throws -> Process {
                 let p = Process()
@@ -124,7 +124,7 @@ struct ConcurrencyTests {
                 }
                 usleep(10_000)
             }
-            try input.fileHandleForWriting.write(contentsOf: Data("2468\n".utf8))
+            try input.fileHandleForWriting.write(contentsOf: Data("24681357\n".utf8))
             try input.fileHandleForWriting.close()
             waiting.waitUntilExit()
             #expect(owner == 0, "a dumpable process's /proc entries belong to its user (65534)")

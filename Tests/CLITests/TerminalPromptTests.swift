@@ -28,19 +28,19 @@ struct TerminalPromptTests {
     @Test("init --pin on a terminal asks twice without echo; the PIN then unlocks the key store")
     func pinPrompt() throws {
         try withSandbox { s in
-            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["8642", "8642"], home: s.home)
+            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["86420975", "86420975"], home: s.home)
             #expect(transcript.contains("Enter PIN:") && transcript.contains("Repeat PIN:"), "\(transcript)")
-            #expect(!transcript.contains("8642"), "the PIN was echoed: \(transcript)")
+            #expect(!transcript.contains("86420975"), "the PIN was echoed: \(transcript)")
             #expect(transcript.contains("PIN-protected"), "\(transcript)")
-            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("pin", Array("8642\n".utf8))]), 0)
-            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("bad", Array("8641\n".utf8))]), 77)
+            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("pin", Array("86420975\n".utf8))]), 0)
+            expectExit(try s.run(["vault", "list", "--pin-file", try s.file("bad", Array("86420976\n".utf8))]), 77)
         }
     }
 
     @Test("two different PINs create nothing")
     func pinMismatch() throws {
         try withSandbox { s in
-            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["8642", "8643"], home: s.home)
+            let (transcript, _) = try runOnTerminal(["init", "--pin"], typing: ["86420975", "86420974"], home: s.home)
             #expect(transcript.contains("differ"), "\(transcript)")
             #expect(!exists(s.home + "/keystore.n11keys"))
         }

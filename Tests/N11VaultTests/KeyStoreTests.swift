@@ -4,7 +4,7 @@ import Testing
 import N11Crypto
 import N11System
 import N11TestSupport
-import N11Vault
+@testable import N11Vault
 
 // Key store layout (KeyStore.swift): "N11KEYS\0" version protection, then for an unsealed
 // store the body storeID[16] count:u32 and count × (kind:u8 id[16] key[32]).
@@ -74,7 +74,7 @@ struct KeyStoreTests {
             let before = try readBytes(home.keyStorePath)
             let error = expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: nil) }
             #expect(error?.kind == .outputExists)
-            expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: secret("1234")) }
+            expectVaultError("alreadyInitialized") { _ = try KeyStore.create(in: home, pin: secret("12345678")) }
             #expect(try readBytes(home.keyStorePath) == before)
             // The home's lock file (writers of the key store hold it) and no temp file.
             #expect(listing(of: home.root) == [".lock", "keystore.n11keys"], "no temp file left behind")
@@ -217,7 +217,7 @@ struct KeyStoreTests {
     @Test("a PIN-sealed store loads with the right PIN, asking exactly once, and holds no raw key bytes")
     func pinRoundTrip() throws {
         try withTemporaryDirectory { dir in
-            let (home, store) = try makeHome(in: dir, pin: secret("1234"))
+            let (home, store) = try makeHome(in: dir, pin: secret("12345678"))
             #expect(store.isPINProtected)
             #expect(mode(of: home.keyStorePath) == 0o600)
             let file = try readBytes(home.keyStorePath)
@@ -225,9 +225,9 @@ struct KeyStoreTests {
                 #expect(!contains(file, store.key(for: compartment).testBytes),
                         "the sealed file contains the raw \(compartment) key")
             }
-            #expect(!contains(file, Array("1234".utf8)), "the sealed file contains the PIN")
+            #expect(!contains(file, Array("12345678".utf8)), "the sealed file contains the PIN")
 
-            let provider = PINProvider("1234")
+            let provider = PINProvider("12345678")
             let loaded = try KeyStore.load(from: home, pin: provider.callAsFunction)
             #expect(provider.calls == 1)
             #expect(loaded.isPINProtected)
@@ -253,21 +253,21 @@ struct KeyStoreTests {
     @Test("a wrong PIN throws wrongPIN and leaves the file unchanged")
     func wrongPIN() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
             let before = try readBytes(home.keyStorePath)
-            let provider = PINProvider("1235")
+            let provider = PINProvider("12345679")
             let error = expectVaultError("wrongPIN") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
             #expect(error?.kind == .authentication)
             #expect(provider.calls == 1)
             #expect(try readBytes(home.keyStorePath) == before)
-            #expect(error?.description.contains("1235") == false, "the PIN appears in the message")
+            #expect(error?.description.contains("12345679") == false, "the PIN appears in the message")
         }
     }
 
     @Test("no PIN for a sealed store throws keyStoreLocked")
     func locked() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
             let before = try readBytes(home.keyStorePath)
             let provider = PINProvider(nil)
             let error = expectVaultError("keyStoreLocked") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
@@ -278,15 +278,36 @@ struct KeyStoreTests {
         }
     }
 
-    @Test("a PIN shorter than 4 characters is refused at create, and no key store is written")
+    @Test("a PIN under 8 characters, or of one repeated character, is refused at create, and no key store is written")
     func shortPIN() throws {
         try withTemporaryDirectory { dir in
             let home = N11Home(root: dir + "/home")
-            let error = expectVaultError("pinRejected") { _ = try KeyStore.create(in: home, pin: secret("123")) }
-            #expect(error?.kind == .usage)
-            #expect(!exists(home.keyStorePath))
-            // Four is enough.
-            _ = try KeyStore.create(in: home, pin: secret("1234"))
+            for weak in ["123", "1234", "1234567", "11111111"] {
+                let error = expectVaultError("pinRejected") { _ = try KeyStore.create(in: home, pin: secret(weak)) }
+                #expect(error?.kind == .usage)
+                #expect(error?.description.contains("8 characters") == true, "\(String(describing: error))")
+                #expect(!exists(home.keyStorePath))
+            }
+            // Eight different-enough characters are.
+            _ = try KeyStore.create(in: home, pin: secret("12345678"))
+        }
+    }
+
+    @Test("a new PIN-sealed key store costs the moderate Argon2id (256 MiB, 3 passes); one sealed as before still opens")
+    func pinCost() throws {
+        try withTemporaryDirectory { dir in
+            let home = N11Home(root: dir + "/home")
+            _ = try KeyStore.create(in: home, pin: secret("12345678"))
+            // Header: magic(8) version(1) protection(1) ops:u32 memoryKiB:u32 (little-endian).
+            let bytes = try readBytes(home.keyStorePath)
+            let word = { (at: Int) in (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[at + $1]) << (8 * UInt32($1)) } }
+            #expect(bytes[9] == 1 && word(10) == 3 && word(14) == 256 << 10, "ops \(word(10)), memory \(word(14)) KiB")
+
+            // A store an earlier version sealed with a 4-digit PIN at the interactive cost.
+            let old = N11Home(root: dir + "/old")
+            _ = try KeyStore.create(in: old, pin: secret("2580"), sealedWith: .interactive)
+            let loaded = try KeyStore.load(from: old) { try secret("2580") }
+            #expect(loaded.isPINProtected)
         }
     }
 
@@ -294,11 +315,11 @@ struct KeyStoreTests {
           arguments: [0, 8, 9, 10, 14, 18, 30])
     func sealedHeaderDamage(offset: Int) throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
             try flipByte(in: home.keyStorePath, at: offset)
             let before = try readBytes(home.keyStorePath)
             do {
-                _ = try KeyStore.load(from: home) { try secret("1234") }
+                _ = try KeyStore.load(from: home) { try secret("12345678") }
                 Issue.record("a sealed key store with byte \(offset) flipped loaded")
             } catch let error as VaultError {
                 // ops/memory/salt are authenticated as associated data: a flip there is a failed
@@ -367,8 +388,8 @@ struct KeyStoreTests {
     @Test("addArchiveKey on a PIN-sealed store needs no second PIN and keeps the store sealed")
     func archiveKeysSealed() throws {
         try withTemporaryDirectory { dir in
-            let (home, _) = try makeHome(in: dir, pin: secret("1234"))
-            let provider = PINProvider("1234")
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
+            let provider = PINProvider("12345678")
             let store = try KeyStore.load(from: home, pin: provider.callAsFunction)
             #expect(provider.calls == 1)
             let id = randomBytes(16)
@@ -380,7 +401,7 @@ struct KeyStoreTests {
             #expect(!contains(file, key.testBytes), "the archive key is in the sealed file in the clear")
 
             expectVaultError("keyStoreLocked") { _ = try KeyStore.load(from: home) { nil } }
-            let reloadProvider = PINProvider("1234")
+            let reloadProvider = PINProvider("12345678")
             let reloaded = try KeyStore.load(from: home, pin: reloadProvider.callAsFunction)
             #expect(reloadProvider.calls == 1)
             #expect(reloaded.isPINProtected)
