@@ -20,6 +20,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// An export directory (or its Photos/Notes folder) that is a link or another user's.
     case unsafeDestination(path: String, why: String)
     case passwordNeeded
+    /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
+    case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
     case tooLarge(String)
     case vaultItemDamaged(id: String, path: String)
@@ -35,7 +37,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded: return .usage
+        case .passwordNeeded, .kdfAboveCeiling: return .usage
         case .tooLarge: return .other
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
@@ -59,6 +61,8 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case let .kdfAboveCeiling(a, ops, memory, ceiling):
+            return "'\(a)' asks for Argon2id with \(memory) MiB and \(ops) passes per password attempt, above this machine's ceiling of \(ceiling) MiB; its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
         case .vault(let e): return e.description
@@ -79,6 +83,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
+        case let .kdfAboveCeiling(_, _, memory, _):
+            return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
         case .vault(let e): return e.hint
         case .system(let e): return e.hint

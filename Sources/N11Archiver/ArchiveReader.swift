@@ -118,12 +118,16 @@ public final class ArchiveReader {
     /// Authenticates the archive: derives or looks up the KEK, unwraps the content key,
     /// decrypts and checks the manifest, and matches the ZIP entries against it.
     /// `password` is asked only for portable archives, `keyStore` only for secure ones.
-    public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore) throws(ArchiveError) -> UnlockedArchive {
+    /// A portable archive whose Argon2id memory is above `kdfCeiling` is refused before the
+    /// password is asked for and before any key derivation runs.
+    public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                       kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> UnlockedArchive {
         do {
             let contentKey: SecureBytes
             switch header.mode {
             case .portable:
                 guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
+                try kdfCeiling.check(kdf, archive: path)
                 guard let secret = try password() else { throw ArchiveError.passwordNeeded }
                 let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
                 do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
@@ -202,6 +206,27 @@ struct BoundedReader {
             if n == 0 { return out }
             guard out.count + n <= limit else { throw FormatError.limitExceeded("manifest larger than \(limit) bytes") }
             out.append(contentsOf: buffer[0..<n])
+        }
+    }
+}
+
+/// The most Argon2id memory this machine spends on unlocking one archive. A header is not
+/// authenticated until its key is derived, so anyone who can put a file where an unattended
+/// `prune` or `restore` reads can ask for 1 GiB and 32 passes per attempt; the format allows
+/// that much (FORMAT.md §8), this ceiling decides what is spent here. Raised per command
+/// with `--allow-kdf-memory MIB` (or `N11_ALLOW_KDF_MEMORY`).
+public struct KDFCeiling: Sendable, Equatable {
+    public let memoryMiB: UInt64
+
+    /// Twice the moderate profile that `create` uses by default.
+    public static let standardMemoryMiB: UInt64 = 512
+    public static let standard = KDFCeiling(memoryMiB: standardMemoryMiB)
+
+    public init(memoryMiB: UInt64) { self.memoryMiB = memoryMiB }
+
+    func check(_ kdf: ArchiveHeader.KDF, archive: String) throws(ArchiveError) {
+        guard kdf.memoryKiB <= memoryMiB << 10 else {
+            throw .kdfAboveCeiling(archive: archive, opsLimit: kdf.opsLimit, memoryMiB: (kdf.memoryKiB + 1023) >> 10, ceilingMiB: memoryMiB)
         }
     }
 }

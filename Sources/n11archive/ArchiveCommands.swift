@@ -99,6 +99,9 @@ struct Create: ParsableCommand {
         if portable && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
             Console.warning("Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
         }
+        if portable && kdfMemoryMiB > KDFCeiling.standardMemoryMiB {
+            Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
+        }
         let vault = try vaultOptions.open(with: store, forWriting: true)
         let now = Date()
         var directoryLock: DirectoryLock? = nil
@@ -169,17 +172,18 @@ struct ArchiveInput: ParsableArguments {
     @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var kdfCeiling: KDFCeilingOptions
 
     /// Opens and authenticates the archive: portable ones ask for the password, secure ones
     /// load the key store. Pass a reader already opened to avoid opening the file twice.
     func unlock(_ opened: ArchiveReader? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? ArchiveReader(path: file)
         var keyStore: KeyStore? = nil
-        let archive = try reader.unlock(password: { try password.read(confirm: false) }, keyStore: {
+        let archive = try reader.unlock(password: { try password.read(confirm: false, cost: reader.header.kdf) }, keyStore: {
             let loaded = try store.loadKeyStore()
             keyStore = loaded
             return loaded
-        })
+        }, kdfCeiling: try kdfCeiling.ceiling())
         return (archive, keyStore)
     }
 }

@@ -1,5 +1,8 @@
 import ArgumentParser
+import Foundation
+import N11Archiver
 import N11Crypto
+import N11Format
 
 /// How a portable archive's password is supplied. Deliberately no `--password VALUE`.
 struct PasswordOptions: ParsableArguments {
@@ -24,12 +27,44 @@ struct PasswordOptions: ParsableArguments {
                             environmentFile: "N11_PASSWORD_FILE", environmentCommand: "N11_PASSWORD_COMMAND")
     }
 
-    /// Reads the password; `confirm` asks twice on a terminal (creating an archive).
-    func read(confirm: Bool) throws -> SecureBytes {
+    /// Reads the password; `confirm` asks twice on a terminal (creating an archive). Before a
+    /// prompt for an existing archive's password, says what each attempt will cost (`kdf`),
+    /// so a person is not left wondering why a wrong guess takes seconds.
+    func read(confirm: Bool, cost kdf: ArchiveHeader.KDF? = nil) throws -> SecureBytes {
         guard let source else {
             throw CLIError(.usage, "a portable archive needs a password and there is no terminal to ask for it",
                            hint: "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE")
         }
+        if case .terminal = source, let kdf {
+            Console.note("this archive's password is stretched with Argon2id: \(kdf.opsLimit) passes, \((kdf.memoryKiB + 1023) >> 10) MiB per attempt")
+        }
         return try source.read(what: "password", confirm: confirm)
+    }
+}
+
+/// How much Argon2id memory unlocking an archive may cost on this machine (`KDFCeiling`).
+struct KDFCeilingOptions: ParsableArguments {
+    @Option(name: .customLong("allow-kdf-memory"),
+            help: ArgumentHelp("Unlock portable archives whose Argon2id asks for up to MIB of memory (default \(KDFCeiling.standardMemoryMiB); $N11_ALLOW_KDF_MEMORY also works).",
+                               valueName: "MIB"))
+    var allowKDFMemory: UInt64?
+
+    static let environmentName = "N11_ALLOW_KDF_MEMORY"
+    static let range: ClosedRange<UInt64> = 1...1024
+
+    func validate() throws {
+        if let allowKDFMemory, !Self.range.contains(allowKDFMemory) {
+            throw ValidationError("--allow-kdf-memory must be 1…1024 MiB (the format's own limit is 1 GiB)")
+        }
+    }
+
+    /// The flag, else the environment, else the standard ceiling.
+    func ceiling() throws -> KDFCeiling {
+        if let allowKDFMemory { return KDFCeiling(memoryMiB: allowKDFMemory) }
+        guard let text = ProcessInfo.processInfo.environment[Self.environmentName], !text.isEmpty else { return .standard }
+        guard let value = UInt64(text), Self.range.contains(value) else {
+            throw CLIError(.usage, "\(Self.environmentName)='\(text)' is not a number of MiB from 1 to 1024")
+        }
+        return KDFCeiling(memoryMiB: value)
     }
 }

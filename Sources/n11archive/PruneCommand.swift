@@ -43,6 +43,7 @@ struct Prune: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var kdfCeiling: KDFCeilingOptions
     @OptionGroup var outputOptions: OutputOptions
 
     var policy: ArchiveRetention.Policy {
@@ -174,11 +175,11 @@ struct Prune: ParsableCommand {
         do {
             let reader = try ArchiveReader(path: path)
             var keyStore: N11Vault.KeyStore? = nil
-            let archive = try reader.unlock(password: { try password.read(confirm: false) }, keyStore: {
+            let archive = try reader.unlock(password: { try password.read(confirm: false, cost: reader.header.kdf) }, keyStore: {
                 let loaded = try store.loadKeyStore()
                 keyStore = loaded
                 return loaded
-            })
+            }, kdfCeiling: try kdfCeiling.ceiling())
             if archive.header.mode == .secure && keyStore == nil { keyStore = try store.loadKeyStore() }
             _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? keyStore : nil,
                                            progress: outputOptions.observer("verify"))

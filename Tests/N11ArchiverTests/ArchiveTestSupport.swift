@@ -160,6 +160,7 @@ extension ArchiveError {
         case .exportConflicts: return "exportConflicts"
         case .unsafeDestination: return "unsafeDestination"
         case .passwordNeeded: return "passwordNeeded"
+        case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .vault: return "vault"
         case .system: return "system"
