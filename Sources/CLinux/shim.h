@@ -33,6 +33,12 @@ static inline int n11_rename_noreplace(const char *from, const char *to) {
     return n11_renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }
 
+/* pipe2(2) with O_CLOEXEC: glibc declares pipe2 only under _GNU_SOURCE. Both ends close on
+   exec, so a command we start inherits only the end we hand it. */
+static inline int n11_pipe_cloexec(int fds[2]) {
+    return (int)syscall(SYS_pipe2, fds, O_CLOEXEC);
+}
+
 /* malloc_trim is declared in <malloc.h>, which the Glibc module does not bring in. */
 static inline void n11_release_free_heap(void) {
     malloc_trim(0);

@@ -65,27 +65,37 @@ enum SecretSource {
         return secret
     }
 
-    /// Runs `sh -c command` and reads the secret from its standard output (first line),
-    /// straight from the pipe into locked memory.
+    /// How long a password command may take to exit once its first line was read; then it
+    /// is killed. Its line is what counts, not how it cleans up.
+    static let commandGracePeriod = 3.0
+
+    /// Runs `sh -c command` and reads the secret from its standard output: the first line,
+    /// straight from the pipe into locked memory. The rest is never read: the pipe is closed
+    /// and the command reaped within `commandGracePeriod` (so `yes pw`, or a helper whose
+    /// child keeps its output open, cannot hang a backup). A command that exits non-zero fails.
     private static func run(_ command: String, what: String) throws -> SecureBytes {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { throw CLIError(.other, "cannot run the \(what) command: \(error.localizedDescription)") }
-        let reader = FileDescriptor(borrowing: pipe.fileHandleForReading.fileDescriptor, path: "the \(what) command")
-        let secret = try SecureBytes.readSecret(from: reader)
-        // Drain the rest so the command never blocks on a full pipe, then wait for it.
-        var rest = [UInt8](repeating: 0, count: 4096)
-        while (try? reader.read(into: &rest, offset: 0, count: rest.count)) ?? 0 > 0 {}
-        rest.wipe()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CLIError(.authentication, "the \(what) command failed (exit status \(process.terminationStatus))")
+        let child: ShellCommand
+        do { child = try ShellCommand.start(command) }
+        catch { throw CLIError(.other, "cannot run the \(what) command: \((error as? SystemError)?.reason ?? "\(error)")") }
+        let secret: SecureBytes
+        do { secret = try SecureBytes.readSecret(from: child.output) }
+        catch {
+            _ = child.finish(gracePeriod: 0)
+            throw error
         }
-        return secret
+        switch child.finish(gracePeriod: commandGracePeriod) {
+        case .exited(128 + SIGPIPE):
+            // The shell's report of a command it ran that SIGPIPE ended (`yes pw`).
+            return secret
+        case .exited(let status) where status != 0:
+            throw CLIError(.authentication, "the \(what) command failed (exit status \(status))")
+        case .signaled(let signal) where signal != SIGPIPE:
+            throw CLIError(.authentication, "the \(what) command was ended by signal \(signal)")
+        default:
+            // Exited 0, ended by SIGPIPE when we stopped reading, or killed after it printed
+            // its line and did not exit in time: the line is the secret.
+            return secret
+        }
     }
 
     private func prompt(_ tty: FileDescriptor, _ text: String) throws -> SecureBytes {
