@@ -157,31 +157,33 @@ public enum ArchiveRetention {
     }
 }
 
-/// An advisory lock on a directory itself (flock on the directory), so that no extra file
-/// appears in it: `create --output-dir` holds it shared while it writes, `prune` exclusively
-/// while it decides and deletes, so prune never runs beside a create into the same place.
+/// The lock of an archive directory: `create --output-dir` holds it shared while it writes,
+/// `prune` exclusively while it decides and deletes, so prune never runs beside a create into
+/// the same place. It is a 0600 file of the user's, `DIR/.n11archive.lock`, not the directory
+/// itself: any local user who can read a directory can flock it and so block every backup
+/// into it. A lock file planted by another user, or a link in its place, is refused.
 public final class DirectoryLock: @unchecked Sendable {
-    private let descriptor: FileDescriptor
+    public static let fileName = ".n11archive.lock"
+    private let lock: FileLock
 
-    private init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
+    private init(_ lock: FileLock) { self.lock = lock }
 
     public static func acquire(_ directory: String, exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> DirectoryLock {
-        let descriptor: FileDescriptor
-        do { descriptor = try FileDescriptor.openDirectory(directory) }
+        let path = Path.join(directory, fileName)
+        let outcome: FileLock.Outcome
+        do { outcome = try FileLock.acquire(path, shared: !exclusive, waitSeconds: waitSeconds) }
         catch let error as SystemError { throw .system(error) }
-        catch { throw .system(SystemError("\(error)", path: directory, errno: EIO)) }
-        var waited = 0.0
-        while flock(descriptor.rawValue, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else { throw .system(SystemError("cannot lock directory", path: directory)) }
-            if waited >= waitSeconds {
-                throw .caller(kind: .busy, message: "another n11archive is \(exclusive ? "using" : "pruning") '\(directory)'",
-                              hint: "wait for it to finish, or give --lock-wait SECONDS")
-            }
-            usleep(100_000)
-            waited += 0.1
+        catch let violation as PrivatePermissions.Violation {
+            let what: String
+            if case .wrongOwner(_, let owner) = violation { what = "belongs to uid \(owner), not to you" } else { what = "is not a regular file" }
+            throw .caller(kind: .configuration, message: "the lock file '\(path)' \(what); nothing was done",
+                          hint: "remove it if you trust the directory (another user who can write there may have planted it to block your backups), or keep backups in a directory only you can write to")
+        } catch { throw .caller(kind: .other, message: "cannot lock '\(path)': \(error)", hint: nil) }
+        switch outcome {
+        case .acquired(let lock): return DirectoryLock(lock)
+        case .heldBy:
+            throw .caller(kind: .busy, message: "another n11archive is \(exclusive ? "using" : "pruning") '\(directory)'",
+                          hint: "wait for it to finish, or give --lock-wait SECONDS")
         }
-        return DirectoryLock(descriptor)
     }
-
-    deinit { _ = flock(descriptor.rawValue, LOCK_UN) }
 }

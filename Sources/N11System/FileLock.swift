@@ -19,6 +19,11 @@ public final class FileLock: @unchecked Sendable {
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SystemError("cannot open lock file", path: path) }
         let descriptor = FileDescriptor(adopting: fd, path: path)
+        // A lock file someone else made (in a directory they can write to) would let them
+        // hold it, and block us, whenever they like: ours is a 0600 file of our own.
+        let status = try descriptor.status()
+        guard status.kind == .regular else { throw PrivatePermissions.Violation.notARegularFile(path: path) }
+        guard status.owner == geteuid() else { throw PrivatePermissions.Violation.wrongOwner(path: path, owner: status.owner) }
         var waited = 0.0
         while flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 {
             guard Glibc.errno == EWOULDBLOCK || Glibc.errno == EINTR else {

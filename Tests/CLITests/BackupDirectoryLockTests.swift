@@ -1,0 +1,68 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+/// `create --output-dir` and `prune` exclude each other through a 0600 lock file of the
+/// user's in the backup directory, not a flock on the directory itself, which anyone who can
+/// read the directory can take.
+@Suite("The backup directory's lock: a file of the user's, not the directory")
+struct BackupDirectoryLockTests {
+    @Test("a flock held on the directory by another process blocks neither create --output-dir nor prune")
+    func directoryFlockDoesNotBlock() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o755) == 0)
+            _ = try s.datedArchives(1, in: dir, password: pw)
+            // What a hostile local user can do to a directory they can read.
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            holder.arguments = ["-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", dir]
+            let ready = Pipe()
+            holder.standardOutput = ready
+            try holder.run()
+            defer { holder.terminate(); holder.waitUntilExit() }
+            #expect(String(decoding: ready.fileHandleForReading.availableData, as: UTF8.self).contains("held"))
+
+            expectExit(try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw] + fastKDF), 0)
+            expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw]), 0)
+            #expect(listing(of: dir).filter(isDatedArchiveName).count == 1, "\(listing(of: dir))")
+            #expect(listing(of: dir).contains(".n11archive.lock"))
+            var st = stat()
+            #expect(lstat(dir + "/.n11archive.lock", &st) == 0 && st.st_mode & 0o777 == 0o600 && st.st_uid == geteuid())
+        }
+    }
+
+    @Test("a lock file planted by another user, or a link in its place, is refused and nothing is written or deleted")
+    func plantedLockFileRefused() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o755) == 0)
+            let archives = try s.datedArchives(2, in: dir, password: pw)
+            let lock = dir + "/.n11archive.lock"
+            #expect(unlink(lock) == 0)
+
+            try writeBytes([], to: lock)
+            #expect(chown(lock, 65534, 65534) == 0)
+            let create = try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw] + fastKDF)
+            expectExit(create, 78)
+            #expect(create.err.contains(lock) && create.err.contains("uid 65534"), "\(create)")
+            let prune = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw])
+            expectExit(prune, 78)
+            #expect(Set(listing(of: dir).filter(isDatedArchiveName)) == Set(archives.map(lastComponent)))
+
+            #expect(unlink(lock) == 0)
+            let target = s.path("elsewhere")
+            try writeBytes(Array("keep".utf8), to: target)
+            #expect(symlink(target, lock) == 0)
+            let linked = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw])
+            #expect(linked.status != 0, "\(linked)")
+            #expect(try readBytes(target) == Array("keep".utf8))
+            #expect(Set(listing(of: dir).filter(isDatedArchiveName)) == Set(archives.map(lastComponent)))
+        }
+    }
+}
