@@ -9,6 +9,8 @@ public enum PrivatePermissions {
         case wrongOwner(path: String, owner: uid_t)
         case notADirectory(path: String)
         case notARegularFile(path: String)
+        /// A directory above the key store that another user could rename or replace things in.
+        case unsafeAncestor(path: String, owner: uid_t, mode: mode_t)
 
         public var description: String {
             switch self {
@@ -20,6 +22,11 @@ public enum PrivatePermissions {
                 return "'\(path)' is not a directory"
             case let .notARegularFile(path):
                 return "'\(path)' is not a regular file (links are refused)"
+            case let .unsafeAncestor(path, owner, mode):
+                if owner != 0 && owner != getuid() {
+                    return "'\(path)', a directory above the key store, belongs to uid \(owner): that user could replace your key store; keep the n11archive home under directories owned by you or root"
+                }
+                return "'\(path)', a directory above the key store, is writable by others (\(octal(mode))) without the sticky bit: they could replace your key store; run: chmod go-w '\(path)'"
             }
         }
     }
@@ -38,6 +45,39 @@ public enum PrivatePermissions {
         guard status.kind == .regular else { throw Violation.notARegularFile(path: path) }
         guard status.owner == geteuid() else { throw Violation.wrongOwner(path: path, owner: status.owner) }
         guard status.permissions & 0o077 == 0 else { throw Violation.tooOpen(path: path, mode: status.permissions, wanted: 0o600) }
+    }
+
+    /// The same checks on what was actually opened: an open directory's and an open file's
+    /// descriptor, so nothing swapped in after a path check can pass.
+    public static func checkDirectory(_ directory: DirectoryHandle) throws {
+        let status = try directory.status()
+        guard status.kind == .directory else { throw Violation.notADirectory(path: directory.path) }
+        guard status.owner == geteuid() else { throw Violation.wrongOwner(path: directory.path, owner: status.owner) }
+        guard status.permissions & 0o077 == 0 else { throw Violation.tooOpen(path: directory.path, mode: status.permissions, wanted: 0o700) }
+    }
+
+    public static func checkFile(_ file: FileDescriptor) throws {
+        let status = try file.status()
+        guard status.kind == .regular else { throw Violation.notARegularFile(path: file.path) }
+        guard status.owner == geteuid() else { throw Violation.wrongOwner(path: file.path, owner: status.owner) }
+        guard status.permissions & 0o077 == 0 else { throw Violation.tooOpen(path: file.path, mode: status.permissions, wanted: 0o600) }
+    }
+
+    /// Every directory above `path` (after resolving links, as OpenSSH's StrictModes does)
+    /// must belong to root or the user and be writable by nobody else, unless it has the
+    /// sticky bit (/tmp): otherwise another user could move the private directory aside
+    /// and put one of their own in its place.
+    public static func checkAncestors(of path: String) throws {
+        guard let resolved = realpath(path, nil) else { throw SystemError("cannot resolve", path: path) }
+        var current = String(cString: resolved)
+        free(resolved)
+        while current != "/" {
+            current = Path.directory(of: current)
+            guard let status = try FileStatus.of(current, followLinks: true) else { continue }
+            let foreign = status.owner != 0 && status.owner != geteuid()
+            let writableByOthers = status.permissions & 0o022 != 0 && status.permissions & mode_t(S_ISVTX) == 0
+            if foreign || writableByOthers { throw Violation.unsafeAncestor(path: current, owner: status.owner, mode: status.permissions) }
+        }
     }
 
     static func octal(_ mode: mode_t) -> String {

@@ -101,7 +101,15 @@ public final class KeyStore: @unchecked Sendable {
         let createdHome: Bool
         do {
             createdHome = try Directory.ensure(home.root, mode: 0o700)
-            try PrivatePermissions.checkDirectory(home.root)
+            do {
+                try PrivatePermissions.checkDirectory(home.root)
+                // A key store that could not be loaded afterwards is not made at all.
+                try PrivatePermissions.checkAncestors(of: home.root)
+            } catch {
+                if createdHome { _ = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true)
+                    .removeEmptySubdirectory(Path.lastComponent(of: home.root)) }
+                throw error
+            }
             lock = try lockHome(home, wait: 60)
         } catch { throw VaultError.wrap(error) }
         defer { withExtendedLifetime(lock) {} }
@@ -161,14 +169,21 @@ public final class KeyStore: @unchecked Sendable {
         let path = home.keyStorePath
         guard (try? FileStatus.of(home.root, followLinks: true)) != nil,
               (try? FileStatus.of(path)) != nil else { throw VaultError.notInitialized(home: home.root) }
+        let fd: FileDescriptor
         do {
+            // By path first, for messages that name the fix; then on what was opened, without
+            // following a link, so nothing swapped in between the check and the open passes.
             try PrivatePermissions.checkDirectory(home.root)
             try PrivatePermissions.checkFile(path)
+            try PrivatePermissions.checkAncestors(of: home.root)
+            let directory = try DirectoryHandle.open(home.root)
+            try PrivatePermissions.checkDirectory(directory)
+            fd = try directory.openFileForReading(Path.lastComponent(of: path))
+            try PrivatePermissions.checkFile(fd)
         } catch { throw VaultError.wrap(error) }
 
         let contents: SecureBytes
         do {
-            let fd = try FileDescriptor.openForReading(path)
             // Size the locked buffer from the file, not from the maximum: locked memory is
             // scarce (RLIMIT_MEMLOCK) and counts against the process's footprint.
             let size = Int(min(try fd.status().size, Int64(maximumFileSize)))

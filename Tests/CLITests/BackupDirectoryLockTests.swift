@@ -66,3 +66,52 @@ struct BackupDirectoryLockTests {
         }
     }
 }
+
+/// The key store is opened without following links and checked on the descriptor; the
+/// directories above it must not let another user move it aside.
+@Suite("The key store's place: no links, no directory above it open to others")
+struct KeyStorePlaceTests {
+    @Test("a home under a directory writable by others (no sticky bit), or another user's, is refused; a sticky one is fine")
+    func unsafeAncestors() throws {
+        try withSandbox { s in
+            let shared = s.path("shared")
+            #expect(mkdir(shared, 0o755) == 0)
+            let home = shared + "/home"
+            let env = ["N11_HOME": home]
+            expectExit(try s.run(["init"], environment: env), 0)
+            expectExit(try s.run(["vault", "list"], environment: env), 0)
+
+            #expect(chmod(shared, 0o777) == 0)
+            let open = try s.run(["vault", "list"], environment: env)
+            expectExit(open, 78)
+            #expect(open.err.contains("'\(shared)'") && open.err.contains("chmod go-w"), "\(open)")
+            // init refuses such a place too, and leaves no home behind.
+            let newHome = shared + "/new-home"
+            expectExit(try s.run(["init"], environment: ["N11_HOME": newHome]), 78)
+            #expect(!exists(newHome))
+
+            #expect(chmod(shared, 0o1777) == 0)
+            expectExit(try s.run(["vault", "list"], environment: env), 0)
+
+            #expect(chmod(shared, 0o755) == 0 && chown(shared, 65534, 65534) == 0)
+            let foreign = try s.run(["vault", "list"], environment: env)
+            expectExit(foreign, 78)
+            #expect(foreign.err.contains("uid 65534"), "\(foreign)")
+            #expect(chown(shared, geteuid(), getegid()) == 0)
+            expectExit(try s.run(["vault", "list"], environment: env), 0)
+        }
+    }
+
+    @Test("a key store that is a link to a real key store is refused")
+    func linkedKeyStore() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let real = s.home + "/keystore.n11keys"
+            let moved = s.path("elsewhere.n11keys")
+            #expect(rename(real, moved) == 0 && symlink(moved, real) == 0)
+            let linked = try s.run(["vault", "list"])
+            expectExit(linked, 78)
+            #expect(linked.err.contains("not a regular file"), "\(linked)")
+        }
+    }
+}
