@@ -90,7 +90,7 @@ public final class ArchiveReader {
     /// after, and its heap handed back to the system. The second opening must show the same
     /// header and key wrap: the key is derived from the first, and everything read later is
     /// authenticated under it.
-    private func derivingWithoutContainer<T>(_ derive: () throws -> T) throws -> T {
+    fileprivate func derivingWithoutContainer<T>(_ derive: () throws -> T) throws -> T {
         container = nil
         Heap.releaseFreePages()
         let result: T
@@ -123,23 +123,7 @@ public final class ArchiveReader {
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                        kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> UnlockedArchive {
         do {
-            let contentKey: SecureBytes
-            switch header.mode {
-            case .portable:
-                guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
-                try kdfCeiling.check(kdf, archive: path)
-                guard let secret = try password() else { throw ArchiveError.passwordNeeded }
-                let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
-                do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
-                catch { throw ArchiveError.wrongPassword(archive: path) }
-            case .secure:
-                let store = try keyStore()
-                guard let kek = store.archiveKey(id: header.archiveID) else {
-                    throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex)
-                }
-                do { contentKey = try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
-                catch { throw ArchiveError.damaged(archive: path, what: "the header or key wrap was changed") }
-            }
+            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling)
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
@@ -153,6 +137,39 @@ public final class ArchiveReader {
             }
             return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey)
         } catch { throw ArchiveError.reading(path, error) }
+    }
+}
+
+extension ArchiveReader {
+    /// Checks that this archive opens with the given password or key store: the content
+    /// key unwraps, which authenticates the header (its mode, ID, creation time and KDF
+    /// parameters are the key wrap's associated data). Reads no item and not the manifest:
+    /// what `prune` needs to count an archive as its own.
+    public func authenticate(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                             kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) {
+        do { _ = try unwrapContentKey(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling) }
+        catch { throw ArchiveError.reading(path, error) }
+    }
+
+    /// Derives or looks up the key-encryption key and unwraps the content key.
+    fileprivate func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                                      kdfCeiling: KDFCeiling) throws -> SecureBytes {
+        switch header.mode {
+        case .portable:
+            guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
+            try kdfCeiling.check(kdf, archive: path)
+            guard let secret = try password() else { throw ArchiveError.passwordNeeded }
+            let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
+            do { return try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+            catch { throw ArchiveError.wrongPassword(archive: path) }
+        case .secure:
+            let store = try keyStore()
+            guard let kek = store.archiveKey(id: header.archiveID) else {
+                throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex)
+            }
+            do { return try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+            catch { throw ArchiveError.damaged(archive: path, what: "the header or key wrap was changed") }
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 import Foundation
+import N11Crypto
 import N11System
+import N11Vault
 
 /// Dated archive names (`create --output-dir`) and the retention policy of `prune`.
 ///
@@ -154,6 +156,43 @@ public enum ArchiveRetention {
             found.append(Candidate(path: path, created: reader.header.created))
         }
         return (found, unreadable)
+    }
+}
+
+extension ArchiveRetention {
+    /// An archive with our name and a readable header that does not open with this prune's
+    /// password or key store: another home's, or forged. Never counted, never deleted.
+    public struct NotOpened: Sendable {
+        public let path: String
+        public let reason: String
+    }
+
+    /// Splits `candidates` into those that open with `password` / `keyStore` (their header,
+    /// and so their creation time, authenticated: see `ArchiveReader.authenticate`) and
+    /// those that do not. Each portable archive costs one Argon2id with its own salt; secure
+    /// ones a key store look-up. A failure that is not about this archive (no password
+    /// source, a locked or damaged key store, I/O) is thrown: nothing may be decided then.
+    public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
+                                     keyStore: () throws -> KeyStore,
+                                     kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
+        var ours: [Candidate] = [], notOpened: [NotOpened] = []
+        for candidate in candidates {
+            do {
+                try ArchiveReader(path: candidate.path).authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling)
+                ours.append(candidate)
+            } catch {
+                switch error {
+                case .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported, .kdfAboveCeiling:
+                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
+                case .vault(.notInitialized):
+                    // A secure archive, and no key store here to open it with.
+                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
+                default:
+                    throw error
+                }
+            }
+        }
+        return (ours, notOpened)
     }
 }
 

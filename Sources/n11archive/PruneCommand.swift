@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import N11Archiver
+import N11Crypto
 import N11System
 import N11Vault
 
@@ -80,6 +81,8 @@ struct Prune: ParsableCommand {
         let deleted: [String]
         /// Files with an archive's name that do not read as an archive: left alone.
         let ignored: [String]
+        /// Archives that do not open with this password or key store: left alone, not counted.
+        let notOpened: [String]
         let durationSeconds: Double
     }
 
@@ -89,16 +92,34 @@ struct Prune: ParsableCommand {
         let lock = try DirectoryLock.acquire(dir, exclusive: true, waitSeconds: lockWait)
         defer { withExtendedLifetime(lock) {} }
 
-        let (archives, unreadable) = try ArchiveRetention.archives(in: dir)
+        let (named, unreadable) = try ArchiveRetention.archives(in: dir)
         for path in unreadable {
             Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
+        }
+        // Only archives that open with this prune's password or key store count: a header
+        // is not authenticated until then, and another home's archives, or forged ones with
+        // a recent date, must neither fill the keep slots nor be deleted.
+        // When the policy keeps every named archive, it keeps every subset too (an archive's
+        // rank and its bucket can only move up when others drop out): nothing can be deleted,
+        // so no secret is needed and none is asked for.
+        let secrets = CachedSecrets(password: password, store: store)
+        let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
+        let (archives, notOpened) = nothingToDelete ? (named, [])
+            : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,
+                                                 kdfCeiling: try kdfCeiling.ceiling())
+        for other in notOpened {
+            Console.warning("'\(other.path)' does not open with this password or key store; left alone (\(other.reason))")
+        }
+        if archives.isEmpty && !notOpened.isEmpty {
+            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' opens with this password or key store, so nothing was deleted",
+                           hint: "check the password (or --home for secure archives); archives of another home in the same directory are never touched")
         }
         let decision = ArchiveRetention.apply(policy, to: archives)
 
         var verified: String? = nil
         if let newest = decision.keep.first?.archive, !decision.remove.isEmpty {
             try refuseIfNewerUnreadable(unreadable, than: newest)
-            try verifyNewest(newest.path)
+            try verifyNewest(newest.path, secrets)
             verified = newest.path
         }
 
@@ -124,7 +145,8 @@ struct Prune: ParsableCommand {
                                       policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
                                       verified: verified,
                                       kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
-                                      deleted: deleted, ignored: unreadable, durationSeconds: Output.durationSeconds))
+                                      deleted: deleted, ignored: unreadable, notOpened: notOpened.map(\.path),
+                                      durationSeconds: Output.durationSeconds))
             return
         }
         let formatter = ISO8601DateFormatter()
@@ -171,22 +193,43 @@ struct Prune: ParsableCommand {
     /// Verifies the newest archive in full; on failure nothing may be deleted, and the exit
     /// code is the verification's. A damaged newest archive gets prune's own hint: the
     /// verifier's ("use another copy") does not say what a backup job's owner should do.
-    private func verifyNewest(_ path: String) throws {
+    private func verifyNewest(_ path: String, _ secrets: CachedSecrets) throws {
         do {
             let reader = try ArchiveReader(path: path)
-            var keyStore: N11Vault.KeyStore? = nil
-            let archive = try reader.unlock(password: { try password.read(confirm: false, cost: reader.header.kdf) }, keyStore: {
-                let loaded = try store.loadKeyStore()
-                keyStore = loaded
-                return loaded
-            }, kdfCeiling: try kdfCeiling.ceiling())
-            if archive.header.mode == .secure && keyStore == nil { keyStore = try store.loadKeyStore() }
-            _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? keyStore : nil,
+            let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, kdfCeiling: try kdfCeiling.ceiling())
+            _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil,
                                            progress: outputOptions.observer("verify"))
         } catch let error as CategorizedError {
             let pruneHint = "make a new archive with `n11archive create --output-dir` so that the newest one is sound, then prune again; `n11archive verify` checks the older ones"
             throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
                            hint: error.kind == .damaged ? pruneHint : (error.hint ?? pruneHint))
         }
+    }
+}
+
+/// The password and key store of one prune, each read at most once (at the first archive
+/// that needs it): a directory of thirty archives asks once, not thirty times.
+final class CachedSecrets {
+    private let passwordOptions: PasswordOptions
+    private let store: StoreOptions
+    private var cachedPassword: SecureBytes?
+    private var cachedKeyStore: N11Vault.KeyStore?
+
+    init(password: PasswordOptions, store: StoreOptions) {
+        passwordOptions = password
+        self.store = store
+    }
+
+    func password() throws -> SecureBytes? {
+        if let cachedPassword { return cachedPassword }
+        cachedPassword = try passwordOptions.read(confirm: false)
+        return cachedPassword
+    }
+
+    func keyStore() throws -> N11Vault.KeyStore {
+        if let cachedKeyStore { return cachedKeyStore }
+        let loaded = try store.loadKeyStore()
+        cachedKeyStore = loaded
+        return loaded
     }
 }
