@@ -92,6 +92,17 @@ public enum ArchiveExporter {
         return report
     }
 
+    /// Refuses an export directory that is a link or another user's, or whose `Photos` or
+    /// `Notes` is, before any password is asked for: `export` checks again (and for real,
+    /// on descriptors) when it runs; this only spares a person the prompt and the wait.
+    public static func checkDestination(_ directory: String) throws(ArchiveError) {
+        let root = Path.withoutTrailingSlashes(Path.absolute(directory))
+        do {
+            let destination = try ExportDestination(root, creating: false, sweeping: false)
+            for kind in [ItemKind.photo, .note] { _ = try destination.folder(kind.exportFolder) }
+        } catch { throw ArchiveError.writing(root, error) }
+    }
+
     /// The longest file name Linux file systems take (NAME_MAX), in bytes.
     static let nameMax = 255
 
@@ -151,7 +162,7 @@ final class ExportDestination {
     /// The `Photos`/`Notes` folders that exist, opened (and checked) when first asked for.
     private var folders: [String: DirectoryHandle?] = [:]
 
-    init(_ path: String, creating: Bool) throws {
+    init(_ path: String, creating: Bool, sweeping: Bool = true) throws {
         self.path = path
         switch try FileStatus.of(path)?.kind {
         case nil where !creating:
@@ -174,7 +185,7 @@ final class ExportDestination {
         // Plaintext staged by a killed export into this directory: removed now. The name
         // carries the PID, so a live export's staging is left alone; anything that is not a
         // directory of ours (a planted link, say) is never entered.
-        for name in try opened.entries() where name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
+        for name in try opened.entries() where sweeping && name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
             opened.removePrivateTree(name)
         }
     }

@@ -365,6 +365,7 @@ struct Restore: ParsableCommand {
         let report: ArchiveRestorer.Report
         var createdKeyStore = false
         if let export {
+            try ArchiveExporter.checkDestination(export)
             let (archive, keyStore) = try input.unlock(reader)
             report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun,
                                                 progress: outputOptions.observer(dryRun ? "check" : "export"))
