@@ -151,6 +151,8 @@ public final class KeyStore: @unchecked Sendable {
     /// write there either.
     private static func readSharingLock(of home: N11Home) throws -> SecureBytes {
         guard (try? FileStatus.of(home.keyStorePath)) ?? nil != nil else { return try readFile(of: home) }
+        // Nothing is created in a home that fails the checks (readFile repeats them).
+        do { try PrivatePermissions.checkDirectory(home.root) } catch { throw VaultError.wrap(error) }
         let lock: FileLock?
         do {
             switch try FileLock.acquire(home.lockPath, shared: true, waitSeconds: readerLockWait) {
