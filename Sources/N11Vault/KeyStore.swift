@@ -389,7 +389,7 @@ public final class KeyStore: @unchecked Sendable {
     /// with the old interactive cost; 8 digits at the moderate cost take years per core.
     public static let minimumPINLength = 8
 
-    static func checkPIN(_ pin: SecureBytes) throws(VaultError) {
+    public static func checkPIN(_ pin: SecureBytes) throws(VaultError) {
         let rule = "a PIN must have at least \(minimumPINLength) characters, not all the same: it is all that protects a copied key store (see README)"
         guard pin.count >= minimumPINLength else { throw .pinRejected(rule) }
         let allSame = pin.withUnsafeBytes { raw in raw.allSatisfy { $0 == raw[0] } }

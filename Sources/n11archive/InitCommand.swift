@@ -27,7 +27,7 @@ struct Init: ParsableCommand {
             guard let source = store.pinSource else {
                 throw CLIError(.usage, "--pin needs a terminal to ask for the PIN, or --pin-file/--pin-fd")
             }
-            pinBytes = try source.read(what: "PIN", confirm: true)
+            pinBytes = try source.read(what: "PIN", confirm: true, accept: { try KeyStore.checkPIN($0) })
         } else if store.pinFile != nil || store.pinFD != nil {
             throw CLIError(.usage, "--pin-file/--pin-fd given without --pin", hint: "add --pin to protect the key store with that PIN")
         }

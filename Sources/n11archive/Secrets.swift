@@ -27,15 +27,16 @@ enum SecretSource {
 
     /// Reads the secret. `what` names it in prompts and errors ("PIN", "password");
     /// `confirm` asks twice on a terminal (when setting a new one).
-    func read(what: String, confirm: Bool = false) throws -> SecureBytes {
-        do { return try readChecked(what: what, confirm: confirm) }
+    /// `accept` checks a new secret's rules right after it is typed, before "Repeat".
+    func read(what: String, confirm: Bool = false, accept: ((SecureBytes) throws -> Void)? = nil) throws -> SecureBytes {
+        do { return try readChecked(what: what, confirm: confirm, accept: accept) }
         catch let error as CryptoError {
             // Too long, or an unreadable descriptor: the user's input, not damaged data.
             throw CLIError(.usage, "cannot read the \(what): \(error.description)")
         }
     }
 
-    private func readChecked(what: String, confirm: Bool) throws -> SecureBytes {
+    private func readChecked(what: String, confirm: Bool, accept: ((SecureBytes) throws -> Void)?) throws -> SecureBytes {
         let secret: SecureBytes
         switch self {
         case .file(let path):
@@ -56,6 +57,7 @@ enum SecretSource {
                                hint: "give it with --\(what.lowercased())-file FILE or --\(what.lowercased())-fd N")
             }
             secret = try prompt(tty, "Enter \(what): ")
+            try accept?(secret)
             if confirm {
                 let again = try prompt(tty, "Repeat \(what): ")
                 guard secret.constantTimeEquals(again) else { throw CLIError(.usage, "the two \(what)s differ; nothing was changed") }

@@ -110,3 +110,15 @@ struct TerminalPromptTests {
         }
     }
 }
+
+extension TerminalPromptTests {
+    @Test("init --pin on a terminal refuses a short PIN right after it is typed, before asking to repeat it")
+    func shortPINRefusedAtOnce() throws {
+        try withSandbox { s in
+            let (transcript, status) = try runOnTerminal(["init", "--pin"], typing: ["1234", "1234"], home: s.home)
+            #expect(status == 64, "\(transcript)")
+            #expect(transcript.contains("8 characters") && !transcript.contains("Repeat PIN:"), "\(transcript)")
+            #expect(!exists(s.home + "/keystore.n11keys"))
+        }
+    }
+}
