@@ -47,7 +47,7 @@ let package = Package(
         .testTarget(name: "N11SystemTests", dependencies: ["N11System"]),
         .testTarget(name: "N11CryptoTests", dependencies: ["N11Crypto", "N11System"],
                     resources: []),
-        .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Crypto", "N11System", "N11TestSupport"]),
+        .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Format", "N11Crypto", "N11System", "N11TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["N11System", "N11TestSupport"]),
         .testTarget(name: "N11ArchiverTests", dependencies: ["N11Archiver", "N11Vault", "N11Format", "N11Container", "N11Crypto", "N11System", "N11TestSupport"]),
     ]

@@ -40,151 +40,115 @@ public enum ArchiveCreator {
                               password: () throws -> SecureBytes) throws(ArchiveError) -> Report {
         let output = Path.absolute(request.output)
         do {
-            if !request.replaceExisting, try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
-            let outputDirectory = Path.directory(of: output)
-            guard try FileStatus.of(outputDirectory, followLinks: true)?.kind == .directory else {
-                throw SystemError("no such directory", path: outputDirectory, errno: ENOENT)
-            }
-            AtomicFile.removeLeftovers(in: outputDirectory)
-
+            try checkOutput(output, replaceExisting: request.replaceExisting)
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
-            let archiveID = SecureRandom.bytes(16)
-            let contentKey = try SecureBytes(randomCount: 32)
-            let header: ArchiveHeader
-            let kek: SecureBytes
-            switch request.mode {
-            case .portable:
-                let kdf = ArchiveHeader.KDF(opsLimit: request.kdf.opsLimit, memoryKiB: request.kdf.memoryBytes >> 10,
-                                            salt: SecureRandom.bytes(Argon2id.saltLength))
-                header = try ArchiveHeader(mode: .portable, archiveID: archiveID, created: request.now, kdf: kdf)
-                kek = try ArchiveKeys.portableKEK(password: try password(), kdf: kdf)
-            case .secure:
-                header = try ArchiveHeader(mode: .secure, archiveID: archiveID, created: request.now, kdf: nil)
-                kek = try SecureBytes(randomCount: 32)
-            }
+            let keys = try NewArchiveKeys(mode: request.mode, kdf: request.kdf, created: request.now, password: password)
+            let plan = try Plan(vault: vault, request: request, keys: keys)
+            let archiveBytes = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+            progress?.finish()
+            return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
+                          plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes)
+        } catch { throw ArchiveError.creating(output, error) }
+    }
 
+    /// The cheap checks, before any password is asked for: nothing in the way (unless it may
+    /// be replaced) and a directory to write into, swept of dead writers' temp files.
+    private static func checkOutput(_ output: String, replaceExisting: Bool) throws {
+        if !replaceExisting, try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
+        let outputDirectory = Path.directory(of: output)
+        guard try FileStatus.of(outputDirectory, followLinks: true)?.kind == .directory else {
+            throw SystemError("no such directory", path: outputDirectory, errno: ENOENT)
+        }
+        AtomicFile.removeLeftovers(in: outputDirectory)
+    }
+
+    /// What goes into the archive: the live items of the chosen compartments, the manifest
+    /// that lists them (sealed), and what was left out.
+    struct Plan {
+        let items: [ItemMetadata]
+        let entries: [Manifest.Item]
+        let sealedManifest: [UInt8]
+        let skippedExpired: [String]
+        var plaintextBytes: Int64 { items.reduce(0) { $0 + $1.size } }
+
+        init(vault: Vault, request: Request, keys: NewArchiveKeys) throws {
             // A damaged record would silently be missing from the archive: refuse instead.
-            if let id = try vault.damagedItemIDs().first {
-                throw ArchiveError.vaultItemDamaged(id: id, path: Path.join(vault.path, "Meta/\(id).n11meta"))
-            }
+            if let damaged = try vault.damagedItemErrors().first { throw damaged }
             let all = try vault.items(includeExpired: true, now: request.now).filter { request.compartments.contains($0.compartment) }
-            let live = all.filter { !$0.isExpired(at: request.now) }
-            let expired = all.filter { $0.isExpired(at: request.now) }.map(\.id)
-
-            let keyWrap = try ArchiveKeys.wrap(contentKey: contentKey, kek: kek, header: header)
-
-            let manifestItems = live.map { item in
-                Manifest.Item(id: item.id, kind: ItemKindName(item.kind), compartment: CompartmentName(item.compartment),
-                              name: item.name, created: item.created, expires: item.expires, size: item.size,
-                              sha256: item.sha256, mode: request.mode)
+            items = all.filter { !$0.isExpired(at: request.now) }
+            skippedExpired = all.filter { $0.isExpired(at: request.now) }.map(\.id)
+            entries = items.map { item in
+                Manifest.Item(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
+                              created: item.created, expires: item.expires, size: item.size, sha256: item.sha256,
+                              mode: request.mode)
             }
             // Never write what a reader would refuse (FORMAT.md §8).
-            guard manifestItems.count <= FormatLimits.items else {
-                throw ArchiveError.tooLarge("\(manifestItems.count) items (at most \(FormatLimits.items))")
+            guard entries.count <= FormatLimits.items else {
+                throw ArchiveError.tooLarge("\(entries.count) items (at most \(FormatLimits.items))")
             }
-            let manifestBytes = try Manifest(header: header, items: manifestItems).serialized()
+            let manifestBytes = try Manifest(header: keys.header, items: entries).serialized()
             guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
                 throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
             }
-            let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
-            let sealedManifest = try ChunkedStream.seal(manifestBytes, key: manifestKey)
+            sealedManifest = try ChunkedStream.seal(manifestBytes, key: keys.entryKey(EntryName.manifest))
+        }
+    }
 
-            // The ZIP is written straight into this temp name (it carries our PID, so a
-            // concurrent create's sweep of dead writers' leftovers leaves it alone).
-            let temp = Path.join(outputDirectory, AtomicFile.tempName(for: Path.lastComponent(of: output)))
-            defer { unlink(temp) }
-            let writer = try ZipWriter(path: temp)
-            let mtime = time_t(request.now.timeIntervalSince1970)
-            try writer.addEntry(name: EntryName.header, size: Int64(header.bytes.count), modified: mtime) { MemorySource(header.bytes) }
-            try writer.addEntry(name: EntryName.keyWrap, size: Int64(keyWrap.count), modified: mtime) { MemorySource(keyWrap) }
-            try writer.addEntry(name: EntryName.manifest, size: Int64(sealedManifest.count), modified: mtime) { MemorySource(sealedManifest) }
-            progress?.begin(items: live.count, bytes: live.reduce(0) { $0 + $1.size })
-            // Vault items are read, checked and re-encrypted on worker threads (as many as
-            // there are cores, up to 4; items take turns) while libzip checksums and writes on
-            // this one: re-encrypting is the slower half, and items are independent. From
-            // `start()` on only the workers touch the vault, and only to read. Each worker
-            // derives its entries' keys into its own reused locked buffer: the sealing source
-            // copies the key into its cipher context when it is made, before the next one.
-            let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-            let keySlots = try (0..<lanes).map { _ in try SecureBytes(count: 32) }
-            let readAhead = ReadAheadLanes(count: live.count, lanes: lanes) { lane in
-                { index in
-                    try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: manifestItems[index].entry,
-                                             into: keySlots[lane])
-                    return try itemSource(live[index], vault: vault, mode: request.mode, entryKey: keySlots[lane])
-                }
+    /// Writes the ZIP into a temp file beside `output` and publishes it (`AtomicFile`: owner
+    /// only, fsynced, renamed into place, directory fsynced). Returns the archive's size.
+    private static func write(_ plan: Plan, keys: NewArchiveKeys, vault: Vault, to output: String, request: Request,
+                              progress: ArchiveProgress?) throws -> Int64 {
+        // The temp name carries our PID, so a concurrent create's sweep leaves it alone.
+        let file = try AtomicFile(path: output, mode: 0o600)
+        let writer = try ZipWriter(writingTo: file.descriptor, named: output)
+        let mtime = time_t(request.now.timeIntervalSince1970)
+        let header = keys.header.bytes
+        try writer.addEntry(name: EntryName.header, size: Int64(header.count), modified: mtime) { MemorySource(header) }
+        try writer.addEntry(name: EntryName.keyWrap, size: Int64(keys.keyWrap.count), modified: mtime) { MemorySource(keys.keyWrap) }
+        try writer.addEntry(name: EntryName.manifest, size: Int64(plan.sealedManifest.count), modified: mtime) {
+            MemorySource(plan.sealedManifest)
+        }
+        progress?.begin(items: plan.items.count, bytes: plan.plaintextBytes)
+        // Vault items are read, checked and re-encrypted on worker threads (as many as
+        // there are cores, up to 4; items take turns) while libzip checksums and writes on
+        // this one: re-encrypting is the slower half, and items are independent. From
+        // `start()` on only the workers touch the vault, and only to read. Each worker
+        // derives its entries' keys into its own reused locked buffer: the sealing source
+        // copies the key into its cipher context when it is made, before the next one.
+        let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
+        let keySlots = try (0..<lanes).map { _ in try SecureBytes(count: 32) }
+        let readAhead = ReadAheadLanes(count: plan.items.count, lanes: lanes) { lane in
+            { index in
+                try keys.entryKey(plan.entries[index].entry, into: keySlots[lane])
+                return try itemSource(plan.items[index], vault: vault, mode: request.mode, entryKey: keySlots[lane])
             }
-            defer { readAhead.finish() }
-            for (index, entry) in manifestItems.enumerated() {
-                try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) {
-                    progress.counting(readAhead.stream(index), size: live[index].size)
-                }
+        }
+        defer { readAhead.finish() }
+        for (index, entry) in plan.entries.enumerated() {
+            try writer.addEntry(name: entry.entry, size: entry.sealedSize, modified: mtime) {
+                progress.counting(readAhead.stream(index), size: plan.items[index].size)
             }
-            // A secure archive must never exist without its key: store the key first.
-            if request.mode == .secure { try vault.keyStore.addArchiveKey(id: archiveID, key: kek) }
-            try readAhead.start()
-            do { try writer.finish() }
-            catch let error as SystemError where error.path == temp {
-                // Name the archive the user asked for, not our hidden temp file.
-                throw SystemError("cannot write the archive", path: output, errno: error.errno)
-            }
-
-            let file = try FileDescriptor.openForReading(temp)
-            let size = try file.status().size
-            // Encrypted, but still nobody else's business: owner-only like the key store.
-            _ = fchmod(file.rawValue, 0o600)
-            try file.sync()
-            do { try AtomicFile.publish(temp, to: output, replaceExisting: request.replaceExisting) }
-            catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
-            try Directory.sync(outputDirectory)
-            progress?.finish()
-            return Report(path: output, archiveID: header.archiveIDHex, mode: request.mode, items: live.count,
-                          plaintextBytes: live.reduce(0) { $0 + $1.size }, skippedExpired: expired, archiveBytes: size)
-        } catch let error as ArchiveError { throw error }
-        catch let error as VaultError {
-            if case .itemDamaged(let id, let path) = error { throw .vaultItemDamaged(id: id, path: path) }
-            throw .vault(error)
-        } catch let error as SystemError { throw .system(error) }
-        catch let error as ContainerError { throw .system(SystemError(error.description, path: output, errno: EIO)) }
-        catch let error as CategorizedError { throw .caller(kind: error.kind, message: error.description, hint: error.hint) }
-        catch { throw .system(SystemError("\(error)", path: output, errno: EIO)) }
+        }
+        // A secure archive must never exist without its key: store the key first.
+        if request.mode == .secure { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: keys.kek) }
+        try readAhead.start()
+        do { try writer.finish() }
+        catch let error as SystemError where error.path == output {
+            throw SystemError("cannot write the archive", path: output, errno: error.errno)
+        }
+        let size = try file.descriptor.status().size
+        do { try file.commit(replaceExisting: request.replaceExisting) }
+        catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
+        return size
     }
 
     /// The sealed entry for one vault item, opened only when libzip starts writing it.
     private static func itemSource(_ item: ItemMetadata, vault: Vault, mode: ArchiveMode, entryKey: SecureBytes) throws -> ByteSource {
-        let content = try vault.openContent(of: item)
-        let key = vault.keyStore.key(for: item.compartment)
-        let digest = [UInt8](hex: item.sha256, length: 32) ?? []
-        let sealed: ByteSource
+        let sealed = try vault.sealedItem(item)
         switch mode {
-        case .portable:
-            sealed = try Resealing.singleTagToChunked(content, algorithm: .chacha20Poly1305, openKey: key, sealKey: entryKey,
-                                                      expectedSHA256: digest, expectedLength: item.size)
-        case .secure:
-            sealed = try Resealing.wrapSingleTag(content, algorithm: .chacha20Poly1305, innerKey: key, sealKey: entryKey,
-                                                 expectedSHA256: digest, expectedLength: item.size)
-        }
-        return VaultItemErrors(sealed, id: item.id, path: content.path)
-    }
-}
-
-/// Names the vault item when its content fails a check while the archive is written.
-final class VaultItemErrors: ByteSource {
-    private let source: ByteSource
-    private let id: String
-    private let path: String
-
-    init(_ source: ByteSource, id: String, path: String) {
-        self.source = source
-        self.id = id
-        self.path = path
-    }
-
-    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-        do { return try source.read(into: &buffer, offset: offset, count: count) }
-        catch let error as CryptoError where error.kind == .damaged {
-            throw VaultError.itemDamaged(id: id, path: path)
+        case .portable: return try sealed.resealedInChunks(under: entryKey)
+        case .secure: return try sealed.wrappedInChunks(under: entryKey)
         }
     }
 }

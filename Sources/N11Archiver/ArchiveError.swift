@@ -108,6 +108,19 @@ public enum ArchiveError: CategorizedError, Sendable {
         }
     }
 
+    /// Translates a failure while creating the archive `output`.
+    static func creating(_ output: String, _ error: any Error) -> ArchiveError {
+        switch error {
+        case let e as ArchiveError: return e
+        case VaultError.itemDamaged(let id, let path): return .vaultItemDamaged(id: id, path: path)
+        case let e as VaultError: return .vault(e)
+        case let e as SystemError: return .system(e)
+        case let e as ContainerError: return .system(SystemError(e.description, path: output, errno: EIO))
+        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
+        default: return .system(SystemError("\(error)", path: output, errno: EIO))
+        }
+    }
+
     /// Translates a lower layer's failure while reading `archive`.
     static func reading(_ archive: String, _ error: any Error) -> ArchiveError {
         switch error {

@@ -99,7 +99,7 @@ public enum ArchiveExporter {
         let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         do {
             let destination = try ExportDestination(root, creating: false, sweeping: false)
-            for kind in [ItemKind.photo, .note] { _ = try destination.folder(kind.exportFolder) }
+            for kind in [ItemKind.photo, .note] { _ = try destination.folder(kind.directory) }
         } catch { throw ArchiveError.writing(root, error) }
     }
 
@@ -111,7 +111,7 @@ public enum ArchiveExporter {
     /// `~ID8` before its extension, its stem shortened (at a character boundary) so the name
     /// stays within NAME_MAX.
     static func exportName(for item: Manifest.Item, avoiding taken: inout Set<String>) -> (folder: String, name: String) {
-        let folder = item.kind.vaultKind.exportFolder
+        let folder = item.kind.directory
         var name = item.name
         if name == "." || name == ".." || name.hasPrefix(".n11") { name = item.id }
         var (stem, dotExtension): (String, String) = {
@@ -146,11 +146,6 @@ public enum ArchiveExporter {
         }
         return result
     }
-}
-
-extension ItemKind {
-    /// The folder of an export that holds this kind's files.
-    var exportFolder: String { self == .photo ? "Photos" : "Notes" }
 }
 
 /// The export directory, opened without following links and checked to be the user's.

@@ -1,3 +1,4 @@
+import Foundation
 import N11Crypto
 import N11Format
 
@@ -28,5 +29,40 @@ enum ArchiveKeys {
     /// The same key, into a reused locked buffer (the per-entry loops).
     static func entryKey(contentKey: SecureBytes, header: ArchiveHeader, entryName: String, into slot: SecureBytes) throws {
         try HKDF.derive(inputKey: contentKey, salt: header.archiveID, info: entryInfoPrefix + Array(entryName.utf8), into: slot)
+    }
+}
+
+/// The keys of an archive being made (FORMAT.md §3–4): its header, a fresh content key, the
+/// KEK that wraps it (from the password, or random for a secure archive's device key), and
+/// the wrap.
+struct NewArchiveKeys {
+    let header: ArchiveHeader
+    let contentKey: SecureBytes
+    let kek: SecureBytes
+    let keyWrap: [UInt8]
+
+    /// `password` is called for a portable archive only.
+    init(mode: ArchiveMode, kdf: Argon2Parameters, created: Date, password: () throws -> SecureBytes) throws {
+        let archiveID = SecureRandom.bytes(16)
+        contentKey = try SecureBytes(randomCount: 32)
+        switch mode {
+        case .portable:
+            let parameters = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10,
+                                               salt: SecureRandom.bytes(Argon2id.saltLength))
+            header = try ArchiveHeader(mode: .portable, archiveID: archiveID, created: created, kdf: parameters)
+            kek = try ArchiveKeys.portableKEK(password: try password(), kdf: parameters)
+        case .secure:
+            header = try ArchiveHeader(mode: .secure, archiveID: archiveID, created: created, kdf: nil)
+            kek = try SecureBytes(randomCount: 32)
+        }
+        keyWrap = try ArchiveKeys.wrap(contentKey: contentKey, kek: kek, header: header)
+    }
+
+    func entryKey(_ entryName: String) throws -> SecureBytes {
+        try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entryName)
+    }
+
+    func entryKey(_ entryName: String, into slot: SecureBytes) throws {
+        try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entryName, into: slot)
     }
 }

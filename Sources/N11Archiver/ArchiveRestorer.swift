@@ -47,7 +47,7 @@ public enum ArchiveRestorer {
                 continue
             }
             if let old = existing[item.id] {
-                if old.sha256 == item.sha256 && old.kind == item.kind.vaultKind && old.compartment == item.compartment.vaultCompartment {
+                if old.sha256 == item.sha256 && old.kind == item.kind && old.compartment == item.compartment {
                     // The same item; skip it only if its content is intact, else repair it.
                     if (try? vault.verify(old)) != nil {
                         report.skippedIdentical.append(item.id)
@@ -80,11 +80,9 @@ public enum ArchiveRestorer {
         for (n, step) in plan.enumerated() {
             let item = archive.manifest.items[step.index]
             do {
-                try staging.stage(description(of: item), replaces: step.replaces) { file, key in
-                    try writeVaultFile(archive, index: step.index, payload: payloads.stream(n), key: key, to: file,
-                                       progress: progress)
-                }
-                if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind.vaultKind) }
+                try stage(archive, index: step.index, payload: payloads.stream(n), replaces: step.replaces, in: staging,
+                          progress: progress)
+                if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
             } catch {
                 staging.discard()
                 throw .itemFailed(archive: path, id: item.id, error)
@@ -102,54 +100,25 @@ public enum ArchiveRestorer {
         report.plaintextBytes += item.size
     }
 
-    private static func description(of item: Manifest.Item) -> VaultStaging.Description {
-        .init(id: item.id, kind: item.kind.vaultKind, compartment: item.compartment.vaultCompartment, name: item.name,
-              created: item.created, expires: item.expires, size: item.size, sha256: item.sha256)
-    }
-
-    /// Writes item `index` as a vault file under `key`; returns its tag. Portable: verified
-    /// plaintext re-encrypted with ChaCha20-Poly1305. Secure: the vault file as archived,
-    /// its inner tag and plaintext digest verified on the way.
-    private static func writeVaultFile(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, key: SecureBytes,
-                                       to file: FileDescriptor, progress: ArchiveProgress?) throws -> [UInt8] {
+    /// Stages item `index` from its payload. Portable: verified plaintext sealed into a vault
+    /// file. Secure: the vault file as archived, its inner tag and plaintext digest verified
+    /// on the way.
+    private static func stage(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, replaces: ItemMetadata?,
+                              in staging: VaultStaging, progress: ArchiveProgress?) throws {
         let item = archive.manifest.items[index]
-        let digest = item.sha256Bytes
         let payload = progress.counting(source, size: item.size)
-        let tag: [UInt8]
         switch archive.header.mode {
-        case .portable:
-            let checked = try DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            tag = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: checked, to: file, sizeHint: item.size).tag
-        case .secure:
-            let copy = CopyingSource(payload, to: file)
-            let hashing = try DigestSink()
-            try SingleTagStream.open(.chacha20Poly1305, key: key, from: copy, into: hashing, sizeHint: item.size)
-            guard hashing.length == item.size, try hashing.finish() == digest else { throw CryptoError.contentMismatch }
-            tag = copy.lastBytes
+        case .portable: try staging.stage(item.vaultDescription, replaces: replaces, sealing: payload)
+        case .secure: try staging.stage(item.vaultDescription, replaces: replaces, copyingSealed: payload)
         }
         progress.complete(payload)
-        return tag
     }
 }
 
-/// Passes a source through while copying it into a file, keeping its last 16 bytes (the tag).
-final class CopyingSource: ByteSource {
-    private let source: ByteSource
-    private let file: FileDescriptor
-    private(set) var lastBytes: [UInt8] = []
-
-    init(_ source: ByteSource, to file: FileDescriptor) {
-        self.source = source
-        self.file = file
-    }
-
-    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-        let n = try source.read(into: &buffer, offset: offset, count: count)
-        if n > 0 {
-            try file.write(buffer[offset..<(offset + n)])
-            let tail = buffer[max(offset, offset + n - AEADAlgorithm.tagLength)..<(offset + n)]
-            lastBytes = Array((lastBytes + tail).suffix(AEADAlgorithm.tagLength))
-        }
-        return n
+extension Manifest.Item {
+    /// The vault item this archive item becomes.
+    var vaultDescription: VaultStaging.Description {
+        .init(id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires, size: size,
+              sha256: sha256)
     }
 }

@@ -68,10 +68,7 @@ public enum ArchiveVerifier {
             }
         case .secure:
             guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
-            let hashing = try DigestSink(forwardingTo: sink)
-            try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment.vaultCompartment),
-                                     from: payload, into: hashing, sizeHint: item.size)
-            guard hashing.length == item.size, try hashing.finish() == digest else { throw CryptoError.contentMismatch }
+            try SealedVaultItem.check(payload, as: item.vaultDescription, keyStore: keyStore, into: sink)
         }
         progress.complete(payload)
     }

@@ -11,6 +11,9 @@ import N11System
 final class ZipOutputFile {
     let path: String
     private var fd: Int32
+    /// Set when the file is someone else's (an `AtomicFile`'s): it is kept alive here, and
+    /// neither closed nor removed, which is its owner's business.
+    private let borrowed: FileDescriptor?
     private var buffer = [UInt8](unsafeUninitializedCapacity: 1 << 20) { _, count in count = 1 << 20 }
     /// File offset of `buffer[0]`, and how many bytes of the buffer are valid.
     private var bufferStart: Int64 = 0
@@ -27,11 +30,21 @@ final class ZipOutputFile {
         self.path = path
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SystemError("cannot create", path: path) }
+        borrowed = nil
+        zip_error_init(&error)
+    }
+
+    /// Writes into `file`, an empty file its owner makes durable, publishes or removes;
+    /// errors name `path` (the archive the user asked for, not the owner's temp name).
+    init(borrowing file: FileDescriptor, named path: String) {
+        self.path = path
+        fd = file.rawValue
+        borrowed = file
         zip_error_init(&error)
     }
 
     deinit {
-        if fd >= 0 { Glibc.close(fd) }
+        if fd >= 0 && borrowed == nil { Glibc.close(fd) }
         zip_error_fini(&error)
     }
 
@@ -106,6 +119,10 @@ final class ZipOutputFile {
     /// libzip finished the archive: everything goes to the file, which is then closed.
     func commit() -> Bool {
         guard flush() else { return false }
+        if borrowed != nil {
+            fd = -1
+            return true
+        }
         guard Glibc.close(fd) == 0 else {
             fd = -1
             return fail(SystemError("cannot write", path: path))
@@ -116,8 +133,9 @@ final class ZipOutputFile {
 
     /// libzip gave up: the partial file goes.
     func rollback() {
+        defer { fd = -1 }
+        guard borrowed == nil else { return }
         if fd >= 0 { Glibc.close(fd) }
-        fd = -1
         unlink(path)
     }
 

@@ -4,9 +4,8 @@ import N11System
 
 /// Writes a ZIP of STORED entries with libzip. Entries are added with a factory; libzip pulls
 /// each entry's bytes through a source callback while `finish()` runs, so no entry is ever
-/// held in memory whole. libzip writes straight into `path` (created here, exclusively, 0600)
-/// through `ZipOutputFile`; the caller makes it durable (fsync) and publishes it
-/// (AtomicFile-style rename), and removes it if anything failed.
+/// held in memory whole. libzip writes through `ZipOutputFile` into a file the caller owns
+/// (an `AtomicFile`, which makes it durable and publishes it) or into a new file at `path`.
 public final class ZipWriter {
     public let path: String
     private var archive: OpaquePointer?
@@ -17,10 +16,23 @@ public final class ZipWriter {
 
     private let output: ZipOutputFile
 
-    public init(path: String) throws(ContainerError) {
-        self.path = path
+    /// Writes into `file` (empty, open for writing), which stays the caller's to sync, publish
+    /// or remove; messages name `path`.
+    public convenience init(writingTo file: FileDescriptor, named path: String) throws(ContainerError) {
+        try self.init(output: ZipOutputFile(borrowing: file, named: path))
+    }
+
+    /// Creates `path` (exclusively, 0600) and writes into it; a failed write removes it.
+    public convenience init(path: String) throws(ContainerError) {
+        let output: ZipOutputFile
         do { output = try ZipOutputFile(creating: path) }
         catch { throw .writeFailed(path: path, reason: error.description) }
+        try self.init(output: output)
+    }
+
+    private init(output: ZipOutputFile) throws(ContainerError) {
+        self.output = output
+        path = output.path
         var error = zip_error_t()
         zip_error_init(&error)
         defer { zip_error_fini(&error) }
@@ -28,12 +40,12 @@ public final class ZipWriter {
         let context = Unmanaged.passRetained(output).toOpaque()
         guard let source = zip_source_function_create(outputSourceCallback, context, &error) else {
             Unmanaged<ZipOutputFile>.fromOpaque(context).release()
-            unlink(path)
+            output.rollback()
             throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
         }
         guard let za = zip_open_from_source(source, ZIP_CREATE, &error) else {
             zip_source_free(source)
-            unlink(path)
+            output.rollback()
             throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
         }
         archive = za

@@ -37,9 +37,7 @@ public enum EntryName {
     public static let fixed = [header, keyWrap, manifest]
 
     /// `Photos/{ID}.n11` or `Notes/{ID}.n11note`.
-    public static func item(id: String, kind: ItemKindName) -> String {
-        kind == .photo ? "Photos/\(id).n11" : "Notes/\(id).n11note"
-    }
+    public static func item(id: String, kind: ItemKind) -> String { kind.relativePath(id: id) }
 
     /// True for a canonical upper-case UUID (8-4-4-4-12 hex digits).
     public static func isCanonicalID(_ id: String) -> Bool {
@@ -62,9 +60,10 @@ public enum EntryName {
 
     /// Checks an item entry name from a ZIP: exactly the layout, nothing else
     /// (so `..`, absolute paths, backslashes and NUL bytes are all rejected).
-    public static func parseItem(_ name: String) throws(FormatError) -> (id: String, kind: ItemKindName) {
-        for (prefix, suffix, kind) in [("Photos/", ".n11", ItemKindName.photo), ("Notes/", ".n11note", .note)]
-        where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
+    public static func parseItem(_ name: String) throws(FormatError) -> (id: String, kind: ItemKind) {
+        for kind in ItemKind.allCases {
+            let prefix = kind.directory + "/", suffix = "." + kind.fileExtension
+            guard name.hasPrefix(prefix) && name.hasSuffix(suffix) else { continue }
             let id = String(name.dropFirst(prefix.count).dropLast(suffix.count))
             if isCanonicalID(id) { return (id, kind) }
         }
@@ -72,6 +71,4 @@ public enum EntryName {
     }
 }
 
-public enum ItemKindName: String, Codable, Sendable { case photo, note }
-public enum CompartmentName: String, Codable, Sendable, CaseIterable { case vault, fade, backup }
 public enum ArchiveMode: String, Codable, Sendable { case portable, secure }

@@ -5,8 +5,8 @@ import N11System
 public struct Manifest: Codable, Sendable, Equatable {
     public struct Item: Codable, Sendable, Equatable {
         public let id: String
-        public let kind: ItemKindName
-        public let compartment: CompartmentName
+        public let kind: ItemKind
+        public let compartment: Compartment
         public let name: String
         public let created: Date
         public let expires: Date?
@@ -15,7 +15,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         public let entry: String
         public let payloadSize: Int64
 
-        public init(id: String, kind: ItemKindName, compartment: CompartmentName, name: String, created: Date,
+        public init(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date,
                     expires: Date?, size: Int64, sha256: String, mode: ArchiveMode) {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
@@ -24,7 +24,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         }
 
         /// Every field as stored, for `Manifest.scanned`.
-        init(id: String, kind: ItemKindName, compartment: CompartmentName, name: String, created: Date, expires: Date?,
+        init(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
              size: Int64, sha256: String, entry: String, payloadSize: Int64) {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
@@ -37,8 +37,8 @@ public struct Manifest: Codable, Sendable, Equatable {
             try decoder.requireOnlyKeys(Self.fields, in: "manifest item")
             let c = try decoder.container(keyedBy: CodingKeys.self)
             id = try c.decode(String.self, forKey: .id)
-            kind = try c.decode(ItemKindName.self, forKey: .kind)
-            compartment = try c.decode(CompartmentName.self, forKey: .compartment)
+            kind = try c.decode(ItemKind.self, forKey: .kind)
+            compartment = try c.decode(Compartment.self, forKey: .compartment)
             name = try c.decode(String.self, forKey: .name)
             created = try c.decode(Date.self, forKey: .created)
             // Absent for items that do not fade; `null` is not a valid value.

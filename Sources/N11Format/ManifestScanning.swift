@@ -36,13 +36,13 @@ extension Manifest {
     }
 
     private static func scannedItem(_ scanner: inout FastJSONScanner) -> Item? {
-        var id: String?, kind: ItemKindName?, compartment: CompartmentName?, name: String?, created: Date?
+        var id: String?, kind: ItemKind?, compartment: Compartment?, name: String?, created: Date?
         var expires: Date?, size: Int64?, sha256: String?, entry: String?, payloadSize: Int64?
         let complete = scanner.object { key, scanner in
             guard let value = scanner.value() else { return false }
             if key.is("id") { return FastJSONScanner.fill(&id, value.string) }
-            if key.is("kind") { return FastJSONScanner.fill(&kind, value.string.flatMap(ItemKindName.init(rawValue:))) }
-            if key.is("compartment") { return FastJSONScanner.fill(&compartment, value.string.flatMap(CompartmentName.init(rawValue:))) }
+            if key.is("kind") { return FastJSONScanner.fill(&kind, value.string.flatMap(ItemKind.init(rawValue:))) }
+            if key.is("compartment") { return FastJSONScanner.fill(&compartment, value.string.flatMap(Compartment.init(rawValue:))) }
             if key.is("name") { return FastJSONScanner.fill(&name, value.string) }
             if key.is("created") { return FastJSONScanner.fill(&created, value.string.flatMap(Timestamp.parse)) }
             // Absent for items that do not fade; null is refused (by JSONDecoder, with its message).

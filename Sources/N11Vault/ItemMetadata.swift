@@ -1,5 +1,6 @@
 import Foundation
 import N11Crypto
+import N11Format
 
 /// What the vault knows about one item. Stored encrypted next to it (`Meta/{ID}.n11meta`),
 /// so without the keys only the item's UUID and size are visible.
@@ -64,7 +65,7 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
     }
 
     /// The content file's path inside the vault, as seed 003 lays it out.
-    public var relativePath: String { "\(kind.directory)/\(id).\(kind.fileExtension)" }
+    public var relativePath: String { kind.relativePath(id: id) }
 
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()

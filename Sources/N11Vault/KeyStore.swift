@@ -1,4 +1,5 @@
 import N11Crypto
+import N11Format
 import N11System
 
 /// The Linux counterpart of the iOS Keychain: one file, `keystore.n11keys` (0600) in the

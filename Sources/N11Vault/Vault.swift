@@ -249,8 +249,7 @@ public final class Vault: @unchecked Sendable {
         precondition(lock != nil, "vault opened read-only")
         let staging = try VaultStaging(vault: self)
         staging.stageRemoval(paths: [relativeMetadataPath(id: id),
-                                     "\(ItemKind.photo.directory)/\(id).\(ItemKind.photo.fileExtension)",
-                                     "\(ItemKind.note.directory)/\(id).\(ItemKind.note.fileExtension)"])
+                                     ItemKind.photo.relativePath(id: id), ItemKind.note.relativePath(id: id)])
         try staging.commit()
     }
 
@@ -285,57 +284,29 @@ public final class Vault: @unchecked Sendable {
 
     // MARK: reading items
 
+    /// The item's file, opened and given its cheap checks (see `SealedVaultItem`).
+    public func sealedItem(_ item: ItemMetadata) throws(VaultError) -> SealedVaultItem {
+        try SealedVaultItem(item, vaultPath: path, keyStore: keyStore)
+    }
+
     /// Decrypts an item into `sink`; returns normally only if its tag verified and the
     /// content is the one its metadata names. Until then the sink must keep what it got
     /// out of sight (see `UnverifiedPlaintextSink`).
     public func read(_ item: ItemMetadata, into sink: UnverifiedPlaintextSink) throws(VaultError) {
-        try decrypt(item, from: try openContent(of: item), into: sink)
+        try sealedItem(item).read(into: sink)
     }
 
     /// For a sink that cannot stage (stdout): verifies the whole item, then decrypts it again
     /// from the same open file, so what is decrypted is what was verified.
     public func verifyThenRead(_ item: ItemMetadata, into sink: UnverifiedPlaintextSink) throws(VaultError) {
-        let file = try openContent(of: item)
-        try decrypt(item, from: file, into: DiscardingSink())
-        do { try file.seek(to: 0) } catch { throw VaultError.wrap(error) }
-        try decrypt(item, from: file, into: sink)
-    }
-
-    private func decrypt(_ item: ItemMetadata, from file: FileDescriptor, into sink: UnverifiedPlaintextSink) throws(VaultError) {
-        do {
-            let length = try SingleTagStream.open(.chacha20Poly1305, key: keyStore.key(for: item.compartment),
-                                                  from: file, into: sink, sizeHint: item.size)
-            guard length == item.size else { throw VaultError.itemDamaged(id: item.id, path: file.path) }
-        } catch let error as CryptoError where error.kind == .damaged {
-            throw .itemDamaged(id: item.id, path: file.path)
-        } catch { throw VaultError.wrap(error) }
+        let sealed = try sealedItem(item)
+        try sealed.read(into: DiscardingSink())
+        try sealed.read(into: sink)
     }
 
     /// Checks an item's tag without keeping any plaintext.
     public func verify(_ item: ItemMetadata) throws(VaultError) {
         try read(item, into: DiscardingSink())
-    }
-
-    /// Opens the content file after checking that its size and tag are the ones the
-    /// metadata recorded (cheap checks that catch swapped or truncated files early).
-    public func openContent(of item: ItemMetadata) throws(VaultError) -> FileDescriptor {
-        let contentPath = contentPath(of: item)
-        do {
-            let file = try FileDescriptor.openForReading(contentPath)
-            let status = try file.status()
-            guard status.kind == .regular, status.size == item.size + Int64(SingleTagStream.overhead) else {
-                throw VaultError.itemDamaged(id: item.id, path: contentPath)
-            }
-            var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
-            try file.seek(to: status.size - Int64(tag.count))
-            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hex == item.contentTag else {
-                throw VaultError.itemDamaged(id: item.id, path: contentPath)
-            }
-            try file.seek(to: 0)
-            return file
-        } catch let error as SystemError where error.isNotFound {
-            throw .itemDamaged(id: item.id, path: contentPath)
-        } catch { throw VaultError.wrap(error) }
     }
 
     // MARK: changing the vault
@@ -379,9 +350,7 @@ public final class Vault: @unchecked Sendable {
             for new in items {
                 added.append(try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
                                                name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
-                    let hashing = try HashingSource(try new.open())
-                    let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
-                    return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
+                    try SealedVaultItem.sealNew(try new.open(), key: key, to: file)
                 })
             }
         } catch {

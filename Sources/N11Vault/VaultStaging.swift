@@ -1,5 +1,6 @@
 import Foundation
 import N11Crypto
+import N11Format
 import N11System
 
 /// A change to a vault that becomes visible all at once, even if the process is killed
@@ -65,13 +66,33 @@ public final class VaultStaging {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
         }
+        /// The plaintext digest as bytes (empty if the hex is malformed, which then fails every check).
+        var sha256Bytes: [UInt8] { [UInt8](hex: sha256, length: 32) ?? [] }
+    }
+
+    /// Stages an item from its plaintext (a portable archive's payload), sealed under the
+    /// compartment's key; its length and digest are checked as the last byte is read.
+    /// `replaces` is the live item it will replace.
+    @discardableResult
+    public func stage(_ item: Description, replaces: ItemMetadata?, sealing plaintext: ByteSource) throws -> ItemMetadata {
+        try stage(item, replaces: replaces) { file, key in
+            try SealedVaultItem.seal(plaintext, as: item, key: key, to: file)
+        }
+    }
+
+    /// Stages an item from a sealed item file made elsewhere (a secure archive's payload),
+    /// copied as it is while its tag, length and digest are checked.
+    @discardableResult
+    public func stage(_ item: Description, replaces: ItemMetadata?, copyingSealed sealed: ByteSource) throws -> ItemMetadata {
+        try stage(item, replaces: replaces) { [vault] file, _ in
+            try SealedVaultItem.check(CopyingSource(sealed, to: file), as: item, keyStore: vault.keyStore)
+        }
     }
 
     /// Stages one item. `writeContent` writes the vault file (nonce ‖ ciphertext ‖ tag under
-    /// the compartment's key) and returns its tag. `replaces` is the live item it will replace.
-    @discardableResult
-    public func stage(_ item: Description, replaces: ItemMetadata?,
-                      writeContent: (FileDescriptor, SecureBytes) throws -> [UInt8]) throws -> ItemMetadata {
+    /// the compartment's key) and returns its tag.
+    private func stage(_ item: Description, replaces: ItemMetadata?,
+                       writeContent: (FileDescriptor, SecureBytes) throws -> [UInt8]) throws -> ItemMetadata {
         try stage(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name, created: item.created,
                   expires: item.expires, replaces: replaces) { file, key in
             (try writeContent(file, key), item.size, item.sha256)
@@ -125,7 +146,7 @@ public final class VaultStaging {
     /// ID's content file of the other kind, if any (never a path a move writes).
     public func stageRepair(ofDamagedID id: String, restoredKind kind: ItemKind) {
         let other: ItemKind = kind == .photo ? .note : .photo
-        operations.append(.remove("\(other.directory)/\(id).\(other.fileExtension)"))
+        operations.append(.remove(other.relativePath(id: id)))
     }
 
     /// Makes every staged change visible: journal, then the moves and removals, then cleanup.
@@ -202,5 +223,22 @@ public final class VaultStaging {
             vaultDirectory.removePrivateTree(name)
         }
         return replayed
+    }
+}
+
+/// Passes a source through while copying it into a file.
+private final class CopyingSource: ByteSource {
+    private let source: ByteSource
+    private let file: FileDescriptor
+
+    init(_ source: ByteSource, to file: FileDescriptor) {
+        self.source = source
+        self.file = file
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = try source.read(into: &buffer, offset: offset, count: count)
+        if n > 0 { try file.write(buffer[offset..<(offset + n)]) }
+        return n
     }
 }

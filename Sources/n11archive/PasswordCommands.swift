@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import N11Crypto
+import N11Format
 import N11System
 
 struct PasswordCommand: ParsableCommand {

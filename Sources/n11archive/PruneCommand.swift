@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import N11Archiver
 import N11Crypto
+import N11Format
 import N11System
 import N11Vault
 

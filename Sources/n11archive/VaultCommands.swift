@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Foundation
 import N11Crypto
+import N11Format
 import N11System
 import N11Vault
 

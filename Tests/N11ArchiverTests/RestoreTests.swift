@@ -15,9 +15,8 @@ func stageItem(in vault: Vault, id: String, kind: ItemKind, name: String, conten
                compartment: Compartment = .vault, expires: Date? = nil) throws -> String {
     let staging = try VaultStaging(vault: vault)
     try staging.stage(.init(id: id, kind: kind, compartment: compartment, name: name, created: Date(), expires: expires,
-                            size: Int64(content.count), sha256: sha256Hex(content)), replaces: nil) { file, key in
-        try SingleTagStream.seal(.chacha20Poly1305, key: key, from: MemorySource(content), to: file).tag
-    }
+                            size: Int64(content.count), sha256: sha256Hex(content)), replaces: nil,
+                      sealing: MemorySource(content))
     try staging.commit()
     return id
 }

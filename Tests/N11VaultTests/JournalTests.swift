@@ -3,6 +3,7 @@ import Testing
 import N11TestSupport
 @testable import N11Vault
 import N11Crypto
+import N11Format
 import N11System
 
 /// The commit journal of VaultStaging, crashed at each step by hand (Scripts/crashtest does

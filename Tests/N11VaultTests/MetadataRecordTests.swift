@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import N11Format
 import N11TestSupport
 @testable import N11Vault
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import N11Crypto
+import N11Format
 import N11System
 import N11TestSupport
 import N11Vault

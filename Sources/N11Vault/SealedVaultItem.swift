@@ -1,0 +1,156 @@
+import N11Crypto
+import N11Format
+import N11System
+
+/// One vault item file (seed 003): 12-byte nonce ‖ ChaCha20-Poly1305 ciphertext ‖ 16-byte tag,
+/// under the key of the item's compartment. The one place that knows that layout, its key and
+/// its checks: callers (the archiver above all) ask for the plaintext, for the file sealed
+/// again under another key, or for a file from elsewhere checked, and never see a vault key
+/// or a vault path.
+///
+/// An opened item has already passed the cheap checks (size and tag as the metadata
+/// recorded), which catch swapped or truncated files before any decryption.
+public final class SealedVaultItem {
+    public static let algorithm = AEADAlgorithm.chacha20Poly1305
+    /// Bytes a sealed file adds to its plaintext: nonce and tag (FORMAT.md's "+ 28").
+    public static let overhead = SingleTagStream.overhead
+
+    public let metadata: ItemMetadata
+    /// Where the file is, for messages only.
+    public let path: String
+    private let file: FileDescriptor
+    private let key: SecureBytes
+
+    /// Opens the content file of `item` in the vault at `vaultPath`, checking its size and tag.
+    init(_ item: ItemMetadata, vaultPath: String, keyStore: KeyStore) throws(VaultError) {
+        metadata = item
+        path = Path.join(vaultPath, item.relativePath)
+        key = keyStore.key(for: item.compartment)
+        do {
+            file = try FileDescriptor.openForReading(path)
+            let status = try file.status()
+            guard status.kind == .regular, status.size == item.size + Int64(Self.overhead) else {
+                throw VaultError.itemDamaged(id: item.id, path: path)
+            }
+            var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
+            try file.seek(to: status.size - Int64(tag.count))
+            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hex == item.contentTag else {
+                throw VaultError.itemDamaged(id: item.id, path: path)
+            }
+            try file.seek(to: 0)
+        } catch let error as SystemError where error.isNotFound {
+            throw .itemDamaged(id: item.id, path: path)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    // MARK: out of the vault
+
+    /// Decrypts the item into `sink`; returns normally only if its tag verified and its length
+    /// is the recorded one. Until then the sink must keep what it got out of sight (see
+    /// `UnverifiedPlaintextSink`). Reads from the start of the file each time.
+    public func read(into sink: UnverifiedPlaintextSink) throws(VaultError) {
+        do {
+            try file.seek(to: 0)
+            let length = try SingleTagStream.open(Self.algorithm, key: key, from: file, into: sink, sizeHint: metadata.size)
+            guard length == metadata.size else { throw VaultError.itemDamaged(id: metadata.id, path: path) }
+        } catch let error as CryptoError where error.kind == .damaged {
+            throw .itemDamaged(id: metadata.id, path: path)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// The plaintext sealed again as a chunked stream under `key` (a portable archive's entry).
+    /// The item's tag and digest are checked before the last chunk is produced.
+    public func resealedInChunks(under key: SecureBytes) throws(VaultError) -> ByteSource {
+        let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
+        do {
+            return NamingItemFailures(try Resealing.singleTagToChunked(file, algorithm: Self.algorithm, openKey: self.key,
+                                                                        sealKey: key, expectedSHA256: digest,
+                                                                        expectedLength: metadata.size), item: self)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// The file as it is, wrapped in a chunked stream under `key` (a secure archive's entry),
+    /// its inner tag and digest checked on the way.
+    public func wrappedInChunks(under key: SecureBytes) throws(VaultError) -> ByteSource {
+        let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
+        do {
+            return NamingItemFailures(try Resealing.wrapSingleTag(file, algorithm: Self.algorithm, innerKey: self.key,
+                                                                   sealKey: key, expectedSHA256: digest,
+                                                                   expectedLength: metadata.size), item: self)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    // MARK: into the vault
+
+    /// Checks a sealed item file that comes from elsewhere (a secure archive's payload) as the
+    /// item `expected` describes: its tag under the compartment key, its length and digest.
+    /// The plaintext goes to `sink`, which must stage it until this returns. Returns the tag.
+    @discardableResult
+    public static func check(_ sealed: ByteSource, as expected: VaultStaging.Description, keyStore: KeyStore,
+                             into sink: UnverifiedPlaintextSink = DiscardingSink()) throws -> [UInt8] {
+        let tail = TagKeepingSource(sealed)
+        let hashing = try DigestSink(forwardingTo: sink)
+        try SingleTagStream.open(algorithm, key: keyStore.key(for: expected.compartment), from: tail, into: hashing,
+                                 sizeHint: expected.size)
+        guard hashing.length == expected.size, try hashing.finish() == expected.sha256Bytes else {
+            throw CryptoError.contentMismatch
+        }
+        return tail.lastBytes
+    }
+
+    /// Seals verified-on-the-way plaintext into a new item file under `key` (a portable
+    /// archive's payload, or a file being added): the digest and length are checked as the
+    /// last byte is read. Returns the tag.
+    static func seal(_ plaintext: ByteSource, as expected: VaultStaging.Description, key: SecureBytes,
+                     to file: FileDescriptor) throws -> [UInt8] {
+        let checked = try DigestCheckingSource(plaintext, expectedSHA256: expected.sha256Bytes, expectedLength: expected.size)
+        return try SingleTagStream.seal(algorithm, key: key, from: checked, to: file, sizeHint: expected.size).tag
+    }
+
+    /// Seals a new item's plaintext (`vault add`), whose length and digest are known only
+    /// once it has been read.
+    static func sealNew(_ plaintext: ByteSource, key: SecureBytes,
+                        to file: FileDescriptor) throws -> (tag: [UInt8], size: Int64, sha256: String) {
+        let hashing = try HashingSource(plaintext)
+        let sealed = try SingleTagStream.seal(algorithm, key: key, from: hashing, to: file)
+        return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
+    }
+}
+
+/// Names the vault item when its content fails a check while it is being read (an archive
+/// being written pulls it long after it was opened).
+private final class NamingItemFailures: ByteSource {
+    private let source: ByteSource
+    private let id: String
+    private let path: String
+
+    init(_ source: ByteSource, item: SealedVaultItem) {
+        self.source = source
+        id = item.metadata.id
+        path = item.path
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        do { return try source.read(into: &buffer, offset: offset, count: count) }
+        catch let error as CryptoError where error.kind == .damaged {
+            throw VaultError.itemDamaged(id: id, path: path)
+        }
+    }
+}
+
+/// Passes a source through, keeping its last 16 bytes (a sealed file's tag).
+final class TagKeepingSource: ByteSource {
+    private let source: ByteSource
+    private(set) var lastBytes: [UInt8] = []
+
+    init(_ source: ByteSource) { self.source = source }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = try source.read(into: &buffer, offset: offset, count: count)
+        if n > 0 {
+            let tail = buffer[max(offset, offset + n - AEADAlgorithm.tagLength)..<(offset + n)]
+            lastBytes = Array((lastBytes + tail).suffix(AEADAlgorithm.tagLength))
+        }
+        return n
+    }
+}
