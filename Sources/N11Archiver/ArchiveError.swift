@@ -25,6 +25,10 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
     case tooLarge(String)
     case vaultItemDamaged(id: String, path: String)
+    /// prune: a file named as the newest archive does not read as one.
+    case newestUnreadable(path: String)
+    /// prune: deleting an archive failed after `deletedBefore` others were deleted.
+    case deleteFailed(SystemError, directory: String, deletedBefore: Int)
     case vault(VaultError)
     case system(SystemError)
     /// A failure of a caller-supplied step (reading the password, say), kept as it was.
@@ -39,6 +43,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination: return .configuration
         case .passwordNeeded, .kdfAboveCeiling: return .usage
         case .tooLarge: return .other
+        case .newestUnreadable: return .damaged
+        case .deleteFailed(let e, _, _): return e.kind
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
         case .caller(let kind, _, _): return kind
@@ -65,6 +71,9 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "'\(a)' asks for Argon2id with \(memory) MiB and \(ops) passes per password attempt, above this machine's ceiling of \(ceiling) MiB; its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
+        case .newestUnreadable(let p):
+            return "the newest archive '\(p)' does not read as an n11archive archive, so nothing was deleted"
+        case .deleteFailed(let e, _, let before): return "\(e.description) (\(before) older archive(s) were deleted before this)"
         case .vault(let e): return e.description
         case .system(let e): return e.description
         case .caller(_, let message, _): return message
@@ -86,6 +95,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .kdfAboveCeiling(_, _, memory, _):
             return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
+        case .newestUnreadable(let p):
+            return "check it with `n11archive info '\(p)'`; make a new archive with `n11archive create --output-dir` (or move the damaged file out of the directory), then prune again"
+        case .deleteFailed(let e, let directory, _): return e.hint ?? "check the permissions of '\(directory)' and run prune again"
         case .vault(let e): return e.hint
         case .system(let e): return e.hint
         case .caller(_, _, let hint): return hint
@@ -105,6 +117,17 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as SystemError: return .system(e)
         case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
         default: return .caller(kind: .other, message: "cannot export into '\(destination)': \(error)", hint: nil)
+        }
+    }
+
+    /// Keeps a lower layer's error as it is, inside this layer's type.
+    static func wrap(_ error: any Error) -> ArchiveError {
+        switch error {
+        case let e as ArchiveError: return e
+        case let e as VaultError: return .vault(e)
+        case let e as SystemError: return .system(e)
+        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
+        default: return .caller(kind: .other, message: "\(error)", hint: nil)
         }
     }
 

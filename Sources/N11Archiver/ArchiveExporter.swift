@@ -27,8 +27,10 @@ public enum ArchiveExporter {
         var conflicts: Bool
     }
 
-    public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?, overwrite: Bool,
-                              dryRun: Bool, now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> ArchiveRestorer.Report {
+    public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?,
+                              _ options: RestoreOptions = .init(),
+                              progress: ArchiveProgress? = nil) throws(ArchiveError) -> ArchiveRestorer.Report {
+        let (overwrite, dryRun, now) = (options.overwrite, options.dryRun, options.now)
         var report = ArchiveRestorer.Report()
         let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         report.destination = root
@@ -252,7 +254,7 @@ final class ExportDestination {
     /// Removes the directory if this run created it and it is empty again.
     func removeIfCreated() {
         guard createdRoot else { return }
-        _ = rmdir(path)
+        try? FileSystem.removeEmptyDirectory(path)
     }
 }
 

@@ -8,6 +8,22 @@ import N11Vault
 /// before anything is written; every item is then decrypted, verified and staged out of
 /// sight; only when all verified does one commit make them visible. Any failure before the
 /// commit leaves the destination exactly as it was.
+/// What a restore (into a vault or as an export) may do.
+public struct RestoreOptions: Sendable {
+    /// Replace items (or export files) that differ from the archive's.
+    public var overwrite: Bool
+    /// Verify and report, writing nothing.
+    public var dryRun: Bool
+    /// The moment fade items are judged expired at.
+    public var now: Date
+
+    public init(overwrite: Bool = false, dryRun: Bool = false, now: Date = Date()) {
+        self.overwrite = overwrite
+        self.dryRun = dryRun
+        self.now = now
+    }
+}
+
 public enum ArchiveRestorer {
     public struct Report: Sendable {
         public var restored: [String] = []
@@ -24,8 +40,9 @@ public enum ArchiveRestorer {
 
     /// Restore into `vault` (opened for writing unless `dryRun`). `progress` counts the
     /// items to be written (not those skipped) as their chunks verify.
-    public static func restore(_ archive: UnlockedArchive, into vault: Vault, overwrite: Bool, dryRun: Bool,
-                               now: Date = Date(), progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
+    public static func restore(_ archive: UnlockedArchive, into vault: Vault, _ options: RestoreOptions = .init(),
+                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
+        let (overwrite, dryRun, now) = (options.overwrite, options.dryRun, options.now)
         var report = Report()
         report.destination = vault.path
         report.dryRun = dryRun

@@ -162,6 +162,48 @@ public enum ArchiveRetention {
 extension ArchiveRetention {
     /// An archive with our name and a readable header that does not open with this prune's
     /// password or key store: another home's, or forged. Never counted, never deleted.
+    /// Deletes the archives a decision removes, in its order, and makes the deletions durable
+    /// before returning them. A failure names how many were deleted before it.
+    public static func delete(_ archives: [Candidate], in directory: String) throws(ArchiveError) -> [String] {
+        var deleted: [String] = []
+        for archive in archives {
+            do { try FileSystem.removeFile(archive.path) }
+            catch {
+                if !deleted.isEmpty { try? Directory.sync(directory) }
+                throw .deleteFailed(SystemError("cannot delete", path: archive.path, errno: error.errno), directory: directory,
+                                    deletedBefore: deleted.count)
+            }
+            deleted.append(archive.path)
+        }
+        do { if !deleted.isEmpty { try Directory.sync(directory) } } catch { throw .wrap(error) }
+        return deleted
+    }
+
+    /// A file named as a later archive than the newest readable one, that does not read as an
+    /// archive, is the real newest backup, damaged: verifying an older one instead would let
+    /// prune delete the last good copies while the latest is garbage. So nothing is deleted.
+    /// (Compared by name, since its header is what cannot be read; a same-second `-N` counts.)
+    public static func refuseIfNewerUnreadable(_ unreadable: [String], than newest: Candidate) throws(ArchiveError) {
+        func order(_ name: String) -> (stamp: String, sequence: Int) {
+            let stem = name.dropFirst(namePrefix.count).dropLast(nameSuffix.count)
+            let stamp = String(stem.prefix(16))
+            let rest = stem.dropFirst(16)
+            return (stamp, rest.hasPrefix("-") ? Int(rest.dropFirst()) ?? 1 : 1)
+        }
+        let newestName = Path.lastComponent(of: newest.path)
+        let headerStamp = order(fileName(for: newest.created)).stamp
+        // The readable archive's place: its header's second, and its name's -N when the name
+        // carries that same second (a renamed archive counts as the bare name).
+        let newestOrder = (stamp: headerStamp,
+                           sequence: order(newestName).stamp == headerStamp ? order(newestName).sequence : 1)
+        for path in unreadable {
+            let candidate = order(Path.lastComponent(of: path))
+            guard candidate.stamp > newestOrder.stamp
+                || (candidate.stamp == newestOrder.stamp && candidate.sequence > newestOrder.sequence) else { continue }
+            throw .newestUnreadable(path: path)
+        }
+    }
+
     public struct NotOpened: Sendable {
         public let path: String
         public let reason: String

@@ -66,9 +66,9 @@ final class FuzzWorld: @unchecked Sendable {
         _ = try? ArchiveVerifier.verify(archive, keyStore: keyStore)
         let vaultPath = root + "/vault", exportPath = root + "/export"
         if let vault = try? Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true) {
-            _ = try? ArchiveRestorer.restore(archive, into: vault, overwrite: true, dryRun: false)
+            _ = try? ArchiveRestorer.restore(archive, into: vault, .init(overwrite: true, dryRun: false))
         }
-        _ = try? ArchiveExporter.export(archive, to: exportPath, keyStore: keyStore, overwrite: true, dryRun: false)
+        _ = try? ArchiveExporter.export(archive, to: exportPath, keyStore: keyStore, .init(overwrite: true, dryRun: false))
         try? FileManager.default.removeItem(atPath: vaultPath)
         try? FileManager.default.removeItem(atPath: exportPath)
     }

@@ -86,14 +86,14 @@ public final class Vault: @unchecked Sendable {
         for sub in layout where !((try? Directory.entries(of: Path.join(path, sub), sorted: false)) ?? []).isEmpty { return false }
         // The marker first: without it the rest is an unfinished layout, which the next open
         // completes; with it but without item directories it would be a broken vault.
-        guard unlink(markerPath) == 0 || errno == ENOENT else { return false }
+        guard (try? FileSystem.removeFile(markerPath)) != nil else { return false }
         created.layout = false
         AtomicFile.removeLeftovers(in: path)
         // rmdir, never a recursive removal.
-        for sub in layout where rmdir(Path.join(path, sub)) != 0 && errno != ENOENT { return false }
+        for sub in layout where (try? FileSystem.removeEmptyDirectory(Path.join(path, sub))) == nil { return false }
         guard created.directory else { return true }
-        _ = unlink(Path.join(path, ".lock"))
-        return rmdir(path) == 0
+        try? FileSystem.removeFile(Path.join(path, ".lock"))
+        return (try? FileSystem.removeEmptyDirectory(path, missingIsDone: false)) != nil
     }
 
     /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):

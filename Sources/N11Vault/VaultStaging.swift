@@ -186,13 +186,12 @@ public final class VaultStaging {
             switch operation {
             case let .move(from, to):
                 let source = Path.join(vaultPath, from), target = Path.join(vaultPath, to)
-                if rename(source, target) != 0 && errno != ENOENT {
-                    throw SystemError("cannot move a staged item into place", path: target)
-                }
+                do { try FileSystem.move(source, to: target) }
+                catch { throw SystemError("cannot move a staged item into place", path: target, errno: error.errno) }
                 touched.insert(Path.directory(of: target))
             case let .remove(path):
                 let target = Path.join(vaultPath, path)
-                if unlink(target) != 0 && errno != ENOENT { throw SystemError("cannot remove", path: target) }
+                try FileSystem.removeFile(target)
                 touched.insert(Path.directory(of: target))
             }
         }

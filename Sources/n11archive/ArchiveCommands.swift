@@ -360,6 +360,8 @@ struct Restore: ParsableCommand {
         let durationSeconds: Double
     }
 
+    var options: RestoreOptions { RestoreOptions(overwrite: overwrite, dryRun: dryRun) }
+
     func run() throws {
         let reader = try ArchiveReader(path: input.file)
         let report: ArchiveRestorer.Report
@@ -367,10 +369,20 @@ struct Restore: ParsableCommand {
         if let export {
             try ArchiveExporter.checkDestination(export)
             let (archive, keyStore) = try input.unlock(reader)
-            report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, overwrite: overwrite, dryRun: dryRun,
+            report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, options,
                                                 progress: outputOptions.observer(dryRun ? "check" : "export"))
         } else {
-            (report, createdKeyStore) = try restoreIntoVault(reader)
+            let restored = try HomeRestorer.restore({ try input.unlock(reader) },
+                                                    into: .init(home: input.store.resolvedHome,
+                                                                vaultPath: vaultOptions.path(with: input.store),
+                                                                lockWait: vaultOptions.lockWait,
+                                                                loadKeyStore: { try input.store.loadKeyStore() }),
+                                                    options, progress: outputOptions.observer(dryRun ? "check" : "restore"))
+            report = restored.restore
+            if let created = restored.createdKeyStore {
+                createdKeyStore = true
+                Console.note("no key store was in '\(input.store.resolvedHome.root)': created \(created) for the restored vault")
+            }
         }
         if outputOptions.json {
             try Console.json(Document(archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
@@ -387,52 +399,5 @@ struct Restore: ParsableCommand {
         if !report.skippedIdentical.isEmpty { Console.note("skipped \(report.skippedIdentical.count) item(s) already in the vault") }
         if !report.repaired.isEmpty { Console.note("repaired \(report.repaired.count) damaged item(s) from the archive") }
         Console.summary("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
-    }
-
-    /// Restores into a vault. Unlocks first; a key store or vault this run has to create is
-    /// made only then, and removed again if the restore fails, so a failure leaves the
-    /// machine as it was. A dry run on a machine without a key store only verifies.
-    private func restoreIntoVault(_ reader: ArchiveReader) throws -> (ArchiveRestorer.Report, createdKeyStore: Bool) {
-        let home = input.store.resolvedHome
-        let hasKeyStore = ((try? FileStatus.of(home.keyStorePath)) ?? nil) != nil
-        let (archive, unlockedStore) = try input.unlock(reader)
-        if !hasKeyStore && reader.header.mode == .portable && dryRun {
-            let verified = try ArchiveVerifier.verify(archive, keyStore: nil, progress: outputOptions.observer("check"))
-            var report = ArchiveRestorer.Report()
-            report.dryRun = true
-            report.destination = vaultOptions.path(with: input.store)
-            report.restored = archive.manifest.items.map(\.id)
-            report.plaintextBytes = verified.plaintextBytes
-            return (report, false)
-        }
-        var createdKeyStore = false
-        let keyStore: KeyStore
-        if let unlockedStore {
-            keyStore = unlockedStore
-        } else if !hasKeyStore && reader.header.mode == .portable {
-            // Held locked until the restore is done: nobody can start using keys that a
-            // failed restore takes back.
-            keyStore = try KeyStore.create(in: home, pin: nil, holdingLock: true)
-            createdKeyStore = true
-        } else {
-            keyStore = try input.store.loadKeyStore()
-        }
-        defer { keyStore.releaseHomeLock() }
-        var vault: Vault? = nil
-        do {
-            vault = try vaultOptions.open(with: input.store, keyStore: keyStore, forWriting: !dryRun)
-            let report = try ArchiveRestorer.restore(archive, into: vault!, overwrite: overwrite, dryRun: dryRun,
-                                                     progress: outputOptions.observer(dryRun ? "check" : "restore"))
-            if createdKeyStore { Console.note("no key store was in '\(home.root)': created \(keyStore.path) for the restored vault") }
-            return (report, createdKeyStore)
-        } catch {
-            // Take back what this run made, and only that: the vault if this run created it
-            // (decided by the vault under its lock), then the new key store if no vault of it
-            // is left. A vault or key store another process made meanwhile is never touched.
-            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
-            vault = nil
-            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
-            throw error
-        }
     }
 }

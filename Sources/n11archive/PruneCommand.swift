@@ -119,27 +119,12 @@ struct Prune: ParsableCommand {
 
         var verified: String? = nil
         if let newest = decision.keep.first?.archive, !decision.remove.isEmpty {
-            try refuseIfNewerUnreadable(unreadable, than: newest)
+            try ArchiveRetention.refuseIfNewerUnreadable(unreadable, than: newest)
             try verifyNewest(newest.path, secrets)
             verified = newest.path
         }
 
-        var deleted: [String] = []
-        if !dryRun {
-            for archive in decision.remove {
-                guard unlink(archive.path) == 0 || errno == ENOENT else {
-                    let failure = SystemError("cannot delete", path: archive.path)
-                    if !deleted.isEmpty { try? Directory.sync(dir) }
-                    throw CLIError(failure.kind, "\(failure.description) (\(deleted.count) older archive(s) were deleted before this)",
-                                   hint: failure.hint ?? "check the permissions of '\(dir)' and run prune again")
-                }
-                deleted.append(archive.path)
-            }
-            // The deletions are durable before we say they happened.
-            if !deleted.isEmpty { try Directory.sync(dir) }
-        } else {
-            deleted = decision.remove.map(\.path)
-        }
+        let deleted = dryRun ? decision.remove.map(\.path) : try ArchiveRetention.delete(decision.remove, in: dir)
 
         if outputOptions.json {
             try Console.json(Document(directory: dir, dryRun: dryRun,
@@ -161,33 +146,6 @@ struct Prune: ParsableCommand {
             Console.note("no archives made by n11archive in '\(dir)'; nothing to prune")
         } else {
             Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \(Path.lastComponent(of: $0)))" } ?? "")")
-        }
-    }
-
-    /// A file named as a later archive than the newest readable one, that does not read as an
-    /// archive, is the real newest backup, damaged: verifying an older one instead would let
-    /// prune delete the last good copies while the latest is garbage. So nothing is deleted.
-    /// (Compared by name, since its header is what cannot be read; a same-second `-N` counts.)
-    private func refuseIfNewerUnreadable(_ unreadable: [String], than newest: ArchiveRetention.Candidate) throws {
-        func order(_ name: String) -> (stamp: String, sequence: Int) {
-            let stem = name.dropFirst(ArchiveRetention.namePrefix.count).dropLast(ArchiveRetention.nameSuffix.count)
-            let stamp = String(stem.prefix(16))
-            let rest = stem.dropFirst(16)
-            return (stamp, rest.hasPrefix("-") ? Int(rest.dropFirst()) ?? 1 : 1)
-        }
-        let newestName = Path.lastComponent(of: newest.path)
-        let headerStamp = order(ArchiveRetention.fileName(for: newest.created)).stamp
-        // The readable archive's place: its header's second, and its name's -N when the name
-        // carries that same second (a renamed archive counts as the bare name).
-        let newestOrder = (stamp: headerStamp,
-                           sequence: order(newestName).stamp == headerStamp ? order(newestName).sequence : 1)
-        for path in unreadable {
-            let candidate = order(Path.lastComponent(of: path))
-            guard candidate.stamp > newestOrder.stamp
-                || (candidate.stamp == newestOrder.stamp && candidate.sequence > newestOrder.sequence) else { continue }
-            throw CLIError(.damaged,
-                           "the newest archive '\(path)' does not read as an n11archive archive, so nothing was deleted",
-                           hint: "check it with `n11archive info '\(path)'`; make a new archive with `n11archive create --output-dir` (or move the damaged file out of the directory), then prune again")
         }
     }
 

@@ -166,6 +166,8 @@ extension ArchiveError {
         case .system: return "system"
         case .caller: return "caller"
         case .tooLarge: return "tooLarge"
+        case .newestUnreadable: return "newestUnreadable"
+        case .deleteFailed: return "deleteFailed"
         }
     }
 }

@@ -117,7 +117,7 @@ struct CreateTests {
 
             let destStore = mode == .secure ? store : try KeyStore.create(in: N11Home(root: dir + "/other"), pin: nil)
             let destination = try Vault.open(at: dir + "/restored", keyStore: destStore, forWriting: true)
-            let restored = try ArchiveRestorer.restore(archive, into: destination, overwrite: false, dryRun: false, now: now)
+            let restored = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false, now: now))
             #expect(Set(restored.restored) == [kept.id, later.id])
             let back = try storedItems(of: dir + "/restored", keyStore: destStore)
             #expect(back[later.id]?.expires == stored[later.id]?.expires)

@@ -48,11 +48,11 @@ struct GoldenArchiveTests {
             #expect(archive.manifest.items.count == 2)
             _ = try ArchiveVerifier.verify(archive, keyStore: nil)
             let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
-            let report = try ArchiveRestorer.restore(archive, into: vault, overwrite: false, dryRun: false)
+            let report = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
             #expect(report.restored.count == 2)
             #expect(try restoredItems(vault) == originals())
 
-            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, overwrite: false, dryRun: false)
+            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, .init(overwrite: false, dryRun: false))
             #expect(try readBytes(dir + "/export/Notes/note.txt") == originals()["note.txt"])
             #expect(try readBytes(dir + "/export/Photos/photo.jpg") == originals()["photo.jpg"])
         }
@@ -73,7 +73,7 @@ struct GoldenArchiveTests {
             let archive = try reader.unlock(password: { nil }, keyStore: { keyStore })
             _ = try ArchiveVerifier.verify(archive, keyStore: keyStore)
             let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
-            _ = try ArchiveRestorer.restore(archive, into: vault, overwrite: false, dryRun: false)
+            _ = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
             #expect(try restoredItems(vault) == originals())
         }
     }

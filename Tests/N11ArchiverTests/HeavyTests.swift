@@ -92,7 +92,7 @@ struct HeavyTests {
             let destPath = dir + "/restored"
             do {
                 let destination = try Vault.open(at: destPath, keyStore: destStore, forWriting: true)
-                let restored = try ArchiveRestorer.restore(archive, into: destination, overwrite: false, dryRun: false)
+                let restored = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false))
                 #expect(restored.restored == [item.id])
             }
             mark("restore")

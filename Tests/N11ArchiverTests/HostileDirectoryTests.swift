@@ -41,7 +41,7 @@ struct HostileDirectoryTests {
         func export(to directory: String, overwrite: Bool = false, archive path: String? = nil,
                     progress: ArchiveProgress? = nil) throws -> ArchiveRestorer.Report {
             try ArchiveExporter.export(try unlock(path ?? archive, keyStore: nil), to: directory, keyStore: nil,
-                                       overwrite: overwrite, dryRun: false, progress: progress)
+                                       .init(overwrite: overwrite, dryRun: false), progress: progress)
         }
 
         /// The archive with one byte of the photo's ciphertext flipped: its export fails.
@@ -204,7 +204,7 @@ struct HostileDirectoryTests {
 
             let exportDir = dir + "/export"
             let report = try ArchiveExporter.export(try unlock(archive, keyStore: nil), to: exportDir, keyStore: nil,
-                                                    overwrite: false, dryRun: false)
+                                                    .init(overwrite: false, dryRun: false))
             #expect(report.restored.count == 2)
             let names = listing(of: exportDir + "/Photos")
             #expect(names.count == 2 && names.contains(name), "\(names)")

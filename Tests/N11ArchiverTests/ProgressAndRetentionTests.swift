@@ -65,15 +65,15 @@ struct ProgressTests {
 
             let checking = ProgressRecorder()
             let other = try Vault.open(at: dir + "/other-vault", keyStore: store, forWriting: true)
-            _ = try ArchiveRestorer.restore(archive, into: other, overwrite: false, dryRun: true, progress: checking.observer())
+            _ = try ArchiveRestorer.restore(archive, into: other, .init(overwrite: false, dryRun: true), progress: checking.observer())
             Self.check(checking, items: 2, bytes: total, "restore --dry-run \(mode)")
 
             let restoring = ProgressRecorder()
-            _ = try ArchiveRestorer.restore(archive, into: other, overwrite: false, dryRun: false, progress: restoring.observer())
+            _ = try ArchiveRestorer.restore(archive, into: other, .init(overwrite: false, dryRun: false), progress: restoring.observer())
             Self.check(restoring, items: 2, bytes: total, "restore \(mode)")
 
             let exporting = ProgressRecorder()
-            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: store, overwrite: false, dryRun: false,
+            _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: store, .init(overwrite: false, dryRun: false),
                                            progress: exporting.observer())
             Self.check(exporting, items: 2, bytes: total, "export \(mode)")
         }
@@ -88,7 +88,7 @@ struct ProgressTests {
             try createArchive(from: vault, mode: .portable, to: path)
             // Into the same vault: both items are there unchanged, so nothing is to be written.
             let recorder = ProgressRecorder()
-            let report = try ArchiveRestorer.restore(try unlock(path, keyStore: nil), into: vault, overwrite: false, dryRun: false,
+            let report = try ArchiveRestorer.restore(try unlock(path, keyStore: nil), into: vault, .init(overwrite: false, dryRun: false),
                                                      progress: recorder.observer())
             #expect(report.skippedIdentical.count == 2)
             #expect(recorder.snapshots.first?.totalItems == 0 && recorder.snapshots.first?.totalBytes == 0)

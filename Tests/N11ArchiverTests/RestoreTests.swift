@@ -50,7 +50,7 @@ struct RestoreTests {
         func restore(_ path: String? = nil, overwrite: Bool = false, dryRun: Bool = false, now: Date = Date()) throws -> ArchiveRestorer.Report {
             let destination = try Vault.open(at: destPath, keyStore: destStore, forWriting: !dryRun)
             return try ArchiveRestorer.restore(try unlock(path ?? archivePath, keyStore: nil), into: destination,
-                                               overwrite: overwrite, dryRun: dryRun, now: now)
+                                               .init(overwrite: overwrite, dryRun: dryRun, now: now))
         }
     }
 
@@ -143,13 +143,13 @@ struct RestoreTests {
             let store = try KeyStore.create(in: N11Home(root: dir + "/dest"), pin: nil)
             let destination = try Vault.open(at: dir + "/dest/vault", keyStore: store, forWriting: true)
             let report = try ArchiveRestorer.restore(try unlock(archivePath, keyStore: nil), into: destination,
-                                                     overwrite: false, dryRun: false, now: later)
+                                                     .init(overwrite: false, dryRun: false, now: later))
             #expect(report.restored == [lasting.id])
             #expect(report.skippedExpired == [fading.id])
             #expect(Set(try storedItems(of: dir + "/dest/vault", keyStore: store).keys) == [lasting.id])
 
             let exported = try ArchiveExporter.export(try unlock(archivePath, keyStore: nil), to: dir + "/export", keyStore: nil,
-                                                      overwrite: false, dryRun: false, now: later)
+                                                      .init(overwrite: false, dryRun: false, now: later))
             #expect(exported.skippedExpired == [fading.id])
             #expect(exists(dir + "/export/Photos/lasting.jpg") && !exists(dir + "/export/Photos/fading.jpg"))
         }
@@ -175,11 +175,11 @@ struct RestoreTests {
             let exportDir = dir + "/export"
             try makeDirectory(exportDir)
             let exported = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
-                                                      overwrite: false, dryRun: true)
+                                                      .init(overwrite: false, dryRun: true))
             #expect(exported.dryRun && exported.restored.count == 2)
             #expect(listing(of: exportDir).isEmpty)
             _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: dir + "/missing/export", keyStore: nil,
-                                           overwrite: false, dryRun: true)
+                                           .init(overwrite: false, dryRun: true))
             #expect(!exists(dir + "/missing"))
         }
     }
@@ -197,7 +197,7 @@ struct RestoreTests {
             let before = snapshot(s.destPath)
             expectArchiveError("damaged", kind: .damaged) { _ = try s.restore(damaged, dryRun: true) }
             expectArchiveError("damaged", kind: .damaged) {
-                _ = try ArchiveExporter.export(try unlock(damaged, keyStore: nil), to: dir + "/x", keyStore: nil, overwrite: false, dryRun: true)
+                _ = try ArchiveExporter.export(try unlock(damaged, keyStore: nil), to: dir + "/x", keyStore: nil, .init(overwrite: false, dryRun: true))
             }
             #expect(snapshot(s.destPath) == before)
             #expect(!exists(dir + "/x"))
@@ -214,11 +214,11 @@ struct RestoreTests {
             let before = snapshot(exportDir)
             expectArchiveError("exportConflicts", kind: .outputExists) {
                 _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
-                                               overwrite: false, dryRun: false)
+                                               .init(overwrite: false, dryRun: false))
             }
             #expect(snapshot(exportDir) == before)
             _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
-                                           overwrite: true, dryRun: false)
+                                           .init(overwrite: true, dryRun: false))
             #expect(try readBytes(exportDir + "/Photos/p.jpg") == s.photoBytes)
             #expect(try readBytes(exportDir + "/Notes/n.txt") == Array("hello".utf8))
         }
@@ -235,7 +235,7 @@ struct RestoreTests {
             try writeBytes(bytes, to: damaged)
             expectArchiveError("damaged", kind: .damaged) {
                 _ = try ArchiveExporter.export(try unlock(damaged, keyStore: nil), to: dir + "/new-export", keyStore: nil,
-                                               overwrite: false, dryRun: false)
+                                               .init(overwrite: false, dryRun: false))
             }
             #expect(!exists(dir + "/new-export"), "left: \(listing(of: dir + "/new-export"))")
         }

@@ -30,7 +30,7 @@ struct RoundTripTests {
         }
         let archive = try unlock(archivePath, keyStore: mode == .secure ? sourceStore : nil)
         let destination = try Vault.open(at: vaultPath, keyStore: store, forWriting: true)
-        let report = try ArchiveRestorer.restore(archive, into: destination, overwrite: false, dryRun: false)
+        let report = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false))
         #expect(report.restored.sorted() == expectedIDs.sorted())
         #expect(report.replaced.isEmpty && report.skippedIdentical.isEmpty && report.skippedExpired.isEmpty)
         #expect(!report.dryRun)
@@ -44,7 +44,7 @@ struct RoundTripTests {
         let exportDir = dir + "/export"
         let archive = try unlock(archivePath, keyStore: mode == .secure ? keyStore : nil)
         let report = try ArchiveExporter.export(archive, to: exportDir, keyStore: mode == .secure ? keyStore : nil,
-                                                overwrite: false, dryRun: false)
+                                                .init(overwrite: false, dryRun: false))
         #expect(report.restored.sorted() == items.map(\.id).sorted())
         var expectedFiles: Set<String> = []
         for item in items {

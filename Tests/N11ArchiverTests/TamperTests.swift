@@ -161,14 +161,14 @@ func expectRejected(_ world: TamperWorld, _ path: String, _ expected: Set<String
     #expect(vaultBefore.keys.contains { $0.hasPrefix("Meta/") }, "the destination vault should hold an item", sourceLocation: sourceLocation)
     expectArchiveError(expected, kind: kind, "\(label) restore", sourceLocation: sourceLocation) {
         let destination = try Vault.open(at: restorePath, keyStore: restoreStore, forWriting: true)
-        _ = try ArchiveRestorer.restore(try open(), into: destination, overwrite: false, dryRun: false)
+        _ = try ArchiveRestorer.restore(try open(), into: destination, .init(overwrite: false, dryRun: false))
     }
     let vaultAfter = snapshot(restorePath)
     #expect(vaultAfter == vaultBefore, "\(label): restore changed the vault: \(difference(vaultBefore, vaultAfter))", sourceLocation: sourceLocation)
 
     // 3. export into an empty directory: still empty afterwards.
     expectArchiveError(expected, kind: kind, "\(label) export", sourceLocation: sourceLocation) {
-        _ = try ArchiveExporter.export(try open(), to: world.exportDir, keyStore: keyStore, overwrite: false, dryRun: false)
+        _ = try ArchiveExporter.export(try open(), to: world.exportDir, keyStore: keyStore, .init(overwrite: false, dryRun: false))
     }
     #expect(listing(of: world.exportDir).isEmpty, "\(label): export left \(listing(of: world.exportDir))", sourceLocation: sourceLocation)
     return error
@@ -194,7 +194,7 @@ struct TamperTests {
             // And it restores (into a copy of nothing: a fresh vault of the destination home).
             let destination = try Vault.open(at: dir + "/fresh", keyStore: world.destStore, forWriting: true)
             #expect(try ArchiveRestorer.restore(try unlock(rebuilt, keyStore: nil), into: destination,
-                                                overwrite: false, dryRun: false).restored.count == 3)
+                                                .init(overwrite: false, dryRun: false)).restored.count == 3)
         }
     }
 

@@ -1,0 +1,83 @@
+import N11Format
+import N11System
+import N11Vault
+
+/// Restores an archive into a vault of a home, creating the home's key store when a
+/// portable archive is restored on a machine that has none (as `init` would), and taking
+/// back what this run created if the restore fails: a failure leaves the machine as it was.
+public enum HomeRestorer {
+    public struct Report: Sendable {
+        public let restore: ArchiveRestorer.Report
+        /// The key store this run created, if it did.
+        public let createdKeyStore: String?
+    }
+
+    /// Where to restore and how: `vaultPath` in `home`; `loadKeyStore` loads the home's key
+    /// store (asking for its PIN) when the archive did not already need it.
+    public struct Destination {
+        public let home: N11Home
+        public let vaultPath: String
+        public let lockWait: Double
+        public let loadKeyStore: () throws -> KeyStore
+
+        public init(home: N11Home, vaultPath: String, lockWait: Double, loadKeyStore: @escaping () throws -> KeyStore) {
+            self.home = home
+            self.vaultPath = vaultPath
+            self.lockWait = lockWait
+            self.loadKeyStore = loadKeyStore
+        }
+    }
+
+    /// `unlock` opens the archive (given whether the home had a key store beforehand) and
+    /// returns the key store it loaded, if any. A dry run on a machine without a key store
+    /// only verifies.
+    public static func restore(_ unlock: () throws -> (UnlockedArchive, KeyStore?), into destination: Destination,
+                               _ options: RestoreOptions, progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
+        do { return try restoreUnchecked(unlock, into: destination, options, progress: progress) }
+        catch { throw ArchiveError.wrap(error) }
+    }
+
+    private static func restoreUnchecked(_ unlock: () throws -> (UnlockedArchive, KeyStore?), into destination: Destination,
+                                         _ options: RestoreOptions, progress: ArchiveProgress?) throws -> Report {
+        let hasKeyStore = ((try? FileStatus.of(destination.home.keyStorePath)) ?? nil) != nil
+        let (archive, unlockedStore) = try unlock()
+        let portable = archive.header.mode == .portable
+        if !hasKeyStore && portable && options.dryRun {
+            let verified = try ArchiveVerifier.verify(archive, keyStore: nil, progress: progress)
+            var report = ArchiveRestorer.Report()
+            report.dryRun = true
+            report.destination = destination.vaultPath
+            report.restored = archive.manifest.items.map(\.id)
+            report.plaintextBytes = verified.plaintextBytes
+            return Report(restore: report, createdKeyStore: nil)
+        }
+        var createdKeyStore = false
+        let keyStore: KeyStore
+        if let unlockedStore {
+            keyStore = unlockedStore
+        } else if !hasKeyStore && portable {
+            // Held locked until the restore is done: nobody can start using keys that a
+            // failed restore takes back.
+            keyStore = try KeyStore.create(in: destination.home, pin: nil, holdingLock: true)
+            createdKeyStore = true
+        } else {
+            keyStore = try destination.loadKeyStore()
+        }
+        defer { keyStore.releaseHomeLock() }
+        var vault: Vault? = nil
+        do {
+            vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
+                                   lockWait: destination.lockWait)
+            let report = try ArchiveRestorer.restore(archive, into: vault!, options, progress: progress)
+            return Report(restore: report, createdKeyStore: createdKeyStore ? keyStore.path : nil)
+        } catch {
+            // Take back what this run made, and only that: the vault if this run created it
+            // (decided by the vault under its lock), then the new key store if no vault of it
+            // is left. A vault or key store another process made meanwhile is never touched.
+            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
+            vault = nil
+            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import Glibc
+
+/// Path-based changes for the layers above, which call no C: each throws the system error
+/// (with its errno) and treats a missing path as already done when `missingIsDone` (journal
+/// replays and clean-ups run again after a crash).
+public enum FileSystem {
+    /// unlink(2): removes a file (never a directory, never through a link's target).
+    public static func removeFile(_ path: String, missingIsDone: Bool = true) throws(SystemError) {
+        guard unlink(path) == 0 || (missingIsDone && errno == ENOENT) else { throw SystemError("cannot remove", path: path) }
+    }
+
+    /// rmdir(2): removes an empty directory; never a recursive removal.
+    public static func removeEmptyDirectory(_ path: String, missingIsDone: Bool = true) throws(SystemError) {
+        guard rmdir(path) == 0 || (missingIsDone && errno == ENOENT) else {
+            throw SystemError("cannot remove the directory", path: path)
+        }
+    }
+
+    /// rename(2), replacing `target`; a missing `source` counts as already moved when
+    /// `missingIsDone`.
+    public static func move(_ source: String, to target: String, missingIsDone: Bool = true) throws(SystemError) {
+        guard rename(source, target) == 0 || (missingIsDone && errno == ENOENT) else {
+            throw SystemError("cannot move into place", path: target)
+        }
+    }
+}
