@@ -249,6 +249,13 @@ public final class DirectoryLock: @unchecked Sendable {
 
     private init(_ lock: FileLock) { self.lock = lock }
 
+    /// Runs `body` holding the lock of `directory` (see `acquire`), released when it ends.
+    public static func withLock<T>(_ directory: String, exclusive: Bool, waitSeconds: Double,
+                                   _ body: () throws -> T) throws -> T {
+        let held = try acquire(directory, exclusive: exclusive, waitSeconds: waitSeconds)
+        return try FileLock.withLock(held.lock, body)
+    }
+
     public static func acquire(_ directory: String, exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> DirectoryLock {
         let path = Path.join(directory, fileName)
         let outcome: FileLock.Outcome

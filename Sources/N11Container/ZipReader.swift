@@ -1,4 +1,4 @@
-import CZip
+internal import CZip
 import Glibc
 import N11System
 

@@ -1,4 +1,4 @@
-import CZip
+internal import CZip
 import Glibc
 import N11System
 
@@ -54,7 +54,7 @@ public final class ZipWriter {
     deinit { if let archive { zip_discard(archive) } }
 
     /// Adds an entry of exactly `size` bytes; `open` is called when libzip starts writing it.
-    public func addEntry(name: String, size: Int64, modified: time_t,
+    public func addEntry(name: String, size: Int64, modified: Glibc.time_t,
                          open: @escaping () throws -> ByteSource) throws(ContainerError) {
         guard let za = archive else { throw .writeFailed(path: path, reason: "already finished") }
         let provider = EntryProvider(name: name, size: size, modified: modified, buffer: buffer, open: open)

@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 
 /// The two AEADs the product uses, both from OpenSSL's EVP interface (several GB/s per core).
 public enum AEADAlgorithm: Sendable {

@@ -1,4 +1,4 @@
-import CSodium
+internal import CSodium
 
 /// Argon2id cost parameters, bounded before anything is allocated (DESIGN.md §3.6): a
 /// hostile archive header cannot make us allocate a terabyte or spin for hours.

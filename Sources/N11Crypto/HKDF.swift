@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 
 /// HKDF-SHA256 (RFC 5869) through OpenSSL 3's EVP_KDF, output in locked memory.
 public enum HKDF {

@@ -1,4 +1,4 @@
-import CLibCrypto
+internal import CLibCrypto
 import N11System
 
 /// Streaming SHA-256 (OpenSSL EVP), for the plaintext digests archives carry. Every

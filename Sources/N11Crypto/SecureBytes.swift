@@ -1,4 +1,4 @@
-import CSodium
+internal import CSodium
 import N11System
 
 /// Secret bytes (keys, passwords, PINs) in memory from `sodium_malloc`: guarded by

@@ -1,4 +1,4 @@
-import CSodium
+internal import CSodium
 
 /// The system CSPRNG (libsodium's randombytes, which uses getrandom(2)).
 public enum SecureRandom {

@@ -1,4 +1,4 @@
-import CSodium
+internal import CSodium
 
 /// libsodium must be initialised once before use; every entry point of this layer calls this.
 enum Sodium {

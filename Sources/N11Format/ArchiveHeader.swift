@@ -22,7 +22,7 @@ public struct ArchiveHeader: Sendable, Equatable {
             self.salt = salt.hex
         }
 
-        public var saltBytes: [UInt8] { [UInt8](hex: salt, length: 16) ?? [] }
+        public var saltBytes: [UInt8] { [UInt8](hex: salt, length: FormatLimits.kdfSaltBytes) ?? [] }
 
         static let fields: Set<String> = ["algorithm", "version", "opsLimit", "memoryKiB", "parallelism", "salt"]
         public static let maximumOps: UInt64 = 32
@@ -69,7 +69,7 @@ public struct ArchiveHeader: Sendable, Equatable {
             }
             guard (1...KDF.maximumOps).contains(kdf.opsLimit) else { throw .limitExceeded("Argon2id ops \(kdf.opsLimit) (at most \(KDF.maximumOps))") }
             guard KDF.memoryKiBRange.contains(kdf.memoryKiB) else { throw .limitExceeded("Argon2id memory \(kdf.memoryKiB) KiB (8 KiB to 1 GiB)") }
-            guard kdf.saltBytes.count == 16 else { throw .invalidHeader("salt") }
+            guard kdf.saltBytes.count == FormatLimits.kdfSaltBytes else { throw .invalidHeader("salt") }
         case (.secure, nil): break
         case (.portable, nil): throw .invalidHeader("portable archive without key derivation parameters")
         case (.secure, _?): throw .invalidHeader("secure archive with key derivation parameters")
@@ -117,3 +117,6 @@ public struct ArchiveHeader: Sendable, Equatable {
 
     public var archiveIDHex: String { archiveID.hex }
 }
+
+/// The two archive modes of seed 003 (FORMAT.md §2).
+public enum ArchiveMode: String, CaseIterable, Codable, Sendable { case portable, secure }

@@ -20,7 +20,7 @@ public struct Manifest: Codable, Sendable, Equatable {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
             entry = EntryName.item(id: id, kind: kind)
-            payloadSize = mode == .portable ? size : size + 28
+            payloadSize = mode == .portable ? size : size + FormatLimits.vaultFileOverhead
         }
 
         /// Every field as stored, for `Manifest.scanned`.
@@ -116,7 +116,7 @@ public struct Manifest: Codable, Sendable, Equatable {
             guard EntryName.isCanonicalID(item.id), seen.insert(item.id).inserted else { throw .invalidManifest("item ID '\(item.id)' is malformed or repeated") }
             guard item.entry == EntryName.item(id: item.id, kind: item.kind) else { throw .invalidEntryName(item.entry) }
             guard (0...FormatLimits.itemSize).contains(item.size) else { throw .limitExceeded("item \(item.id) size \(item.size)") }
-            guard item.payloadSize == (mode == .portable ? item.size : item.size + 28) else { throw .invalidManifest("item \(item.id) payload size") }
+            guard item.payloadSize == (mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead) else { throw .invalidManifest("item \(item.id) payload size") }
             guard [UInt8](hex: item.sha256, length: 32) != nil else { throw .invalidManifest("item \(item.id) digest") }
             let nameBytes = item.name.utf8
             guard (1...FormatLimits.nameBytes).contains(nameBytes.count), !nameBytes.contains(0), !nameBytes.contains(UInt8(ascii: "/")) else {

@@ -1,5 +1,5 @@
 import Foundation
-import CLinux
+internal import CLinux
 import Glibc
 import N11Archiver
 import N11Crypto

@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 import Glibc
 
 /// A file that becomes visible at its final path only when complete: it is written to a
@@ -14,7 +14,7 @@ public final class AtomicFile: @unchecked Sendable {
     public let descriptor: FileDescriptor
     private var finished = false
 
-    public init(path: String, mode: mode_t = 0o600) throws {
+    public init(path: String, mode: Glibc.mode_t = 0o600) throws {
         finalPath = path
         let dir = Path.directory(of: path)
         let base = Path.lastComponent(of: path)
@@ -77,7 +77,7 @@ public final class AtomicFile: @unchecked Sendable {
     }
 
     /// Writes `bytes` to `path` atomically in one call.
-    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600,
+    public static func write(_ bytes: [UInt8], to path: String, mode: Glibc.mode_t = 0o600,
                              replaceExisting: Bool = true) throws {
         let file = try AtomicFile(path: path, mode: mode)
         try file.descriptor.write(bytes)

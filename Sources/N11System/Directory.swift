@@ -1,12 +1,12 @@
 import Glibc
-import CLinux
+internal import CLinux
 
 /// Directory operations the tool needs: create with a mode, list, fsync, remove a file durably.
 public enum Directory {
     /// Makes sure `path` is a directory, creating it (and missing parents) with `mode`.
     /// Returns true when it created the last component.
     @discardableResult
-    public static func ensure(_ path: String, mode: mode_t) throws -> Bool {
+    public static func ensure(_ path: String, mode: Glibc.mode_t) throws -> Bool {
         if let status = try FileStatus.of(path, followLinks: true) {
             guard status.kind == .directory else { throw SystemError("not a directory", path: path, errno: ENOTDIR) }
             return false

@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 import Glibc
 
 /// An open directory, never reached through a symbolic link, through which names are looked
@@ -87,12 +87,12 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
 
     /// Creates the subdirectory `name` with exactly `mode` (the umask may only narrow it).
-    public func makeSubdirectory(_ name: String, mode: mode_t) throws {
+    public func makeSubdirectory(_ name: String, mode: Glibc.mode_t) throws {
         guard mkdirat(descriptor.rawValue, name, mode) == 0 else { throw SystemError("cannot create directory", path: Path.join(path, name)) }
     }
 
     /// Creates a new file `name` that must not exist yet, never following a link.
-    public func createFile(_ name: String, mode: mode_t) throws -> FileDescriptor {
+    public func createFile(_ name: String, mode: Glibc.mode_t) throws -> FileDescriptor {
         let full = Path.join(path, name)
         let fd = openat(descriptor.rawValue, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SystemError("cannot create", path: full) }

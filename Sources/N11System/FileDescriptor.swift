@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 import Glibc
 
 /// An open file descriptor owned by exactly one object, closed when that object goes away.
@@ -38,7 +38,7 @@ public final class FileDescriptor: @unchecked Sendable {
     }
 
     /// Creates a new file that must not exist yet (O_EXCL), never following a link.
-    public static func createExclusive(_ path: String, mode: mode_t) throws -> FileDescriptor {
+    public static func createExclusive(_ path: String, mode: Glibc.mode_t) throws -> FileDescriptor {
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SystemError("cannot create", path: path) }
         return FileDescriptor(adopting: fd, path: path)
@@ -138,8 +138,8 @@ public final class FileDescriptor: @unchecked Sendable {
 public struct FileStatus: Sendable {
     public enum Kind: Sendable { case regular, directory, symlink, other }
     public let kind: Kind
-    public let permissions: mode_t
-    public let owner: uid_t
+    public let permissions: Glibc.mode_t
+    public let owner: Glibc.uid_t
     public let size: Int64
 
     init(_ st: stat) {

@@ -8,6 +8,7 @@ public final class FileLock: @unchecked Sendable {
 
     public let path: String
     private let descriptor: FileDescriptor
+    private var released = false
 
     private init(path: String, descriptor: FileDescriptor) {
         self.path = path
@@ -47,7 +48,21 @@ public final class FileLock: @unchecked Sendable {
         return Int32(String(decoding: bytes, as: UTF8.self).trimmingWhitespace())
     }
 
-    deinit { _ = flock(descriptor.rawValue, LOCK_UN) }
+    /// Gives the lock up now (a lock dropped without this is given up when it is freed).
+    public func release() {
+        guard !released else { return }
+        released = true
+        _ = flock(descriptor.rawValue, LOCK_UN)
+    }
+
+    /// Runs `body` and then releases `lock`, if there is one: the lock's scope is the call,
+    /// not however long the optimiser keeps an unused reference alive.
+    public static func withLock<T>(_ lock: FileLock?, _ body: () throws -> T) rethrows -> T {
+        defer { lock?.release() }
+        return try body()
+    }
+
+    deinit { release() }
 }
 
 extension String {

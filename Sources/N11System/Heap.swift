@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 
 public enum Heap {
     /// Hands the heap's free pages back to the system (malloc_trim), so that memory freed

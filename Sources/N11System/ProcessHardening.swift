@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 import Glibc
 
 /// Keeps secrets out of core dumps (DESIGN.md §3.7): no core file, and the process is not

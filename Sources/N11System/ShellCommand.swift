@@ -1,4 +1,4 @@
-import CLinux
+internal import CLinux
 import Glibc
 
 /// A command run with `/bin/sh -c` whose standard output we read through a pipe (its stdin

@@ -19,7 +19,6 @@ struct OutputOptions: ParsableArguments {
 
     func validate() throws {
         if quiet && progress { throw ValidationError("--quiet and --progress exclude each other") }
-        Output.configure(json: json, quiet: quiet)
     }
 
     /// The observer for this run's pipeline, or nil when nothing is to be shown.
@@ -35,8 +34,29 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-/// The process-wide output mode, set once while the command line is parsed (before any
-/// output) and read by Console and the error path in main.swift. Single-threaded CLI.
+/// A command with --json (and perhaps --quiet): main.swift sets the process-wide output mode
+/// from it once the command line has parsed, before the command runs.
+protocol ChoosesOutput {
+    var json: Bool { get }
+    var quiet: Bool { get }
+}
+
+extension ChoosesOutput {
+    var quiet: Bool { false }
+}
+
+/// The commands that do long work share `OutputOptions`.
+protocol HasOutputOptions: ChoosesOutput {
+    var outputOptions: OutputOptions { get }
+}
+
+extension HasOutputOptions {
+    var json: Bool { outputOptions.json }
+    var quiet: Bool { outputOptions.quiet }
+}
+
+/// The process-wide output mode, set once the command line has parsed (before any output)
+/// and read by Console and the error path in main.swift. Single-threaded CLI.
 enum Output {
     nonisolated(unsafe) private(set) static var json = false
     nonisolated(unsafe) private(set) static var quiet = false

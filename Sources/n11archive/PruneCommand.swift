@@ -7,7 +7,7 @@ import N11Format
 import N11System
 import N11Vault
 
-struct Prune: ParsableCommand {
+struct Prune: ParsableCommand, HasOutputOptions {
     static let configuration = CommandConfiguration(
         abstract: "Delete old dated archives from a directory, keeping those a retention policy names.",
         discussion: """
@@ -90,8 +90,10 @@ struct Prune: ParsableCommand {
     func run() throws {
         let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
         // Exclusive: no `create --output-dir` into DIR and no other prune runs meanwhile.
-        let lock = try DirectoryLock.acquire(dir, exclusive: true, waitSeconds: lockWait)
-        defer { withExtendedLifetime(lock) {} }
+        try DirectoryLock.withLock(dir, exclusive: true, waitSeconds: lockWait) { try prune(dir) }
+    }
+
+    private func prune(_ dir: String) throws {
 
         let (named, unreadable) = try ArchiveRetention.archives(in: dir)
         for path in unreadable {

@@ -86,7 +86,7 @@ extension VaultCommand {
         }
     }
 
-    struct List: ParsableCommand {
+    struct List: ParsableCommand, ChoosesOutput {
         static let configuration = CommandConfiguration(
             abstract: "List the live items (expired fade items are hidden).",
             discussion: """
@@ -101,8 +101,6 @@ extension VaultCommand {
 
         @Flag(help: "Print one JSON document instead of a table (also on failure).")
         var json = false
-
-        func validate() throws { Output.configure(json: json, quiet: false) }
 
         @Option(help: ArgumentHelp("Only items of this compartment.", valueName: "NAME"))
         var compartment: Compartment?

@@ -22,6 +22,7 @@ func fail(code: Int32, message: String, hint: String?) -> Never {
 
 do {
     var command = try N11Archive.parseAsRoot()
+    if let chooser = command as? ChoosesOutput { Output.configure(json: chooser.json, quiet: chooser.quiet) }
     try command.run()
 } catch let error as CategorizedError {
     Console.error(error.description)

@@ -1,0 +1,137 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+struct Create: ParsableCommand, HasOutputOptions {
+    static let configuration = CommandConfiguration(
+        abstract: "Back the vault up into an encrypted .nu11vlt archive.",
+        discussion: """
+        Examples:
+          n11archive create --portable -o vault.nu11vlt   # asks for a password twice
+          n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
+          n11archive create --secure -o nightly.nu11vlt --force   # this machine only
+          n11archive create --secure --compartment backup -o backup.nu11vlt
+          n11archive create --portable --output-dir ~/backups --password-file pw
+        With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
+        -2, -3, … if that name exists), the form `n11archive prune` looks for. \
+        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM); \
+        secure archives keep the vault ciphertext and add AES-256-GCM under a key that \
+        never leaves this machine's key store. A portable archive's password is refused \
+        if its estimated entropy is under 40 bits (unless --allow-weak-password) and \
+        warned about under 60; `n11archive password generate` makes a strong one. \
+        Expired fade items are left out. The output appears only when complete; an \
+        existing file is replaced only with --force.
+        """)
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var vaultOptions: VaultOptions
+    @OptionGroup var password: PasswordOptions
+    @OptionGroup var outputOptions: OutputOptions
+
+    @Flag var mode: ArchiveMode
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"))
+    var output: String?
+
+    @Option(name: .customLong("output-dir"),
+            help: ArgumentHelp("Write a new archive named after the current UTC time into DIR (for `prune`).", valueName: "DIR"))
+    var outputDirectory: String?
+
+    @Option(help: ArgumentHelp("A compartment to include (repeatable): vault and fade by default, or backup alone.",
+                               valueName: "NAME"))
+    var compartment: [Compartment] = []
+
+    @Flag(help: "Replace FILE if it exists.") var force = false
+
+    @Flag(name: .customLong("allow-weak-password"),
+          help: "Accept a portable-archive password whose estimated entropy is under 40 bits.")
+    var allowWeakPassword = false
+
+    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for portable archives (default 3).", valueName: "N"))
+    var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
+
+    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for portable archives (default 256).", valueName: "MIB"))
+    var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
+
+    func validate() throws {
+        guard (output == nil) != (outputDirectory == nil) else {
+            throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
+        }
+        if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
+        let set = compartments
+        if set.contains(.backup) && set.count > 1 {
+            throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
+        }
+        guard (1...Argon2Parameters.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
+            throw ValidationError("--kdf-ops must be 1…32 and --kdf-memory 1…1024 MiB")
+        }
+    }
+
+    var compartments: Set<Compartment> { compartment.isEmpty ? [.vault, .fade] : Set(compartment) }
+
+    struct Document: Encodable {
+        let outcome = "ok", command = "create"
+        let archive: String
+        let archiveId: String
+        let mode: String
+        let items: Int
+        let plaintextBytes: Int64
+        let archiveBytes: Int64
+        let skippedExpired: [String]
+        let durationSeconds: Double
+    }
+
+    func run() throws {
+        let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
+        if mode == .portable && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
+            Console.warning("Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
+        }
+        if mode == .portable && kdfMemoryMiB > KDFCeiling.standardMemoryMiB {
+            Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
+        }
+        let vault = try vaultOptions.open(with: store, forWriting: true)
+        let now = Date()
+        func create(at path: String) throws -> ArchiveCreator.Report {
+            try ArchiveCreator.create(from: vault, .init(mode: mode, compartments: compartments, output: path,
+                                                         replaceExisting: force, kdf: kdf, now: now),
+                                      progress: outputOptions.observer("create")) {
+                // Checked after reading and before anything is written (ArchiveCreator asks for
+                // the password before it creates the output).
+                let secret = try password.read(confirm: true)
+                try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
+                return secret
+            }
+        }
+        let report: ArchiveCreator.Report
+        if let outputDirectory {
+            // Held shared while writing, so a `prune` of this directory waits for us.
+            report = try DirectoryLock.withLock(try DatedArchive.existingDirectory(outputDirectory), exclusive: false,
+                                                waitSeconds: vaultOptions.lockWait) {
+                try create(at: try DatedArchive.freePath(in: outputDirectory, at: now))
+            }
+        } else {
+            report = try create(at: output ?? "")
+        }
+        if outputOptions.json {
+            try Console.json(Document(archive: report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
+                                      plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
+                                      skippedExpired: report.skippedExpired, durationSeconds: Output.durationSeconds))
+            return
+        }
+        if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
+        Console.summary("created \(report.path): \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+    }
+}
+
+extension ArchiveMode: EnumerableFlag {
+    public static func help(for value: ArchiveMode) -> ArgumentHelp? {
+        switch value {
+        case .portable: return "Restorable anywhere with the password."
+        case .secure: return "Restorable only with this machine's key store."
+        }
+    }
+}
