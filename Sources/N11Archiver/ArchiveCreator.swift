@@ -87,7 +87,7 @@ public enum ArchiveCreator {
             guard entries.count <= FormatLimits.items else {
                 throw ArchiveError.tooLarge("\(entries.count) items (at most \(FormatLimits.items))")
             }
-            let manifestBytes = try Manifest(header: keys.header, items: entries).serialized()
+            let manifestBytes = Manifest(header: keys.header, items: entries).serialized()
             guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
                 throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
             }

@@ -5,7 +5,7 @@ import N11System
 /// bytes are authenticated as the key wrap's associated data, so they are kept, never
 /// re-serialised.
 public struct ArchiveHeader: Sendable, Equatable {
-    public struct KDF: Codable, Sendable, Equatable {
+    public struct KDF: Encodable, Sendable, Equatable {
         public let algorithm: String
         public let version: Int
         public let opsLimit: UInt64
@@ -24,7 +24,26 @@ public struct ArchiveHeader: Sendable, Equatable {
 
         public var saltBytes: [UInt8] { [UInt8](hex: salt, length: FormatLimits.kdfSaltBytes) ?? [] }
 
-        static let fields: Set<String> = ["algorithm", "version", "opsLimit", "memoryKiB", "parallelism", "salt"]
+        init(reading reader: inout JSONReader) throws {
+            var algorithm: String?, version: Int?, opsLimit: UInt64?, memoryKiB: UInt64?, parallelism: Int?, salt: String?
+            try reader.object { key, reader in
+                switch key {
+                case "algorithm": try reader.fill(&algorithm, try reader.string())
+                case "version": try reader.fill(&version, try reader.integer(Int.self))
+                case "opsLimit": try reader.fill(&opsLimit, try reader.integer(UInt64.self))
+                case "memoryKiB": try reader.fill(&memoryKiB, try reader.integer(UInt64.self))
+                case "parallelism": try reader.fill(&parallelism, try reader.integer(Int.self))
+                case "salt": try reader.fill(&salt, try reader.string())
+                default: throw reader.unknownField()
+                }
+            }
+            self.algorithm = try reader.required(algorithm, "algorithm")
+            self.version = try reader.required(version, "version")
+            self.opsLimit = try reader.required(opsLimit, "opsLimit")
+            self.memoryKiB = try reader.required(memoryKiB, "memoryKiB")
+            self.parallelism = try reader.required(parallelism, "parallelism")
+            self.salt = try reader.required(salt, "salt")
+        }
         public static let maximumOps: UInt64 = 32
         public static let memoryKiBRange: ClosedRange<UInt64> = 8...(1 << 20)
     }
@@ -46,18 +65,40 @@ public struct ArchiveHeader: Sendable, Equatable {
         // Whole seconds: what ISO 8601 in the file can hold, so a re-read header compares equal.
         self.created = Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down))
         self.kdf = kdf
-        let wire = Wire(format: "n11archive", version: 1, mode: mode, archiveId: archiveID.hex,
-                        created: self.created, chunkSize: Self.chunkSize, kdf: kdf)
-        bytes = Array(try JSONCoding.encoder().encode(wire))
+        bytes = Self.serialized(mode: mode, archiveID: archiveID, created: self.created, kdf: kdf)
+    }
+
+    /// The header's JSON (FORMAT.md §2), keys sorted.
+    private static func serialized(mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.object { w in
+            w.key("archiveId"); w.string(archiveID.hex)
+            w.key("chunkSize"); w.integer(chunkSize)
+            w.key("created"); w.timestamp(created)
+            w.key("format"); w.string("n11archive")
+            if let kdf {
+                w.key("kdf")
+                w.object { w in
+                    w.key("algorithm"); w.string(kdf.algorithm)
+                    w.key("memoryKiB"); w.integer(kdf.memoryKiB)
+                    w.key("opsLimit"); w.integer(kdf.opsLimit)
+                    w.key("parallelism"); w.integer(kdf.parallelism)
+                    w.key("salt"); w.string(kdf.salt)
+                    w.key("version"); w.integer(kdf.version)
+                }
+            }
+            w.key("mode"); w.string(mode.rawValue)
+            w.key("version"); w.integer(1)
+        }
+        return writer.bytes
     }
 
     /// Parses and checks stored header bytes (FORMAT.md §2 rejection rules).
     public init(parsing bytes: [UInt8]) throws(FormatError) {
         guard bytes.count <= FormatLimits.headerBytes else { throw .limitExceeded("header of \(bytes.count) bytes (at most \(FormatLimits.headerBytes))") }
-        if let problem = StrictJSONValidator.problem(in: bytes) { throw .invalidHeader(problem) }
         let wire: Wire
-        do { wire = try JSONCoding.decoder().decode(Wire.self, from: Data(bytes)) }
-        catch { throw .invalidHeader(JSONCoding.reason(error)) }
+        do { wire = try JSONReader.read(bytes) { reader in try Wire(reading: &reader) } }
+        catch { throw .invalidHeader(error.description) }
         guard wire.format == "n11archive" else { throw .notAnArchive("format is '\(wire.format)'") }
         guard wire.version == 1 else { throw .unsupportedVersion(wire.version) }
         guard wire.chunkSize == Self.chunkSize else { throw .invalidHeader("chunk size \(wire.chunkSize)") }
@@ -81,8 +122,8 @@ public struct ArchiveHeader: Sendable, Equatable {
         self.bytes = bytes
     }
 
-    /// The JSON shape of FORMAT.md §2.
-    struct Wire: Codable {
+    /// The fields of FORMAT.md §2 as read, before the checks above.
+    private struct Wire {
         let format: String
         let version: Int
         let mode: ArchiveMode
@@ -91,27 +132,28 @@ public struct ArchiveHeader: Sendable, Equatable {
         let chunkSize: Int
         let kdf: KDF?
 
-        static let fields: Set<String> = ["format", "version", "mode", "archiveId", "created", "chunkSize", "kdf"]
-
-        init(format: String, version: Int, mode: ArchiveMode, archiveId: String, created: Date, chunkSize: Int, kdf: KDF?) {
-            self.format = format; self.version = version; self.mode = mode
-            self.archiveId = archiveId; self.created = created; self.chunkSize = chunkSize; self.kdf = kdf
-        }
-
-        init(from decoder: any Decoder) throws {
-            try decoder.requireOnlyKeys(Self.fields, in: "header")
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            format = try c.decode(String.self, forKey: .format)
-            version = try c.decode(Int.self, forKey: .version)
-            mode = try c.decode(ArchiveMode.self, forKey: .mode)
-            archiveId = try c.decode(String.self, forKey: .archiveId)
-            created = try c.decode(Date.self, forKey: .created)
-            chunkSize = try c.decode(Int.self, forKey: .chunkSize)
-            if c.contains(.kdf) {
-                let nested = try c.superDecoder(forKey: .kdf)
-                try nested.requireOnlyKeys(KDF.fields, in: "kdf")
-                kdf = try KDF(from: nested)
-            } else { kdf = nil }
+        init(reading reader: inout JSONReader) throws {
+            var format: String?, version: Int?, mode: ArchiveMode?, archiveId: String?, created: Date?, chunkSize: Int?
+            var kdf: KDF?
+            try reader.object { key, reader in
+                switch key {
+                case "format": try reader.fill(&format, try reader.string())
+                case "version": try reader.fill(&version, try reader.integer(Int.self))
+                case "mode": try reader.fill(&mode, try reader.string(ArchiveMode.self))
+                case "archiveId": try reader.fill(&archiveId, try reader.string())
+                case "created": try reader.fill(&created, try reader.timestamp())
+                case "chunkSize": try reader.fill(&chunkSize, try reader.integer(Int.self))
+                case "kdf": try reader.fill(&kdf, try KDF(reading: &reader))
+                default: throw reader.unknownField()
+                }
+            }
+            self.format = try reader.required(format, "format")
+            self.version = try reader.required(version, "version")
+            self.mode = try reader.required(mode, "mode")
+            self.archiveId = try reader.required(archiveId, "archiveId")
+            self.created = try reader.required(created, "created")
+            self.chunkSize = try reader.required(chunkSize, "chunkSize")
+            self.kdf = kdf
         }
     }
 

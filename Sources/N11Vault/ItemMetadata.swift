@@ -4,7 +4,7 @@ import N11Format
 
 /// What the vault knows about one item. Stored encrypted next to it (`Meta/{ID}.n11meta`),
 /// so without the keys only the item's UUID and size are visible.
-public struct ItemMetadata: Codable, Sendable, Equatable {
+public struct ItemMetadata: Sendable, Equatable {
     public var id: String
     public var kind: ItemKind
     public var compartment: Compartment
@@ -43,17 +43,12 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
         self.size = size; self.contentTag = contentTag; self.sha256 = sha256
     }
 
-    /// For `MetadataRecordDecoding`, which reads the stored milliseconds directly.
+    /// For `parse`, which reads the stored milliseconds directly.
     init(id: String, kind: ItemKind, compartment: Compartment, name: String, createdMilliseconds: Int64,
          expiresMilliseconds: Int64?, size: Int64, contentTag: String, sha256: String) {
         self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
         self.createdMilliseconds = createdMilliseconds; self.expiresMilliseconds = expiresMilliseconds
         self.size = size; self.contentTag = contentTag; self.sha256 = sha256
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case id, kind, compartment, name, size, contentTag, sha256
-        case createdMilliseconds = "created", expiresMilliseconds = "expires"
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
@@ -67,18 +62,59 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
     /// The content file's path inside the vault, as seed 003 lays it out.
     public var relativePath: String { kind.relativePath(id: id) }
 
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
-    static let decoder = JSONDecoder()
+    /// The record's JSON: keys sorted, times as whole milliseconds, `expires` only for fade items.
+    func serialized() -> [UInt8] {
+        var w = JSONWriter(capacity: 384)
+        w.object { w in
+            w.key("compartment"); w.string(compartment.rawValue)
+            w.key("contentTag"); w.string(contentTag)
+            w.key("created"); w.integer(createdMilliseconds)
+            if let expiresMilliseconds { w.key("expires"); w.integer(expiresMilliseconds) }
+            w.key("id"); w.string(id)
+            w.key("kind"); w.string(kind.rawValue)
+            w.key("name"); w.string(name)
+            w.key("sha256"); w.string(sha256)
+            w.key("size"); w.integer(size)
+        }
+        return w.bytes
+    }
+
+    /// Reads a decrypted record under the format's JSON rules (`JSONReader`). Fields this
+    /// version does not know are skipped (a later version may add some: the record is
+    /// authenticated, so they can only come from a writer that holds the key); `expires`
+    /// may be `null`, meaning none.
+    static func parse(_ plain: [UInt8]) throws(JSONReader.Failure) -> ItemMetadata {
+        try JSONReader.read(plain) { reader in
+            var id: String?, kind: ItemKind?, compartment: Compartment?, name: String?, contentTag: String?, sha256: String?
+            var created: Int64?, size: Int64?, expires: Int64?
+            try reader.object { key, reader in
+                switch key {
+                case "id": try reader.fill(&id, try reader.string())
+                case "kind": try reader.fill(&kind, try reader.string(ItemKind.self))
+                case "compartment": try reader.fill(&compartment, try reader.string(Compartment.self))
+                case "name": try reader.fill(&name, try reader.string())
+                case "contentTag": try reader.fill(&contentTag, try reader.string())
+                case "sha256": try reader.fill(&sha256, try reader.string())
+                case "created": try reader.fill(&created, try reader.integer())
+                case "size": try reader.fill(&size, try reader.integer())
+                case "expires": if !reader.null() { try reader.fill(&expires, try reader.integer()) }
+                default: try reader.skip()
+                }
+            }
+            return ItemMetadata(id: try reader.required(id, "id"), kind: try reader.required(kind, "kind"),
+                                compartment: try reader.required(compartment, "compartment"),
+                                name: try reader.required(name, "name"),
+                                createdMilliseconds: try reader.required(created, "created"), expiresMilliseconds: expires,
+                                size: try reader.required(size, "size"), contentTag: try reader.required(contentTag, "contentTag"),
+                                sha256: try reader.required(sha256, "sha256"))
+        }
+    }
 
     /// Associated data of the metadata record: binds the record to its item ID.
     static func associatedData(id: String) -> [UInt8] { Array("n11archive.item-metadata.v1:\(id)".utf8) }
 
     func sealed(with key: SecureBytes) throws -> [UInt8] {
-        var plain = try Array(Self.encoder.encode(self))
+        var plain = serialized()
         defer { plain.wipe() }
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
         let box = try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.associatedData(id: id))
@@ -98,11 +134,8 @@ public struct ItemMetadata: Codable, Sendable, Equatable {
         return metadata
     }
 
-    /// A decrypted record's fields: the direct reader when the record is in the shape this
-    /// vault writes, `JSONDecoder` for anything else (see `MetadataRecordDecoding`).
-    static func decode(_ plain: [UInt8]) -> ItemMetadata? {
-        MetadataRecordDecoding.metadata(from: plain) ?? (try? decoder.decode(ItemMetadata.self, from: Data(plain)))
-    }
+    /// A decrypted record's fields, or nil if it does not read as a record.
+    static func decode(_ plain: [UInt8]) -> ItemMetadata? { try? parse(plain) }
 }
 
 /// Fade lifetimes: a number and a unit (s, m, h, d, w), e.g. `90s`, `12h`, `7d`.

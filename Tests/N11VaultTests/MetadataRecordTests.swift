@@ -4,9 +4,9 @@ import N11Format
 import N11TestSupport
 @testable import N11Vault
 
-/// The catalogue reads each metadata record with `MetadataRecordDecoding` first; it must give
-/// what `JSONDecoder` gives, take the records the vault writes, and decline the rest.
-@Suite("Metadata records: the direct reader agrees with JSONDecoder or declines")
+/// Metadata records are read by the format's one strict JSON reader: what the vault writes
+/// reads back exactly, escapes included; every edit has one stated verdict.
+@Suite("Metadata records: written and read by one strict JSON path")
 struct MetadataRecordTests {
     static func record(name: String, fade: Bool = false, size: Int64 = 2048, n: Int = 1) -> ItemMetadata {
         ItemMetadata(id: String(format: "%08X-1111-4222-8333-%012X", n, n * 31), kind: n % 2 == 0 ? .photo : .note,
@@ -16,63 +16,63 @@ struct MetadataRecordTests {
                      contentTag: String(repeating: "0f", count: 16), sha256: String(repeating: "e3", count: 32))
     }
 
-    static func foundation(_ bytes: [UInt8]) -> ItemMetadata? {
-        try? ItemMetadata.decoder.decode(ItemMetadata.self, from: Data(bytes))
-    }
-
-    @Test("records as the vault writes them are read directly and equal JSONDecoder's reading")
+    @Test("records as the vault writes them read back field for field, times to the millisecond")
     func writtenRecords() throws {
         let names = ["IMG_0001.jpg", "Ünïcödé ✓ 😀", "日本語", "a b", String(repeating: "z", count: 255)]
         for n in 0..<200 {
             let item = Self.record(name: names[n % names.count], fade: n % 4 == 0,
                                    size: [0, 1, 2048, Int64.max][n % 4], n: n)
-            let bytes = try Array(ItemMetadata.encoder.encode(item))
-            let direct = try #require(MetadataRecordDecoding.metadata(from: bytes), "declined \(String(decoding: bytes, as: UTF8.self))")
-            #expect(direct == item)
-            #expect(direct == Self.foundation(bytes))
-            #expect(direct.expires == item.expires && direct.created == item.created)
+            let read = try ItemMetadata.parse(item.serialized())
+            #expect(read == item)
+            #expect(read.expires == item.expires && read.created == item.created)
         }
     }
 
-    @Test("names JSON escapes fall back to JSONDecoder with the same result")
+    @Test("names that JSON must escape are escaped by the writer and read back exactly")
     func escapedNames() throws {
-        for name in [#"say "hi""#, #"a\b"#, "line\nbreak", "nul-free\u{1F}"] {
+        for name in [#"say "hi""#, #"a\b"#, "line\nbreak", "nul-free\u{1F}", "tab\tand\u{8}\u{C}\r"] {
             let item = Self.record(name: name)
-            let bytes = try Array(ItemMetadata.encoder.encode(item))
-            #expect(MetadataRecordDecoding.metadata(from: bytes) == nil, "\(name)")
-            #expect(ItemMetadata.decode(bytes) == item, "\(name)")
+            let bytes = item.serialized()
+            #expect(!bytes.contains(where: { $0 < 0x20 }), "no raw control character in \(name)")
+            #expect(try ItemMetadata.parse(bytes) == item, "\(name)")
         }
     }
 
-    @Test("edited records: the direct reader either agrees with JSONDecoder or declines",
+    @Test("edited records: each edit has one verdict",
           arguments: [
-            #""size":2048,"future":"field""#,   // unknown key: ignored by both
-            #""size":2048,"expires":null"#,     // explicit null expiry: nil for both
-            #""size":2048.0"#,                  // a fraction
-            #""size":"2048""#,                  // wrong type: both refuse
-            #""size":2048,"size":1"#,           // repeated
-            #""size":-1"#,                      // negative: decodes (the vault checks sizes elsewhere)
-            #""size":2048}garbage"#,            // trailing bytes
-          ])
-    func edited(_ replacement: String) throws {
-        let text = String(decoding: try ItemMetadata.encoder.encode(Self.record(name: "n")), as: UTF8.self)
-        let changed = Array(text.replacingOccurrences(of: #""size":2048"#, with: replacement).replacingOccurrences(of: "}garbage}", with: "}garbage").utf8)
-        let foundation = Self.foundation(changed)
-        if let direct = MetadataRecordDecoding.metadata(from: changed) {
-            #expect(direct == foundation, "\(replacement)")
-        }
-        #expect(ItemMetadata.decode(changed) == foundation, "\(replacement)")
+            (#""size":2048,"future":"field""#, 2048 as Int64?),   // unknown key: skipped (a later version's field)
+            (#""size":2048,"expires":null"#, 2048),               // explicit null expiry: none
+            (#""size":-1"#, -1),                                  // negative: read (the vault checks sizes elsewhere)
+            (#""size":2048.0"#, nil),                             // a fraction: refused
+            (#""size":2e3"#, nil),                                // an exponent: refused
+            (#""size":02048"#, nil),                              // a leading zero: refused
+            (#""size":"2048""#, nil),                             // wrong type: refused
+            (#""size":2048,"size":1"#, nil),                      // repeated: refused
+            (#""size":2048,"s\u0069ze":1"#, nil),                 // repeated under an escape: refused
+            (#""size":2048,"future":1,"future":2"#, nil),         // a repeated unknown key: refused
+            (#""size":2048}garbage"#, nil),                       // trailing bytes: refused
+            (#""size":99999999999999999999"#, nil),               // beyond Int64: refused
+          ] as [(String, Int64?)])
+    func edited(_ replacement: String, _ size: Int64?) throws {
+        let text = String(decoding: Self.record(name: "n").serialized(), as: UTF8.self)
+        #expect(text.contains(#""size":2048"#))
+        let changed = Array(text.replacingOccurrences(of: #""size":2048"#, with: replacement)
+            .replacingOccurrences(of: "}garbage}", with: "}garbage").utf8)
+        #expect(ItemMetadata.decode(changed)?.size == size, "\(replacement)")
     }
 
-    @Test("a missing field or an unknown kind or compartment is declined and refused")
+    @Test("a byte-order mark, a missing field or an unknown kind or compartment is refused, naming the field")
     func refused() throws {
-        let text = String(decoding: try ItemMetadata.encoder.encode(Self.record(name: "n")), as: UTF8.self)
-        for (old, new) in [(#""kind":"note","#, ""), (#""kind":"note""#, #""kind":"video""#),
-                           (#""compartment":"vault""#, #""compartment":"vaults""#), (#""sha256":"#, #""sha257":"#)] {
+        let text = String(decoding: Self.record(name: "n").serialized(), as: UTF8.self)
+        #expect(ItemMetadata.decode([0xEF, 0xBB, 0xBF] + Array(text.utf8)) == nil)
+        for (old, new, field) in [(#""kind":"note","#, "", "kind"), (#""kind":"note""#, #""kind":"video""#, "kind"),
+                                  (#""compartment":"vault""#, #""compartment":"vaults""#, "compartment"),
+                                  (#""sha256":"#, #""sha257":"#, "sha256")] {
             let changed = Array(text.replacingOccurrences(of: old, with: new).utf8)
             #expect(changed != Array(text.utf8), "fixture lacks \(old)")
-            #expect(MetadataRecordDecoding.metadata(from: changed) == nil, "\(new)")
             #expect(ItemMetadata.decode(changed) == nil, "\(new)")
+            #expect(throws: JSONReader.Failure.self, "\(new)") { try ItemMetadata.parse(changed) }
+            do { _ = try ItemMetadata.parse(changed) } catch { #expect(error.field == field, "\(new): \(error)") }
         }
     }
 
