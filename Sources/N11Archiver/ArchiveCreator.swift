@@ -102,7 +102,7 @@ public enum ArchiveCreator {
         // The temp name carries our PID, so a concurrent create's sweep leaves it alone.
         let file = try AtomicFile(path: output, mode: 0o600)
         let writer = try ZipWriter(writingTo: file.descriptor, named: output)
-        let mtime = time_t(request.now.timeIntervalSince1970)
+        let mtime = Int64(request.now.timeIntervalSince1970)
         let header = keys.header.bytes
         try writer.addEntry(name: EntryName.header, size: Int64(header.count), modified: mtime) { MemorySource(header) }
         try writer.addEntry(name: EntryName.keyWrap, size: Int64(keys.keyWrap.count), modified: mtime) { MemorySource(keys.keyWrap) }

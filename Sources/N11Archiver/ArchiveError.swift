@@ -31,8 +31,13 @@ public enum ArchiveError: CategorizedError, Sendable {
     case deleteFailed(SystemError, directory: String, deletedBefore: Int)
     case vault(VaultError)
     case system(SystemError)
-    /// A failure of a caller-supplied step (reading the password, say), kept as it was.
-    case caller(kind: FailureKind, message: String, hint: String?)
+    /// The ZIP container failed to read or write.
+    case container(ContainerError)
+    /// A lock of an archive directory is held or cannot be used (`DirectoryLock`).
+    case directoryLock(path: String, kind: FailureKind, why: String, hint: String?)
+    /// A failure of a caller-supplied step (reading the password, say), or of a lower layer
+    /// this one has no case for: kept as it was, so its kind, message and hint are the cause's.
+    case caller(any CategorizedError)
 
     public var kind: FailureKind {
         switch self {
@@ -47,7 +52,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .deleteFailed(let e, _, _): return e.kind
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
-        case .caller(let kind, _, _): return kind
+        case .container(let e): return e.kind
+        case .directoryLock(_, let kind, _, _): return kind
+        case .caller(let e): return e.kind
         }
     }
 
@@ -76,7 +83,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .deleteFailed(let e, _, let before): return "\(e.description) (\(before) older archive(s) were deleted before this)"
         case .vault(let e): return e.description
         case .system(let e): return e.description
-        case .caller(_, let message, _): return message
+        case .container(let e): return e.description
+        case .directoryLock(_, _, let why, _): return why
+        case .caller(let e): return e.description
         }
     }
 
@@ -100,7 +109,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .deleteFailed(let e, let directory, _): return e.hint ?? "check the permissions of '\(directory)' and run prune again"
         case .vault(let e): return e.hint
         case .system(let e): return e.hint
-        case .caller(_, _, let hint): return hint
+        case .container(let e): return e.hint
+        case .directoryLock(_, _, _, let hint): return hint
+        case .caller(let e): return e.hint
         default: return nil
         }
     }
@@ -115,8 +126,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case PrivatePermissions.Violation.wrongOwner(let path, let owner):
             return .unsafeDestination(path: path, why: "belongs to uid \(owner), not to you (uid \(geteuid()))")
         case let e as SystemError: return .system(e)
-        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
-        default: return .caller(kind: .other, message: "cannot export into '\(destination)': \(error)", hint: nil)
+        case let e as CategorizedError: return .caller(e)
+        default: return .caller(UnclassifiedError(error, context: "cannot export into '\(destination)'"))
         }
     }
 
@@ -126,8 +137,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as ArchiveError: return e
         case let e as VaultError: return .vault(e)
         case let e as SystemError: return .system(e)
-        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
-        default: return .caller(kind: .other, message: "\(error)", hint: nil)
+        case let e as CategorizedError: return .caller(e)
+        default: return .caller(UnclassifiedError(error, context: nil))
         }
     }
 
@@ -138,9 +149,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case VaultError.itemDamaged(let id, let path): return .vaultItemDamaged(id: id, path: path)
         case let e as VaultError: return .vault(e)
         case let e as SystemError: return .system(e)
-        case let e as ContainerError: return .system(SystemError(e.description, path: output, errno: EIO))
-        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
-        default: return .system(SystemError("\(error)", path: output, errno: EIO))
+        case let e as ContainerError: return .container(e)
+        case let e as CategorizedError: return .caller(e)
+        default: return .caller(UnclassifiedError(error, context: "cannot create '\(output)'"))
         }
     }
 
@@ -157,12 +168,22 @@ public enum ArchiveError: CategorizedError, Sendable {
             switch e {
             case .authenticationFailed, .truncated, .trailingData, .contentMismatch, .invalidParameter:
                 return .damaged(archive: archive, what: e.description)
-            default: return .caller(kind: e.kind, message: e.description, hint: nil)
+            default: return .caller(e)
             }
         case let e as VaultError: return .vault(e)
         case let e as SystemError: return .system(e)
-        case let e as CategorizedError: return .caller(kind: e.kind, message: e.description, hint: e.hint)
+        case let e as CategorizedError: return .caller(e)
         default: return .damaged(archive: archive, what: "\(error)")
         }
+    }
+}
+
+
+extension ArchiveError {
+    /// A failure while reading one item, naming it.
+    static func itemFailed(archive: String, id: String, _ error: any Error) -> ArchiveError {
+        let translated = reading(archive, error)
+        if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: "item \(id): \(what)") }
+        return translated
     }
 }

@@ -146,8 +146,7 @@ public enum ArchiveRetention {
     public static func archives(in directory: String) throws(ArchiveError) -> (archives: [Candidate], unreadable: [String]) {
         let names: [String]
         do { names = try Directory.entries(of: directory) }
-        catch let error as SystemError { throw .system(error) }
-        catch { throw .system(SystemError("\(error)", path: directory, errno: EIO)) }
+        catch { throw .wrap(error) }
         var found: [Candidate] = [], unreadable: [String] = []
         for name in names where isArchiveName(name) {
             let path = Path.join(directory, name)
@@ -264,13 +263,13 @@ public final class DirectoryLock: @unchecked Sendable {
         catch let violation as PrivatePermissions.Violation {
             let what: String
             if case .wrongOwner(_, let owner) = violation { what = "belongs to uid \(owner), not to you" } else { what = "is not a regular file" }
-            throw .caller(kind: .configuration, message: "the lock file '\(path)' \(what); nothing was done",
+            throw .directoryLock(path: path, kind: .configuration, why: "the lock file '\(path)' \(what); nothing was done",
                           hint: "remove it if you trust the directory (another user who can write there may have planted it to block your backups), or keep backups in a directory only you can write to")
-        } catch { throw .caller(kind: .other, message: "cannot lock '\(path)': \(error)", hint: nil) }
+        } catch { throw .wrap(error) }
         switch outcome {
         case .acquired(let lock): return DirectoryLock(lock)
         case .heldBy:
-            throw .caller(kind: .busy, message: "another n11archive is \(exclusive ? "using" : "pruning") '\(directory)'",
+            throw .directoryLock(path: path, kind: .busy, why: "another n11archive is \(exclusive ? "using" : "pruning") '\(directory)'",
                           hint: "wait for it to finish, or give --lock-wait SECONDS")
         }
     }

@@ -73,12 +73,3 @@ public enum ArchiveVerifier {
         progress.complete(payload)
     }
 }
-
-extension ArchiveError {
-    /// A failure while reading one item, naming it.
-    static func itemFailed(archive: String, id: String, _ error: any Error) -> ArchiveError {
-        let translated = reading(archive, error)
-        if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: "item \(id): \(what)") }
-        return translated
-    }
-}

@@ -19,3 +19,12 @@ public enum ContainerError: Error, CustomStringConvertible, Sendable {
         }
     }
 }
+
+extension ContainerError: CategorizedError {
+    public var kind: FailureKind {
+        switch self {
+        case .unreadable, .forbiddenEntry, .entryReadFailed: return .damaged
+        case .writeFailed: return .ioFailure
+        }
+    }
+}

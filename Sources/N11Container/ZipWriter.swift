@@ -54,10 +54,11 @@ public final class ZipWriter {
     deinit { if let archive { zip_discard(archive) } }
 
     /// Adds an entry of exactly `size` bytes; `open` is called when libzip starts writing it.
-    public func addEntry(name: String, size: Int64, modified: Glibc.time_t,
+    /// `modified` is in seconds since 1970 (a plain integer: no C type in this API).
+    public func addEntry(name: String, size: Int64, modified: Int64,
                          open: @escaping () throws -> ByteSource) throws(ContainerError) {
         guard let za = archive else { throw .writeFailed(path: path, reason: "already finished") }
-        let provider = EntryProvider(name: name, size: size, modified: modified, buffer: buffer, open: open)
+        let provider = EntryProvider(name: name, size: size, modified: time_t(modified), buffer: buffer, open: open)
         // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
         let context = Unmanaged.passRetained(provider).toOpaque()
         guard let source = zip_source_function(za, entrySourceCallback, context) else {
@@ -71,7 +72,7 @@ public final class ZipWriter {
         }
         let i = zip_uint64_t(index)
         zip_set_file_compression(za, i, ZIP_CM_STORE, 0)
-        zip_file_set_mtime(za, i, modified, 0)
+        zip_file_set_mtime(za, i, time_t(modified), 0)
         zip_file_set_external_attributes(za, i, 0, zip_uint8_t(ZIP_OPSYS_UNIX), zip_uint32_t(0o100600) << 16)
         providers.append(provider)
     }

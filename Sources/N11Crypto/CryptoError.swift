@@ -1,3 +1,5 @@
+import N11System
+
 /// The crypto layer's one error type. No case carries key, password or plaintext bytes.
 public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
     /// A tag did not verify: wrong key or damaged/tampered data.
@@ -30,6 +32,17 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
         case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"
         case .library(let op): return "crypto library call failed: \(op)"
         case .io(let what): return what
+        }
+    }
+}
+
+extension CryptoError: CategorizedError {
+    public var kind: FailureKind {
+        switch self {
+        case .authenticationFailed, .truncated, .trailingData: return .damaged
+        case .invalidParameter: return .damaged
+        case .io: return .ioFailure
+        default: return .other
         }
     }
 }

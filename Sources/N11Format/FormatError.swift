@@ -1,3 +1,5 @@
+import N11System
+
 /// The format layer's one error type: what in the archive's structure is wrong.
 /// Every case means the archive is damaged, hostile or not one of ours.
 public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -18,4 +20,9 @@ public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
         case .limitExceeded(let what): return "archive exceeds a limit: \(what)"
         }
     }
+}
+
+extension FormatError: CategorizedError {
+    /// Every case is a damaged, hostile or foreign archive.
+    public var kind: FailureKind { .damaged }
 }

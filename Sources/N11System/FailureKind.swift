@@ -23,20 +23,22 @@ extension CategorizedError {
     public var hint: String? { nil }
 }
 
-extension SystemError: CategorizedError {
-    public var kind: FailureKind {
-        if isNotFound { return .missingInput }
-        return .ioFailure
-    }
-    public var hint: String? {
-        if isOutOfSpace { return "free some space on that file system, or write somewhere else" }
-        if errno == EROFS { return "the file system is read-only; choose a writable place" }
-        if isPermissionDenied { return "check the permissions of that path" }
-        if errno == ELOOP {
-            return "a symbolic link stands where n11archive expects a directory or file of its own; it never writes or deletes through links it did not create: give the real path, or remove the link"
-        }
-        return nil
-    }
-}
 
 import Glibc
+
+/// An error of no known layer (none is expected: every layer throws its own type), kept as
+/// the cause inside a layer's error rather than flattened into a message or dressed up as a
+/// system error with an errno it never had.
+public struct UnclassifiedError: CategorizedError {
+    public let cause: any Error
+    /// What was being done, for the message.
+    public let context: String?
+
+    public init(_ cause: any Error, context: String?) {
+        self.cause = cause
+        self.context = context
+    }
+
+    public var kind: FailureKind { .other }
+    public var description: String { context.map { "\($0): \(cause)" } ?? "\(cause)" }
+}

@@ -26,3 +26,19 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
     public var isNotFound: Bool { errno == ENOENT || errno == ENOTDIR }
 }
+
+extension SystemError: CategorizedError {
+    public var kind: FailureKind {
+        if isNotFound { return .missingInput }
+        return .ioFailure
+    }
+    public var hint: String? {
+        if isOutOfSpace { return "free some space on that file system, or write somewhere else" }
+        if errno == EROFS { return "the file system is read-only; choose a writable place" }
+        if isPermissionDenied { return "check the permissions of that path" }
+        if errno == ELOOP {
+            return "a symbolic link stands where n11archive expects a directory or file of its own; it never writes or deletes through links it did not create: give the real path, or remove the link"
+        }
+        return nil
+    }
+}

@@ -111,12 +111,14 @@ public final class KeyStore: @unchecked Sendable {
     }
 
     /// Loads the key store of `home`. `pin` is asked for only if the file is sealed.
-    public static func load(from home: N11Home, pin: () throws -> SecureBytes?) throws -> KeyStore {
-        let contents = try readSharingLock(of: home)
-        return try parse(contents, home: home) { parameters, salt in
-            guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: home.keyStorePath) }
-            return try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
-        }
+    public static func load(from home: N11Home, pin: () throws -> SecureBytes?) throws(VaultError) -> KeyStore {
+        do {
+            let contents = try readSharingLock(of: home)
+            return try parse(contents, home: home) { parameters, salt in
+                guard let pin = try pin() else { throw VaultError.keyStoreLocked(path: home.keyStorePath) }
+                return try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
+            }
+        } catch { throw VaultError.wrap(error) }
     }
 
     /// How long a reader waits for a writer of the key store: writers hold the home's lock
@@ -279,19 +281,5 @@ public final class KeyStore: @unchecked Sendable {
         guard pin.count >= minimumPINLength else { throw .pinRejected(rule) }
         let allSame = pin.withUnsafeBytes { raw in raw.allSatisfy { $0 == raw[0] } }
         guard !allSame else { throw .pinRejected(rule) }
-    }
-}
-
-extension VaultError {
-    /// Translates lower layers' errors into this layer's, keeping their meaning.
-    static func wrap(_ error: any Error) -> VaultError {
-        switch error {
-        case let e as VaultError: return e
-        case let e as SystemError: return .system(e)
-        case let e as CryptoError: return .crypto(e)
-        case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)
-        case let e as CategorizedError: return .unexpected(kind: e.kind, message: e.description)
-        default: return .unexpected(kind: .other, message: "\(error)")
-        }
     }
 }

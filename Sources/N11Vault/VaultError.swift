@@ -32,7 +32,9 @@ public enum VaultError: CategorizedError, Sendable {
     case system(SystemError)
     case crypto(CryptoError)
     /// Anything else from below, with its own kind (never dressed up as an errno).
-    case unexpected(kind: FailureKind, message: String)
+    /// A failure of a caller-supplied step (reading the PIN, say) or of no known layer, kept
+    /// as it was: its kind, message and hint are the cause's.
+    case caller(any CategorizedError)
 
     public var kind: FailureKind {
         switch self {
@@ -48,7 +50,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .commitPending: return .ioFailure
         case .system(let e): return e.kind
         case .crypto(let e): return e == .authenticationFailed ? .damaged : e.kind
-        case .unexpected(let kind, _): return kind
+        case .caller(let e): return e.kind
         }
     }
 
@@ -83,7 +85,7 @@ public enum VaultError: CategorizedError, Sendable {
             return "the change to '\(vault)' was committed but could not be completed (\(cause))"
         case .system(let e): return e.description
         case .crypto(let e): return e.description
-        case .unexpected(_, let message): return message
+        case .caller(let e): return e.description
         }
     }
 
@@ -106,18 +108,23 @@ public enum VaultError: CategorizedError, Sendable {
         case .commitPending: return "do not repeat the command: the next n11archive command that changes this vault completes it (e.g. `n11archive vault purge`)"
         case .invalidDuration: return "use a number with a unit: 90s, 30m, 12h, 7d or 2w"
         case .system(let e): return e.hint
+        case .caller(let e): return e.hint
         default: return nil
         }
     }
 }
 
-extension CryptoError: CategorizedError {
-    public var kind: FailureKind {
-        switch self {
-        case .authenticationFailed, .truncated, .trailingData: return .damaged
-        case .invalidParameter: return .damaged
-        case .io: return .ioFailure
-        default: return .other
+extension VaultError {
+    /// Translates lower layers' errors into this layer's, keeping their meaning.
+    static func wrap(_ error: any Error) -> VaultError {
+        switch error {
+        case let e as VaultError: return e
+        case let e as SystemError: return .system(e)
+        case let e as CryptoError: return .crypto(e)
+        case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)
+        case let e as CategorizedError: return .caller(e)
+        default: return .caller(UnclassifiedError(error, context: nil))
         }
     }
 }
+

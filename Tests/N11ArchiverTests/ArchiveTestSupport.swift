@@ -165,6 +165,8 @@ extension ArchiveError {
         case .vault: return "vault"
         case .system: return "system"
         case .caller: return "caller"
+        case .container: return "container"
+        case .directoryLock: return "directoryLock"
         case .tooLarge: return "tooLarge"
         case .newestUnreadable: return "newestUnreadable"
         case .deleteFailed: return "deleteFailed"

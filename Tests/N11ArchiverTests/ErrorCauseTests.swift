@@ -1,0 +1,42 @@
+import Testing
+import N11Container
+import N11System
+@testable import N11Vault
+@testable import N11Archiver
+
+/// Layer errors keep the error they wrap (its kind, message and hint, and the value itself),
+/// and never invent a system errno for something that was no system call.
+@Suite("Errors keep their cause")
+struct ErrorCauseTests {
+    struct PasswordSourceFailed: CategorizedError {
+        var kind: FailureKind { .usage }
+        var description: String { "the password file is empty" }
+        var hint: String? { "put the password on its first line" }
+    }
+    struct Foreign: Error {}
+
+    @Test func aCallersErrorIsKeptWithItsHint() {
+        for error in [ArchiveError.creating("/tmp/a.nu11vlt", PasswordSourceFailed()), ArchiveError.wrap(PasswordSourceFailed()),
+                      ArchiveError.wrap(VaultError.wrap(PasswordSourceFailed()))] {
+            #expect(error.kind == .usage && error.hint == "put the password on its first line", "\(error)")
+            #expect(error.description == "the password file is empty")
+        }
+        guard case .caller(let cause) = ArchiveError.wrap(PasswordSourceFailed()) else { Issue.record("not kept"); return }
+        #expect(cause is PasswordSourceFailed)
+    }
+
+    @Test func aContainerFailureStaysAContainerFailure() {
+        let error = ArchiveError.creating("/tmp/a.nu11vlt", ContainerError.writeFailed(path: "/tmp/a.nu11vlt", reason: "libzip said no"))
+        #expect(error.caseName == "container")
+        #expect(error.kind == .ioFailure)
+        #expect(!error.description.contains("Input/output error"), "no invented EIO: \(error)")
+    }
+
+    @Test func anUnknownErrorIsNotDressedAsASystemError() {
+        let error = ArchiveError.creating("/tmp/a.nu11vlt", Foreign())
+        #expect(error.caseName == "caller" && error.kind == .other)
+        #expect(!error.description.contains("Input/output error"))
+        guard case .caller(let cause as UnclassifiedError) = error else { Issue.record("cause lost"); return }
+        #expect(cause.cause is Foreign)
+    }
+}
