@@ -543,7 +543,14 @@ def read_password(path):
     return pw
 
 
+# Where run() is, for --testkit: a rejection is a "header", "key", "manifest" or "payload"
+# failure according to the step that refused the archive.
+STAGE = "header"
+
+
 def run(args):
+    global STAGE
+    STAGE = "header"
     out = []  # --explain lines
     try:
         f = open(args.archive, "rb")
@@ -572,11 +579,13 @@ def run(args):
 
         if args.password_file is None:
             raise Reject("a portable archive needs --password-file")
+        STAGE = "key"
         password = read_password(args.password_file)
         kdf = header["kdf"]
         kek = derive_kek(password, kdf)
         keywrap = read_entry(f, kw_e)
         ck = unwrap_ck(kek, keywrap, header_bytes)
+        STAGE = "manifest"
         archive_id = header["_archiveId"]
 
         # §5/§6 manifest
@@ -603,6 +612,7 @@ def run(args):
             out += explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace)
 
         # §5/§6 items: verify each completely before releasing it.
+        STAGE = "payload"
         stage = None
         if args.export:
             os.makedirs(args.export, exist_ok=True)
@@ -725,10 +735,54 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def run_testkit(directory):
+    """Runs every NAME.nu11vlt in `directory` against the `expect:` line of NAME.txt; returns
+    the number of fixtures whose outcome differs."""
+    names = sorted(n[:-len(".nu11vlt")] for n in os.listdir(directory) if n.endswith(".nu11vlt"))
+    if not names:
+        print(f"format-reference: no fixtures in {directory}", file=sys.stderr)
+        return 1
+    mismatches = 0
+    for name in names:
+        fields = {}
+        with open(os.path.join(directory, name + ".txt"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition(": ")
+                fields[key] = value
+        expect = fields.get("expect")
+        if expect is None:
+            print(f"FAIL {name}: no 'expect:' line", file=sys.stderr)
+            mismatches += 1
+            continue
+        args = argparse.Namespace(archive=os.path.join(directory, name + ".nu11vlt"),
+                                  password_file=os.path.join(directory, fields["password-file"]),
+                                  export=None, explain=False)
+        try:
+            with open(os.devnull, "w") as quiet:
+                saved, sys.stdout = sys.stdout, quiet
+                try:
+                    run(args)
+                finally:
+                    sys.stdout = saved
+            outcome, why = "success", ""
+        except Reject as e:
+            outcome, why = f"{STAGE} failure", str(e)
+        if outcome == expect:
+            print(f"ok   {name}: {outcome}" + (f" ({why})" if why else ""))
+        else:
+            print(f"FAIL {name}: expected {expect}, got {outcome}" + (f" ({why})" if why else ""), file=sys.stderr)
+            mismatches += 1
+    print(f"{len(names) - mismatches} of {len(names)} fixtures as expected")
+    return mismatches
+
+
 def main(argv=None):
     p = Parser(description="Reference reader for portable .nu11vlt archives "
                            "(written from FORMAT.md alone).")
-    p.add_argument("archive", metavar="ARCHIVE")
+    p.add_argument("archive", metavar="ARCHIVE", nargs="?")
+    p.add_argument("--testkit", metavar="DIR",
+                   help="run every fixture in DIR (NAME.nu11vlt with NAME.txt's 'expect:' line) and "
+                        "exit non-zero if any outcome differs")
     p.add_argument("--password-file", metavar="FILE",
                    help="the password is the first line of FILE, without its newline "
                         "(required for portable archives)")
@@ -737,6 +791,10 @@ def main(argv=None):
     p.add_argument("--explain", action="store_true",
                    help="print the worked-example values (Markdown)")
     args = p.parse_args(argv)
+    if args.testkit:
+        return EXIT_FAIL if run_testkit(args.testkit) else EXIT_OK
+    if args.archive is None:
+        p.error("give ARCHIVE (or --testkit DIR)")
     try:
         run(args)
     except SecureArchive:

@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+import Testing
+import N11Archiver
+import N11Crypto
+import N11System
+import N11TestSupport
+import N11Vault
+
+/// The committed fixtures of Fixtures/vectors/archive (made by Scripts/make-archive-fixtures,
+/// in the style of age's testkit): every NAME.nu11vlt states in NAME.txt what a reader must
+/// make of it. Scripts/format-reference.py --testkit runs the same files, so the two readers
+/// are held to one list. A new fixture needs no code here.
+@Suite("Archive testkit fixtures")
+struct ArchiveTestkitTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fixtures/vectors/archive").standardized.path
+    static let items = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fixtures/golden/items").standardized.path
+
+    struct Fixture: CustomStringConvertible, Sendable {
+        let name: String
+        let fields: [String: String]
+        var description: String { name }
+        var path: String { ArchiveTestkitTests.directory + "/" + name + ".nu11vlt" }
+    }
+
+    static func fixtures() -> [Fixture] {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasSuffix(".nu11vlt") }.map { String($0.dropLast(".nu11vlt".count)) }.sorted()
+        return names.map { name in
+            let text = (try? String(contentsOfFile: directory + "/" + name + ".txt", encoding: .utf8)) ?? ""
+            var fields: [String: String] = [:]
+            for line in text.split(separator: "\n") {
+                guard let colon = line.range(of: ": ") else { continue }
+                fields[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
+            }
+            return Fixture(name: name, fields: fields)
+        }
+    }
+
+    @Test func theFolderHoldsEveryKindOfOutcome() {
+        let outcomes = Set(Self.fixtures().compactMap { $0.fields["expect"] })
+        #expect(outcomes == ["success", "header failure", "key failure", "manifest failure", "payload failure"])
+        #expect(Self.fixtures().count >= 20)
+    }
+
+    /// Opens, unlocks and verifies; the outcome is named by the step that refused.
+    static func outcome(of fixture: Fixture, export: String) throws -> (String, ArchiveError?) {
+        let passwordPath = directory + "/" + (fixture.fields["password-file"] ?? "")
+        var password = try readBytes(passwordPath)
+        if password.last == 0x0A { password.removeLast() }
+        let secret = try SecureBytes(copying: password)
+        let reader: ArchiveReader
+        do { reader = try ArchiveReader(path: fixture.path) } catch { return ("header failure", error) }
+        let archive: UnlockedArchive
+        do {
+            archive = try reader.unlock(password: { secret }, keyStore: { throw VaultError.notInitialized(home: "none") })
+        } catch {
+            if case .wrongPassword = error { return ("key failure", error) }
+            return ("manifest failure", error)
+        }
+        do {
+            _ = try ArchiveVerifier.verify(archive, keyStore: nil)
+            _ = try ArchiveExporter.export(archive, to: export, keyStore: nil)
+        } catch { return ("payload failure", error) }
+        return ("success", nil)
+    }
+
+    @Test(arguments: fixtures())
+    func fixtureHasItsStatedOutcome(_ fixture: Fixture) throws {
+        let expected = try #require(fixture.fields["expect"], "\(fixture.name).txt has no expect: line")
+        try withTemporaryDirectory { dir in
+            let (outcome, error) = try Self.outcome(of: fixture, export: dir + "/export")
+            #expect(outcome == expected, "\(fixture.name): \(error.map { "\($0)" } ?? "accepted")")
+            if let error {
+                // Refusals are reported as what they are, never as an I/O failure.
+                #expect([.damaged, .authentication].contains(error.kind), "\(fixture.name): \(error)")
+            }
+            if outcome == "success" {
+                #expect(try readBytes(dir + "/export/Notes/note.txt") == readBytes(Self.items + "/note.txt"))
+                #expect(try readBytes(dir + "/export/Photos/photo.jpg") == readBytes(Self.items + "/photo.jpg"))
+            } else {
+                #expect(!FileManager.default.fileExists(atPath: dir + "/export"), "nothing exported")
+            }
+        }
+    }
+}
