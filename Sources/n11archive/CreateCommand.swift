@@ -9,6 +9,7 @@ import N11Vault
 struct Create: ParsableCommand, HasOutputOptions {
     static let configuration = CommandConfiguration(
         abstract: "Back the vault up into an encrypted .nu11vlt archive.",
+        usage: "n11archive create --portable|--secure (-o FILE | --output-dir DIR) [--compartment NAME]… [<options>]",
         discussion: """
         Examples:
           n11archive create --portable -o vault.nu11vlt   # asks for a password twice
