@@ -1,17 +1,22 @@
 internal import CLibCrypto
 
-/// The two AEADs the product uses, both from OpenSSL's EVP interface (several GB/s per core).
+/// The AEADs the product uses, all from OpenSSL's EVP interface (several GB/s per core).
+/// AES-128-GCM only for Apple's ECIES (FileLock), which uses a 16-byte key on P-256.
 public enum AEADAlgorithm: Sendable {
     case aes256GCM
+    case aes128GCM
     case chacha20Poly1305
 
     public static let keyLength = 32
+
+    public var keyByteCount: Int { self == .aes128GCM ? 16 : 32 }
     public static let tagLength = 16
     public static let standardNonceLength = 12
 
     var cipher: OpaquePointer? {
         switch self {
         case .aes256GCM: return Self.fetchedAES256GCM
+        case .aes128GCM: return Self.fetchedAES128GCM
         case .chacha20Poly1305: return Self.fetchedChaCha20Poly1305
         }
     }
@@ -21,6 +26,7 @@ public enum AEADAlgorithm: Sendable {
     // more than sealing a 2 KiB note. Fetched ciphers are immutable and shared between
     // threads; they are never freed.
     nonisolated(unsafe) private static let fetchedAES256GCM = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
+    nonisolated(unsafe) private static let fetchedAES128GCM = EVP_CIPHER_fetch(nil, "AES-128-GCM", nil)
     nonisolated(unsafe) private static let fetchedChaCha20Poly1305 = EVP_CIPHER_fetch(nil, "ChaCha20-Poly1305", nil)
 
     /// AES-GCM accepts IVs of 1…128 bytes (GHASH derives J0 from long ones; OpenSSL 3 stops
@@ -28,7 +34,7 @@ public enum AEADAlgorithm: Sendable {
     /// (RFC 8439) takes exactly 96 bits.
     func checkNonce(_ nonce: [UInt8]) throws(CryptoError) {
         switch self {
-        case .aes256GCM:
+        case .aes256GCM, .aes128GCM:
             guard !nonce.isEmpty, nonce.count <= 128 else { throw .invalidParameter("AES-GCM nonce of \(nonce.count) bytes") }
         case .chacha20Poly1305:
             guard nonce.count == Self.standardNonceLength else { throw .invalidParameter("ChaCha20-Poly1305 nonce of \(nonce.count) bytes") }
@@ -45,7 +51,7 @@ final class AEADContext {
     let encrypting: Bool
 
     init(_ algorithm: AEADAlgorithm, key: SecureBytes, encrypting: Bool) throws(CryptoError) {
-        guard key.count == AEADAlgorithm.keyLength else { throw .invalidParameter("AEAD key of \(key.count) bytes") }
+        guard key.count == algorithm.keyByteCount else { throw .invalidParameter("AEAD key of \(key.count) bytes") }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw .library("EVP_CIPHER_CTX_new") }
         context = ctx
         self.algorithm = algorithm

@@ -16,6 +16,8 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
     case keyDerivationFailed
     /// Every tag verified, but the plaintext's length or SHA-256 is not the one recorded for it.
     case contentMismatch
+    /// A public or private key that is malformed, not P-256, or not on the curve.
+    case invalidKey(String)
     /// An OpenSSL call failed; the operation names which.
     case library(String)
     /// Reading from or writing to the stream's source or sink failed.
@@ -30,6 +32,7 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
         case .invalidParameter(let what): return "invalid parameter: \(what)"
         case .secureMemoryUnavailable(let bytes): return "cannot allocate \(bytes) bytes of locked memory (check `ulimit -l`)"
         case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"
+        case .invalidKey(let why): return why
         case .library(let op): return "crypto library call failed: \(op)"
         case .io(let what): return what
         }
@@ -40,7 +43,7 @@ extension CryptoError: CategorizedError {
     public var kind: FailureKind {
         switch self {
         case .authenticationFailed, .truncated, .trailingData: return .damaged
-        case .invalidParameter: return .damaged
+        case .invalidParameter, .invalidKey: return .damaged
         case .io: return .ioFailure
         default: return .other
         }

@@ -41,10 +41,10 @@ public enum HKDF {
                     saltBytes.withUnsafeMutableBytes { s in
                         infoBytes.withUnsafeMutableBytes { i in
                             let params = [
-                                n11_hkdf_digest(md.baseAddress!),
-                                n11_hkdf_key(UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
-                                n11_hkdf_salt(s.baseAddress!, salt.count),
-                                n11_hkdf_info(i.baseAddress!, info.count),
+                                n11_kdf_digest(md.baseAddress!),
+                                n11_kdf_key(UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
+                                n11_kdf_salt(s.baseAddress!, salt.count),
+                                n11_kdf_info(i.baseAddress!, info.count),
                                 n11_param_end(),
                             ]
                             return params.withUnsafeBufferPointer { p in
