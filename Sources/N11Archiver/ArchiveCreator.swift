@@ -34,16 +34,25 @@ public enum ArchiveCreator {
         public let archiveBytes: Int64
     }
 
-    /// `password` is called only in portable mode (after all cheap checks passed).
-    /// `progress` counts each item's plaintext as libzip pulls it through.
+    /// A portable archive that opens with one password (`request.kdf` sets its cost).
     public static func create(from vault: Vault, _ request: Request, progress: ArchiveProgress? = nil,
                               password: () throws -> SecureBytes) throws(ArchiveError) -> Report {
+        try create(from: vault, request, progress: progress) {
+            ArchiveAccess(passwords: [try password()], kdf: request.kdf)
+        }
+    }
+
+    /// `access` (the passwords and recipients that will open it) is asked for only in
+    /// portable mode, after all cheap checks passed. `progress` counts each item's plaintext
+    /// as libzip pulls it through.
+    public static func create(from vault: Vault, _ request: Request, progress: ArchiveProgress? = nil,
+                              access: () throws -> ArchiveAccess) throws(ArchiveError) -> Report {
         let output = Path.absolute(request.output)
         do {
             try checkOutput(output, replaceExisting: request.replaceExisting)
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
-            let keys = try NewArchiveKeys(mode: request.mode, kdf: request.kdf, created: request.now, password: password)
+            let keys = try NewArchiveKeys(mode: request.mode, created: request.now, access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
             let archiveBytes = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
             progress?.finish()
@@ -105,7 +114,7 @@ public enum ArchiveCreator {
         let mtime = Int64(request.now.timeIntervalSince1970)
         let header = keys.header.bytes
         try writer.addEntry(name: EntryName.header, size: Int64(header.count), modified: mtime) { MemorySource(header) }
-        try writer.addEntry(name: EntryName.keyWrap, size: Int64(keys.keyWrap.count), modified: mtime) { MemorySource(keys.keyWrap) }
+        try writer.addEntry(name: EntryName.headerMAC, size: Int64(keys.headerMAC.count), modified: mtime) { MemorySource(keys.headerMAC) }
         try writer.addEntry(name: EntryName.manifest, size: Int64(plan.sealedManifest.count), modified: mtime) {
             MemorySource(plan.sealedManifest)
         }
@@ -131,7 +140,7 @@ public enum ArchiveCreator {
             }
         }
         // A secure archive must never exist without its key: store the key first.
-        if request.mode == .secure { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: keys.kek) }
+        if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()
         do { try writer.finish() }
         catch let error as SystemError where error.path == output {

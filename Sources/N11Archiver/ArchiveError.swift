@@ -20,6 +20,11 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// An export directory (or its Photos/Notes folder) that is a link or another user's.
     case unsafeDestination(path: String, why: String)
     case passwordNeeded
+    /// A version 2 archive none of whose slots opens with what is here: no identity matches
+    /// its recipient slots and no password was given (or it has no password slot).
+    case noKeyOpens(archive: String, recipientSlots: Int, passwordSlots: Int)
+    /// A public or private key file that holds no usable P-256 key.
+    case invalidKeyFile(path: String, why: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
     case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
@@ -41,12 +46,12 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded, .kdfAboveCeiling: return .usage
+        case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile: return .usage
         case .tooLarge: return .other
         case .newestUnreadable: return .damaged
         case .deleteFailed(let e, _, _): return e.kind
@@ -74,6 +79,13 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case let .invalidKeyFile(p, why): return "'\(p)' is not a usable P-256 key file: \(why)"
+        case let .noKeyOpens(a, recipients, passwords):
+            var kinds: [String] = []
+            if recipients > 0 { kinds.append("\(recipients) recipient slot(s) (P-256 public keys)") }
+            if passwords > 0 { kinds.append("\(passwords) password slot(s)") }
+            let what = recipients > 0 ? "no identity here opens it" : "nothing here opens it"
+            return "'\(a)' has \(kinds.joined(separator: " and ")); \(what)"
         case let .kdfAboveCeiling(a, ops, memory, ceiling):
             return "'\(a)' asks for Argon2id with \(memory) MiB and \(ops) passes per password attempt, above this machine's ceiling of \(ceiling) MiB; its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
@@ -99,6 +111,10 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
+        case .invalidKeyFile: return "public keys are PEM files as `n11archive key export-public` or FileLock write them (or a SubjectPublicKeyInfo PEM); private keys are PKCS#8 PEM as `key export-private` writes them"
+        case let .noKeyOpens(_, _, passwords):
+            let identity = "it opens with the private key of a recipient it was made for: pass --identity FILE, or import the key with `n11archive key import FILE`"
+            return passwords > 0 ? identity + ", or give the password (--password-file, --password-fd, --password-command)" : identity
         case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):

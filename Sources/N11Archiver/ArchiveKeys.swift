@@ -5,23 +5,44 @@ import N11Format
 /// The key schedule of FORMAT.md §3–5.
 enum ArchiveKeys {
     static let entryInfoPrefix = Array("n11archive/v1/entry/".utf8)
+    static let headerInfo = Array("n11archive/v2/header".utf8)
+    static let slotAADPrefix = Array("n11archive/v2/slot".utf8)
 
-    /// Portable KEK: Argon2id over the password with the header's parameters.
+    /// Portable KEK: Argon2id over the password with the header's (or slot's) parameters.
     static func portableKEK(password: SecureBytes, kdf: ArchiveHeader.KDF) throws -> SecureBytes {
         let parameters = try Argon2Parameters(opsLimit: kdf.opsLimit, memoryBytes: kdf.memoryKiB << 10)
         return try Argon2id.deriveKey(password: password, salt: kdf.saltBytes, parameters: parameters)
     }
 
-    /// keywrap.bin: the content key sealed under the KEK, authenticating every header byte.
-    static func wrap(contentKey: SecureBytes, kek: SecureBytes, header: ArchiveHeader) throws -> [UInt8] {
-        try AEAD.sealSecret(.aes256GCM, key: kek, secret: contentKey, aad: header.bytes)
-    }
-
+    /// Version 1 keywrap.bin: the content key sealed under the KEK, authenticating every header byte.
     static func unwrap(_ keyWrap: [UInt8], kek: SecureBytes, header: ArchiveHeader) throws(CryptoError) -> SecureBytes {
         try AEAD.openSecret(.aes256GCM, key: kek, sealed: keyWrap, aad: header.bytes)
     }
 
-    /// HKDF-SHA256(CK, salt = archive ID, info = "n11archive/v1/entry/" ‖ name).
+    /// Version 2 password and device slots: the content key sealed under the KEK, bound to
+    /// the archive ID (the header MAC binds the rest).
+    static func wrapInSlot(contentKey: SecureBytes, kek: SecureBytes, archiveID: [UInt8]) throws -> [UInt8] {
+        try AEAD.sealSecret(.aes256GCM, key: kek, secret: contentKey, aad: slotAADPrefix + archiveID)
+    }
+
+    static func unwrapSlot(_ wrap: [UInt8], kek: SecureBytes, archiveID: [UInt8]) throws(CryptoError) -> SecureBytes {
+        try AEAD.openSecret(.aes256GCM, key: kek, sealed: wrap, aad: slotAADPrefix + archiveID)
+    }
+
+    /// Version 2 header.mac: HMAC-SHA256 under HKDF(CK, archive ID, "n11archive/v2/header")
+    /// of the header's exact bytes, slots included: no slot can be added, removed or changed
+    /// without the content key.
+    static func headerMAC(contentKey: SecureBytes, header: ArchiveHeader) throws -> [UInt8] {
+        let key = try HKDF.deriveKey(inputKey: contentKey, salt: header.archiveID, info: headerInfo)
+        return try HMACSHA256.authenticate(header.bytes, key: key)
+    }
+
+    static func headerMACVerifies(_ mac: [UInt8], contentKey: SecureBytes, header: ArchiveHeader) throws -> Bool {
+        let key = try HKDF.deriveKey(inputKey: contentKey, salt: header.archiveID, info: headerInfo)
+        return HMACSHA256.verify(mac, for: header.bytes, key: key)
+    }
+
+    /// HKDF-SHA256(CK, salt = archive ID, info = "n11archive/v1/entry/" ‖ name), in both versions.
     static func entryKey(contentKey: SecureBytes, header: ArchiveHeader, entryName: String) throws -> SecureBytes {
         try HKDF.deriveKey(inputKey: contentKey, salt: header.archiveID, info: entryInfoPrefix + Array(entryName.utf8))
     }
@@ -32,30 +53,64 @@ enum ArchiveKeys {
     }
 }
 
-/// The keys of an archive being made (FORMAT.md §3–4): its header, a fresh content key, the
-/// KEK that wraps it (from the password, or random for a secure archive's device key), and
-/// the wrap.
+/// Who may open an archive being made or rekeyed: passwords (each with its own Argon2id
+/// salt and cost), P-256 recipients, or, for a secure archive, a new device key.
+public struct ArchiveAccess {
+    public var passwords: [SecureBytes]
+    public var recipients: [P256PublicKey]
+    public var kdf: Argon2Parameters
+
+    public init(passwords: [SecureBytes] = [], recipients: [P256PublicKey] = [], kdf: Argon2Parameters = .moderate) {
+        self.passwords = passwords
+        self.recipients = recipients
+        self.kdf = kdf
+    }
+
+    public var isEmpty: Bool { passwords.isEmpty && recipients.isEmpty }
+
+    /// The key slots for `contentKey` (FORMAT.md §4): passwords first, then recipients.
+    func slots(contentKey: SecureBytes, archiveID: [UInt8]) throws -> [ArchiveHeader.KeySlot] {
+        var slots: [ArchiveHeader.KeySlot] = []
+        for password in passwords {
+            let kdfHeader = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10,
+                                              salt: SecureRandom.bytes(Argon2id.saltLength))
+            let kek = try ArchiveKeys.portableKEK(password: password, kdf: kdfHeader)
+            slots.append(.password(kdfHeader, wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: kek, archiveID: archiveID)))
+        }
+        for recipient in recipients {
+            slots.append(.recipient(wrap: try AppleECIES.seal(contentKey, to: recipient)))
+        }
+        return slots
+    }
+}
+
+/// The keys of an archive being made (FORMAT.md §3–4): its version 2 header with the key
+/// slots, a fresh content key, the header MAC, and for a secure archive the device key that
+/// the key store must keep.
 struct NewArchiveKeys {
     let header: ArchiveHeader
     let contentKey: SecureBytes
-    let kek: SecureBytes
-    let keyWrap: [UInt8]
+    let deviceKey: SecureBytes?
+    let headerMAC: [UInt8]
 
-    /// `password` is called for a portable archive only.
-    init(mode: ArchiveMode, kdf: Argon2Parameters, created: Date, password: () throws -> SecureBytes) throws {
+    /// `access` is asked for a portable archive only.
+    init(mode: ArchiveMode, created: Date, access: () throws -> ArchiveAccess) throws {
         let archiveID = SecureRandom.bytes(16)
         contentKey = try SecureBytes(randomCount: 32)
+        let slots: [ArchiveHeader.KeySlot]
         switch mode {
         case .portable:
-            let parameters = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10,
-                                               salt: SecureRandom.bytes(Argon2id.saltLength))
-            header = try ArchiveHeader(mode: .portable, archiveID: archiveID, created: created, kdf: parameters)
-            kek = try ArchiveKeys.portableKEK(password: try password(), kdf: parameters)
+            let who = try access()
+            guard !who.isEmpty else { throw ArchiveError.passwordNeeded }
+            slots = try who.slots(contentKey: contentKey, archiveID: archiveID)
+            deviceKey = nil
         case .secure:
-            header = try ArchiveHeader(mode: .secure, archiveID: archiveID, created: created, kdf: nil)
-            kek = try SecureBytes(randomCount: 32)
+            let key = try SecureBytes(randomCount: 32)
+            slots = [.device(wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: key, archiveID: archiveID))]
+            deviceKey = key
         }
-        keyWrap = try ArchiveKeys.wrap(contentKey: contentKey, kek: kek, header: header)
+        header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots)
+        headerMAC = try ArchiveKeys.headerMAC(contentKey: contentKey, header: header)
     }
 
     func entryKey(_ entryName: String) throws -> SecureBytes {

@@ -15,7 +15,8 @@ public final class ArchiveReader {
     /// The open ZIP and its checked entries. Let go while Argon2id runs (see `unlock`).
     /// nil only while `unlock` derives a key (see `derivingWithoutContainer`).
     private var container: Container?
-    let keyWrap: [UInt8]
+    /// The second entry: `keywrap.bin` (version 1) or `header.mac` (version 2).
+    let keyEntry: [UInt8]
 
     var zip: ZipReader { container!.zip }
     var entries: [ZipEntryInfo] { container!.entries }
@@ -25,9 +26,9 @@ public final class ArchiveReader {
         let zip: ZipReader
         let entries: [ZipEntryInfo]
         let headerBytes: [UInt8]
-        let keyWrap: [UInt8]
-        init(zip: ZipReader, entries: [ZipEntryInfo], headerBytes: [UInt8], keyWrap: [UInt8]) {
-            self.zip = zip; self.entries = entries; self.headerBytes = headerBytes; self.keyWrap = keyWrap
+        let keyEntry: [UInt8]
+        init(zip: ZipReader, entries: [ZipEntryInfo], headerBytes: [UInt8], keyEntry: [UInt8]) {
+            self.zip = zip; self.entries = entries; self.headerBytes = headerBytes; self.keyEntry = keyEntry
         }
     }
 
@@ -45,7 +46,11 @@ public final class ArchiveReader {
             let opened = try Self.openContainer(path)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
-            keyWrap = opened.keyWrap
+            keyEntry = opened.keyEntry
+            // The second entry's name must be the one of the header's version.
+            guard opened.entries[1].name == EntryName.second(version: header.version).name else {
+                throw FormatError.invalidEntryName(opened.entries[1].name)
+            }
         } catch { throw ArchiveError.reading(path, error) }
     }
 
@@ -62,7 +67,12 @@ public final class ArchiveReader {
         var names = Set<String>()
         for index in 0..<count {
             let entry = try zip.entry(at: index)
-            if index < EntryName.fixed.count {
+            if index == 1 {
+                // Which of the two the header's version wants is checked once it is parsed.
+                guard entry.name == EntryName.keyWrap || entry.name == EntryName.headerMAC else {
+                    throw FormatError.invalidEntryName(entry.name)
+                }
+            } else if index < EntryName.fixed.count {
                 guard entry.name == EntryName.fixed[index] else {
                     throw index == 0 ? FormatError.notAnArchive("first entry is not \(EntryName.header)") : FormatError.invalidEntryName(entry.name)
                 }
@@ -73,7 +83,8 @@ public final class ArchiveReader {
             entries.append(entry)
         }
         guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
-        guard entries[1].size == Int64(FormatLimits.keyWrapBytes) else { throw FormatError.invalidHeader("key wrap of \(entries[1].size) bytes") }
+        let keyEntrySize = entries[1].name == EntryName.keyWrap ? FormatLimits.keyWrapBytes : FormatLimits.headerMACBytes
+        guard entries[1].size == Int64(keyEntrySize) else { throw FormatError.invalidHeader("\(entries[1].name) of \(entries[1].size) bytes") }
         guard let manifestPayload = FormatLimits.payloadLength(sealedLength: entries[2].size) else {
             throw FormatError.invalidManifest("an entry of \(entries[2].size) bytes is no sealed stream")
         }
@@ -81,7 +92,7 @@ public final class ArchiveReader {
             throw FormatError.limitExceeded("manifest of \(manifestPayload) bytes (at most \(FormatLimits.manifestBytes))")
         }
         return Container(zip: zip, entries: entries, headerBytes: try readSmall(entries[0], from: zip),
-                         keyWrap: try readSmall(entries[1], from: zip))
+                         keyEntry: try readSmall(entries[1], from: zip))
     }
 
     /// Argon2id's memory is the peak of a portable verify or restore, and with 100,000 items
@@ -99,7 +110,7 @@ public final class ArchiveReader {
             throw error
         }
         let reopened = try Self.openContainer(path)
-        guard reopened.headerBytes == header.bytes, reopened.keyWrap == keyWrap else {
+        guard reopened.headerBytes == header.bytes, reopened.keyEntry == keyEntry else {
             throw ArchiveError.damaged(archive: path, what: "the archive changed while it was being read")
         }
         container = reopened
@@ -121,9 +132,10 @@ public final class ArchiveReader {
     /// A portable archive whose Argon2id memory is above `kdfCeiling` is refused before the
     /// password is asked for and before any key derivation runs.
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                       identities: () throws -> [P256PrivateKey] = { [] },
                        kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> UnlockedArchive {
         do {
-            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling)
+            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling)
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
@@ -146,30 +158,78 @@ extension ArchiveReader {
     /// parameters are the key wrap's associated data). Reads no item and not the manifest:
     /// what `prune` needs to count an archive as its own.
     public func authenticate(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                             identities: () throws -> [P256PrivateKey] = { [] },
                              kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) {
-        do { _ = try unwrapContentKey(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling) }
+        do { _ = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling) }
         catch { throw ArchiveError.reading(path, error) }
     }
 
     /// Derives or looks up the key-encryption key and unwraps the content key.
     fileprivate func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
-                                      kdfCeiling: KDFCeiling) throws -> SecureBytes {
+                                      identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling) throws -> SecureBytes {
+        if header.version >= 2 {
+            return try openSlots(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling)
+        }
         switch header.mode {
         case .portable:
             guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
             try kdfCeiling.check(kdf, archive: path)
             guard let secret = try password() else { throw ArchiveError.passwordNeeded }
             let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
-            do { return try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+            do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
             catch { throw ArchiveError.wrongPassword(archive: path) }
         case .secure:
             let store = try keyStore()
             guard let kek = store.archiveKey(id: header.archiveID) else {
                 throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex)
             }
-            do { return try ArchiveKeys.unwrap(keyWrap, kek: kek, header: header) }
+            do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
             catch { throw ArchiveError.damaged(archive: path, what: "the header or key wrap was changed") }
         }
+    }
+
+    /// Version 2 (FORMAT.md §4): tries the slots that need no prompt first (identities
+    /// against recipient slots, the device key), then one password against each password
+    /// slot. A slot that opens gives a content key only if the header MAC verifies under it.
+    private func openSlots(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                           identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling) throws -> SecureBytes {
+        let id = header.archiveID
+        func authenticated(_ contentKey: SecureBytes) throws -> SecureBytes {
+            guard contentKey.count == 32, try ArchiveKeys.headerMACVerifies(keyEntry, contentKey: contentKey, header: header) else {
+                throw ArchiveError.damaged(archive: path, what: "the header or its key slots were changed (header.mac does not verify)")
+            }
+            return contentKey
+        }
+        let recipientWraps = header.slots.compactMap { if case .recipient(let wrap) = $0 { return wrap } else { return nil } }
+        if !recipientWraps.isEmpty {
+            for identity in try identities() {
+                for wrap in recipientWraps {
+                    if let contentKey = try? AppleECIES.open(wrap, with: identity) { return try authenticated(contentKey) }
+                }
+            }
+        }
+        if header.mode == .secure, case .device(let wrap)? = header.slots.first {
+            let store = try keyStore()
+            guard let kek = store.archiveKey(id: id) else { throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex) }
+            guard let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) else {
+                throw ArchiveError.damaged(archive: path, what: "the device slot was changed")
+            }
+            return try authenticated(contentKey)
+        }
+        let passwordSlots = header.slots.compactMap { slot -> (ArchiveHeader.KDF, [UInt8])? in
+            if case .password(let kdf, let wrap) = slot { return (kdf, wrap) } else { return nil }
+        }
+        guard !passwordSlots.isEmpty else { throw ArchiveError.noKeyOpens(archive: path, recipientSlots: recipientWraps.count, passwordSlots: 0) }
+        for (kdf, _) in passwordSlots { try kdfCeiling.check(kdf, archive: path) }
+        guard let secret = try password() else {
+            if recipientWraps.isEmpty { throw ArchiveError.passwordNeeded }
+            throw ArchiveError.noKeyOpens(archive: path, recipientSlots: recipientWraps.count, passwordSlots: passwordSlots.count)
+        }
+        for (kdf, wrap) in passwordSlots {
+            let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
+            if let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) { return try authenticated(contentKey) }
+        }
+        throw ArchiveError.wrongPassword(archive: path)
     }
 }
 

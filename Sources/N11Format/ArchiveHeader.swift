@@ -2,9 +2,76 @@ import Foundation
 import N11System
 
 /// `header.json` (FORMAT.md §2): everything a reader needs before it has a key. Its exact
-/// bytes are authenticated as the key wrap's associated data, so they are kept, never
-/// re-serialised.
+/// bytes are authenticated (version 1: as the key wrap's associated data; version 2: by
+/// `header.mac`), so they are kept, never re-serialised.
 public struct ArchiveHeader: Sendable, Equatable {
+    /// One way to the content key (version 2, FORMAT.md §4): a password, a P-256 recipient,
+    /// or the creating machine's device key. Recipient slots do not say whose key they are for.
+    public enum KeySlot: Sendable, Equatable {
+        case password(KDF, wrap: [UInt8])
+        case recipient(wrap: [UInt8])
+        case device(wrap: [UInt8])
+
+        public var typeName: String {
+            switch self {
+            case .password: return "password"
+            case .recipient: return "p256"
+            case .device: return "device"
+            }
+        }
+
+        public var wrap: [UInt8] {
+            switch self {
+            case .password(_, let wrap), .recipient(let wrap), .device(let wrap): return wrap
+            }
+        }
+
+        public static let passwordWrapBytes = FormatLimits.keyWrapBytes
+        public static let deviceWrapBytes = FormatLimits.keyWrapBytes
+        /// Apple ECIES of the 32-byte content key: ephemeral point (65) ‖ 32 ‖ tag (16).
+        public static let recipientWrapBytes = 65 + 32 + 16
+
+        init(reading reader: inout JSONReader) throws {
+            var type: String?, kdf: KDF?, wrap: String?
+            try reader.object { key, reader in
+                switch key {
+                case "type": try reader.fill(&type, try reader.string())
+                case "kdf": try reader.fill(&kdf, try KDF(reading: &reader))
+                case "wrap": try reader.fill(&wrap, try reader.string())
+                default: throw reader.unknownField()
+                }
+            }
+            let kind = try reader.required(type, "type")
+            let text = try reader.required(wrap, "wrap")
+            func bytes(_ length: Int) throws -> [UInt8] {
+                guard let b = [UInt8](hex: text, length: length) else {
+                    throw reader.failure("a \(kind) slot's wrap must be \(length) bytes of lowercase hex")
+                }
+                return b
+            }
+            switch kind {
+            case "password":
+                self = .password(try reader.required(kdf, "kdf"), wrap: try bytes(Self.passwordWrapBytes))
+            case "p256":
+                guard kdf == nil else { throw reader.failure("a p256 slot has no key derivation parameters") }
+                self = .recipient(wrap: try bytes(Self.recipientWrapBytes))
+            case "device":
+                guard kdf == nil else { throw reader.failure("a device slot has no key derivation parameters") }
+                self = .device(wrap: try bytes(Self.deviceWrapBytes))
+            default:
+                throw reader.failure("unknown key slot type '\(kind)'")
+            }
+        }
+
+        func write(to w: inout JSONWriter) {
+            w.object { w in
+                if case .password(let kdf, _) = self { w.key("kdf"); kdf.write(to: &w) }
+                w.key("type"); w.string(typeName)
+                w.key("wrap"); w.string(wrap.hex)
+            }
+        }
+    }
+
     public struct KDF: Encodable, Sendable, Equatable {
         public let algorithm: String
         public let version: Int
@@ -44,51 +111,89 @@ public struct ArchiveHeader: Sendable, Equatable {
             self.parallelism = try reader.required(parallelism, "parallelism")
             self.salt = try reader.required(salt, "salt")
         }
+        func write(to w: inout JSONWriter) {
+            w.object { w in
+                w.key("algorithm"); w.string(algorithm)
+                w.key("memoryKiB"); w.integer(memoryKiB)
+                w.key("opsLimit"); w.integer(opsLimit)
+                w.key("parallelism"); w.integer(parallelism)
+                w.key("salt"); w.string(salt)
+                w.key("version"); w.integer(version)
+            }
+        }
+
+        /// FORMAT.md §2's bounds, checked before anything is derived.
+        func check() throws(FormatError) {
+            guard algorithm == "argon2id", version == 19, parallelism == 1 else {
+                throw .invalidHeader("unsupported key derivation \(algorithm) v\(version) p\(parallelism)")
+            }
+            guard (1...Self.maximumOps).contains(opsLimit) else { throw .limitExceeded("Argon2id ops \(opsLimit) (at most \(Self.maximumOps))") }
+            guard Self.memoryKiBRange.contains(memoryKiB) else { throw .limitExceeded("Argon2id memory \(memoryKiB) KiB (8 KiB to 1 GiB)") }
+            guard saltBytes.count == FormatLimits.kdfSaltBytes else { throw .invalidHeader("salt") }
+        }
+
         public static let maximumOps: UInt64 = 32
         public static let memoryKiBRange: ClosedRange<UInt64> = 8...(1 << 20)
     }
 
+    /// 1 (one password or device key, `keywrap.bin`) or 2 (key slots, `header.mac`).
+    public let version: Int
     public let mode: ArchiveMode
     public let archiveID: [UInt8]
     public let created: Date
+    /// Version 1 portable archives only.
     public let kdf: KDF?
+    /// Version 2 only: the ways to the content key, in the order written.
+    public let slots: [KeySlot]
     /// The bytes as stored in the archive.
     public let bytes: [UInt8]
 
     public static let chunkSize = FormatLimits.chunkSize
+    public static let currentVersion = 2
 
-    /// A new header; `bytes` is its canonical serialisation.
+    /// A new version 1 header (what earlier releases wrote; kept for tests and fixtures).
     public init(mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?) throws {
         precondition(archiveID.count == 16 && (kdf != nil) == (mode == .portable))
+        version = 1
         self.mode = mode
         self.archiveID = archiveID
         // Whole seconds: what ISO 8601 in the file can hold, so a re-read header compares equal.
         self.created = Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down))
         self.kdf = kdf
-        bytes = Self.serialized(mode: mode, archiveID: archiveID, created: self.created, kdf: kdf)
+        slots = []
+        bytes = Self.serialized(version: 1, mode: mode, archiveID: archiveID, created: self.created, kdf: kdf, slots: [])
+    }
+
+    /// A new version 2 header with these key slots; `bytes` is its canonical serialisation.
+    public init(mode: ArchiveMode, archiveID: [UInt8], created: Date, slots: [KeySlot]) throws(FormatError) {
+        precondition(archiveID.count == 16)
+        version = 2
+        self.mode = mode
+        self.archiveID = archiveID
+        self.created = Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down))
+        kdf = nil
+        self.slots = slots
+        bytes = Self.serialized(version: 2, mode: mode, archiveID: archiveID, created: self.created, kdf: nil, slots: slots)
+        // Never write what a reader refuses (too many slots, a secure archive with a password...).
+        _ = try ArchiveHeader(parsing: bytes)
     }
 
     /// The header's JSON (FORMAT.md §2), keys sorted.
-    private static func serialized(mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?) -> [UInt8] {
+    private static func serialized(version: Int, mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?,
+                                   slots: [KeySlot]) -> [UInt8] {
         var writer = JSONWriter()
         writer.object { w in
             w.key("archiveId"); w.string(archiveID.hex)
             w.key("chunkSize"); w.integer(chunkSize)
             w.key("created"); w.timestamp(created)
             w.key("format"); w.string("n11archive")
-            if let kdf {
-                w.key("kdf")
-                w.object { w in
-                    w.key("algorithm"); w.string(kdf.algorithm)
-                    w.key("memoryKiB"); w.integer(kdf.memoryKiB)
-                    w.key("opsLimit"); w.integer(kdf.opsLimit)
-                    w.key("parallelism"); w.integer(kdf.parallelism)
-                    w.key("salt"); w.string(kdf.salt)
-                    w.key("version"); w.integer(kdf.version)
-                }
-            }
+            if let kdf { w.key("kdf"); kdf.write(to: &w) }
             w.key("mode"); w.string(mode.rawValue)
-            w.key("version"); w.integer(1)
+            if version >= 2 {
+                w.key("slots")
+                w.array { w in for slot in slots { slot.write(to: &w) } }
+            }
+            w.key("version"); w.integer(version)
         }
         return writer.bytes
     }
@@ -100,27 +205,54 @@ public struct ArchiveHeader: Sendable, Equatable {
         do { wire = try JSONReader.read(bytes) { reader in try Wire(reading: &reader) } }
         catch { throw .invalidHeader(error.description) }
         guard wire.format == "n11archive" else { throw .notAnArchive("format is '\(wire.format)'") }
-        guard wire.version == 1 else { throw .unsupportedVersion(wire.version) }
+        guard wire.version == 1 || wire.version == 2 else { throw .unsupportedVersion(wire.version) }
         guard wire.chunkSize == Self.chunkSize else { throw .invalidHeader("chunk size \(wire.chunkSize)") }
         guard let id = [UInt8](hex: wire.archiveId, length: 16) else { throw .invalidHeader("archive ID") }
-        switch (wire.mode, wire.kdf) {
-        case (.portable, let kdf?):
-            guard kdf.algorithm == "argon2id", kdf.version == 19, kdf.parallelism == 1 else {
-                throw .invalidHeader("unsupported key derivation \(kdf.algorithm) v\(kdf.version) p\(kdf.parallelism)")
+        if wire.version == 1 {
+            guard bytes.count <= FormatLimits.headerBytesV1 else { throw .limitExceeded("header of \(bytes.count) bytes (at most \(FormatLimits.headerBytesV1))") }
+            guard wire.slots == nil else { throw .invalidHeader("key slots in a version 1 header") }
+            switch (wire.mode, wire.kdf) {
+            case (.portable, let kdf?): try kdf.check()
+            case (.secure, nil): break
+            case (.portable, nil): throw .invalidHeader("portable archive without key derivation parameters")
+            case (.secure, _?): throw .invalidHeader("secure archive with key derivation parameters")
             }
-            guard (1...KDF.maximumOps).contains(kdf.opsLimit) else { throw .limitExceeded("Argon2id ops \(kdf.opsLimit) (at most \(KDF.maximumOps))") }
-            guard KDF.memoryKiBRange.contains(kdf.memoryKiB) else { throw .limitExceeded("Argon2id memory \(kdf.memoryKiB) KiB (8 KiB to 1 GiB)") }
-            guard kdf.saltBytes.count == FormatLimits.kdfSaltBytes else { throw .invalidHeader("salt") }
-        case (.secure, nil): break
-        case (.portable, nil): throw .invalidHeader("portable archive without key derivation parameters")
-        case (.secure, _?): throw .invalidHeader("secure archive with key derivation parameters")
+        } else {
+            guard wire.kdf == nil else { throw .invalidHeader("a top-level kdf in a version 2 header (it belongs in a password slot)") }
+            guard let slots = wire.slots, !slots.isEmpty else { throw .invalidHeader("no key slots") }
+            guard slots.count <= FormatLimits.keySlots else { throw .limitExceeded("\(slots.count) key slots (at most \(FormatLimits.keySlots))") }
+            var passwords = 0
+            for slot in slots {
+                switch (wire.mode, slot) {
+                case (.portable, .password(let kdf, _)):
+                    try kdf.check()
+                    passwords += 1
+                case (.portable, .recipient): break
+                case (.secure, .device): break
+                default: throw .invalidHeader("a \(slot.typeName) slot in a \(wire.mode.rawValue) archive")
+                }
+            }
+            guard passwords <= FormatLimits.passwordSlots else {
+                throw .limitExceeded("\(passwords) password slots (at most \(FormatLimits.passwordSlots))")
+            }
+            if wire.mode == .secure && slots.count != 1 { throw .invalidHeader("a secure archive has exactly one device slot") }
         }
+        version = wire.version
         mode = wire.mode
         archiveID = id
         created = wire.created
         kdf = wire.kdf
+        slots = wire.slots ?? []
         self.bytes = bytes
     }
+
+    /// The KDF parameters a password would be tried with, for bounds checks and messages.
+    public var passwordKDFs: [KDF] {
+        if let kdf { return [kdf] }
+        return slots.compactMap { if case .password(let kdf, _) = $0 { return kdf } else { return nil } }
+    }
+
+    public var recipientSlotCount: Int { slots.filter { if case .recipient = $0 { return true } else { return false } }.count }
 
     /// The fields of FORMAT.md §2 as read, before the checks above.
     private struct Wire {
@@ -131,10 +263,11 @@ public struct ArchiveHeader: Sendable, Equatable {
         let created: Date
         let chunkSize: Int
         let kdf: KDF?
+        let slots: [KeySlot]?
 
         init(reading reader: inout JSONReader) throws {
             var format: String?, version: Int?, mode: ArchiveMode?, archiveId: String?, created: Date?, chunkSize: Int?
-            var kdf: KDF?
+            var kdf: KDF?, slots: [KeySlot]?
             try reader.object { key, reader in
                 switch key {
                 case "format": try reader.fill(&format, try reader.string())
@@ -144,6 +277,15 @@ public struct ArchiveHeader: Sendable, Equatable {
                 case "created": try reader.fill(&created, try reader.timestamp())
                 case "chunkSize": try reader.fill(&chunkSize, try reader.integer(Int.self))
                 case "kdf": try reader.fill(&kdf, try KDF(reading: &reader))
+                case "slots":
+                    var list: [KeySlot] = []
+                    try reader.array { reader in
+                        guard list.count < FormatLimits.keySlots else {
+                            throw reader.failure("more than \(FormatLimits.keySlots) key slots")
+                        }
+                        list.append(try KeySlot(reading: &reader))
+                    }
+                    try reader.fill(&slots, list)
                 default: throw reader.unknownField()
                 }
             }
@@ -154,6 +296,7 @@ public struct ArchiveHeader: Sendable, Equatable {
             self.created = try reader.required(created, "created")
             self.chunkSize = try reader.required(chunkSize, "chunkSize")
             self.kdf = kdf
+            self.slots = slots
         }
     }
 

@@ -2,8 +2,15 @@
 public enum EntryName {
     public static let header = "header.json"
     public static let keyWrap = "keywrap.bin"
+    public static let headerMAC = "header.mac"
     public static let manifest = "manifest.json"
-    public static let fixed = [header, keyWrap, manifest]
+    /// The entries before the items: version 1 has `keywrap.bin` second, version 2 `header.mac`.
+    public static let fixed = [header, headerMAC, manifest]
+    public static func fixed(version: Int) -> [String] { [header, version == 1 ? keyWrap : headerMAC, manifest] }
+    /// The second entry's name for the version in the header, and its exact size.
+    public static func second(version: Int) -> (name: String, size: Int) {
+        version == 1 ? (keyWrap, FormatLimits.keyWrapBytes) : (headerMAC, FormatLimits.headerMACBytes)
+    }
 
     /// `Photos/{ID}.n11` or `Notes/{ID}.n11note`.
     public static func item(id: String, kind: ItemKind) -> String { kind.relativePath(id: id) }

@@ -9,15 +9,18 @@ public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
     case invalidManifest(String)
     case invalidEntryName(String)
     case limitExceeded(String)
+    /// A key file (PEM, recipients list) that is not what it should be.
+    case invalidKeyFile(String)
 
     public var description: String {
         switch self {
         case .notAnArchive(let why): return "not an n11archive archive (\(why))"
-        case .unsupportedVersion(let v): return "archive format version \(v) is not supported by this n11archive (it reads version 1)"
+        case .unsupportedVersion(let v): return "archive format version \(v) is not supported by this n11archive (it reads versions 1 and 2)"
         case .invalidHeader(let why): return "invalid archive header: \(why)"
         case .invalidManifest(let why): return "invalid manifest: \(why)"
         case .invalidEntryName(let name): return "invalid entry name '\(name.debugDescription.dropFirst().dropLast())'"
         case .limitExceeded(let what): return "archive exceeds a limit: \(what)"
+        case .invalidKeyFile(let why): return why
         }
     }
 }

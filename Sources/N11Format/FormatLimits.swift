@@ -1,7 +1,14 @@
 /// The bounds of FORMAT.md §8, checked on declared values before anything is allocated.
 public enum FormatLimits {
-    public static let headerBytes = 4096
+    /// Version 2 headers carry the key slots; version 1 headers stay within 4096 bytes.
+    public static let headerBytes = 16384
+    public static let headerBytesV1 = 4096
     public static let keyWrapBytes = 12 + 32 + 16
+    /// `header.mac` (version 2): HMAC-SHA256 of the header.
+    public static let headerMACBytes = 32
+    public static let keySlots = 32
+    /// Each password slot costs one Argon2id per wrong password.
+    public static let passwordSlots = 4
     public static let manifestBytes: Int64 = 256 << 20
     public static let items = 1_000_000
     public static let itemSize: Int64 = 1 << 40

@@ -61,7 +61,7 @@ final class FuzzWorld: @unchecked Sendable {
         guard let reader = try? ArchiveReader(path: path) else { return }
         // Keep the fuzzer fast: only cheap key derivations are attempted (the bounds checks
         // themselves ran in ArchiveReader above, whatever the parameters).
-        if let kdf = reader.header.kdf, kdf.memoryKiB > 1024 || kdf.opsLimit > 1 { return }
+        if reader.header.passwordKDFs.contains(where: { $0.memoryKiB > 1024 || $0.opsLimit > 1 }) { return }
         guard let archive = try? reader.unlock(password: { self.password }, keyStore: { self.keyStore }) else { return }
         _ = try? ArchiveVerifier.verify(archive, keyStore: keyStore)
         let vaultPath = root + "/vault", exportPath = root + "/export"

@@ -25,6 +25,9 @@ public final class KeyStore: @unchecked Sendable {
     public let storeID: [UInt8]
     private let compartmentKeys: CompartmentKeys
     private var archiveRecords: [Record]
+    /// P-256 private keys that open archives made for their public keys (`key generate`,
+    /// `key import`), oldest first.
+    public private(set) var identities: [P256PrivateKey]
     private let sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
@@ -38,12 +41,14 @@ public final class KeyStore: @unchecked Sendable {
     /// Lets other processes load this key store again (see `create(holdingLock:)`).
     public func releaseHomeLock() { heldLock = nil }
 
-    init(home: N11Home, storeID: [UInt8], compartmentKeys: CompartmentKeys, archiveRecords: [Record], sealing: Sealing?) {
+    init(home: N11Home, storeID: [UInt8], compartmentKeys: CompartmentKeys, archiveRecords: [Record],
+         identities: [P256PrivateKey] = [], sealing: Sealing?) {
         self.home = home
         self.path = home.keyStorePath
         self.storeID = storeID
         self.compartmentKeys = compartmentKeys
         self.archiveRecords = archiveRecords
+        self.identities = identities
         self.sealing = sealing
     }
 
@@ -197,12 +202,34 @@ public final class KeyStore: @unchecked Sendable {
         precondition(id.count == 16 && key.count == 32)
         do {
             let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
-            try FileLock.withLock(lock) { try addArchiveKeyLocked(id: id, key: key) }
+            try FileLock.withLock(lock) {
+                try reloadLocked()
+                guard archiveKey(id: id) == nil else { return }
+                archiveRecords.append(Record(kind: .archive, id: id, key: key))
+                try save(replaceExisting: true)
+            }
         } catch { throw VaultError.wrap(error) }
     }
 
-    /// `addArchiveKey`'s work, with the home's lock held.
-    private func addArchiveKeyLocked(id: [UInt8], key: SecureBytes) throws {
+    /// Adds a P-256 identity (the same way as `addArchiveKey`). Returns false, changing
+    /// nothing, if the store already holds that key.
+    @discardableResult
+    public func addIdentity(_ key: P256PrivateKey, lockWait: Double = 60) throws(VaultError) -> Bool {
+        do {
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            return try FileLock.withLock(lock) {
+                try reloadLocked()
+                guard !identities.contains(where: { $0.publicKey == key.publicKey }) else { return false }
+                identities.append(key)
+                try save(replaceExisting: true)
+                return true
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Takes in what the file holds now (with the home's lock held): records another
+    /// process added since this one loaded are kept when this one saves.
+    private func reloadLocked() throws {
         let current = try Self.parse(try Self.readFile(of: home), home: home) { parameters, salt in
             guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
                 throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
@@ -213,9 +240,7 @@ public final class KeyStore: @unchecked Sendable {
             throw VaultError.keyStoreDamaged(path: path, reason: "it was replaced by another key store")
         }
         archiveRecords = current.archiveRecords
-        guard archiveKey(id: id) == nil else { return }
-        archiveRecords.append(Record(kind: .archive, id: id, key: key))
-        try save(replaceExisting: true)
+        identities = current.identities
     }
 
     public var archiveKeyCount: Int { archiveRecords.count }
@@ -240,7 +265,7 @@ public final class KeyStore: @unchecked Sendable {
                 throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
             }
             return sealing.key
-        }), current.storeID == storeID, current.archiveKeyCount == 0 else { return false }
+        }), current.storeID == storeID, current.archiveKeyCount == 0, current.identities.isEmpty else { return false }
         guard (try? Directory.removeFile(path)) != nil else { return false }
         createdFile = false
         if createdHome, let parent = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true),
@@ -255,7 +280,11 @@ public final class KeyStore: @unchecked Sendable {
 
     private func save(replaceExisting: Bool) throws {
         let file = try AtomicFile(path: path, mode: 0o600)
-        try Self.write(storeID: storeID, records: compartmentKeys.records + archiveRecords, sealing: sealing, to: file.descriptor)
+        let identityRecords = try identities.map { key in
+            Record(kind: .identity, id: try Self.identityID(key.publicKey), key: key.scalar)
+        }
+        try Self.write(storeID: storeID, records: compartmentKeys.records + archiveRecords + identityRecords,
+                       sealing: sealing, to: file.descriptor)
         try file.commit(replaceExisting: replaceExisting)
     }
 

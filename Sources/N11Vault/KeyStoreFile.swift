@@ -8,7 +8,7 @@ extension KeyStore {
     static let magic: [UInt8] = Array("N11KEYS\0".utf8)
     static let recordSize = 1 + 16 + 32
 
-    enum RecordKind: UInt8 { case vault = 1, fade = 2, backup = 3, archive = 4 }
+    enum RecordKind: UInt8 { case vault = 1, fade = 2, backup = 3, archive = 4, identity = 5 }
 
     struct Record {
         let kind: RecordKind
@@ -88,7 +88,7 @@ extension KeyStore {
             let offset = 20 + i * recordSize
             let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
             guard let kind = RecordKind(rawValue: kindByte) else { throw damaged }
-            if kind != .archive && id.contains(where: { $0 != 0 }) { throw damaged }
+            if kind != .archive && kind != .identity && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }
         func only(_ kind: RecordKind) -> SecureBytes? {
@@ -96,9 +96,18 @@ extension KeyStore {
             return found.count == 1 ? found[0].key : nil
         }
         guard let vault = only(.vault), let fade = only(.fade), let backup = only(.backup) else { throw damaged }
+        // An identity's id is the first 16 bytes of its public point's SHA-256: a scalar that
+        // is no P-256 key, or does not match its id, is damage.
+        var identities: [P256PrivateKey] = []
+        for record in records where record.kind == .identity {
+            guard let key = try? P256PrivateKey(scalar: record.key), try Self.identityID(key.publicKey) == record.id else { throw damaged }
+            identities.append(key)
+        }
         return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(vault: vault, fade: fade, backup: backup),
-                        archiveRecords: records.filter { $0.kind == .archive }, sealing: sealing)
+                        archiveRecords: records.filter { $0.kind == .archive }, identities: identities, sealing: sealing)
     }
+
+    static func identityID(_ key: P256PublicKey) throws -> [UInt8] { Array(try key.fingerprint.prefix(16)) }
 
     /// Writes the file's bytes for these records to `file`: sealed under `sealing`'s key
     /// when there is one, else followed by their SHA-256.

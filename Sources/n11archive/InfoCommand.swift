@@ -23,26 +23,52 @@ struct Info: ParsableCommand, ChoosesOutput {
         let mode: String
         let archiveId: String
         let created: Date
-        let kdf: ArchiveHeader.KDF?
+        /// The ways in (version 1 archives: their one password or device key, shown as a slot).
+        let slots: [Slot]
         let entries: Int
         let items: Int
         /// The archive file's size; named as in `create`'s document, which reports the same.
         let archiveBytes: Int64
     }
 
+    struct Slot: Encodable {
+        let type: String
+        let kdf: ArchiveHeader.KDF?
+    }
+
+    static func slots(of h: ArchiveHeader) -> [Slot] {
+        if h.version == 1 { return [Slot(type: h.mode == .portable ? "password" : "device", kdf: h.kdf)] }
+        return h.slots.map { slot in
+            if case .password(let kdf, _) = slot { return Slot(type: slot.typeName, kdf: kdf) }
+            return Slot(type: slot.typeName, kdf: nil)
+        }
+    }
+
+    static func describe(_ slot: Slot) -> String {
+        switch slot.type {
+        case "password":
+            guard let kdf = slot.kdf else { return "password" }
+            return "password (Argon2id v\(kdf.version), \(kdf.opsLimit) passes, \(kdf.memoryKiB >> 10) MiB, parallelism \(kdf.parallelism))"
+        case "p256": return "recipient (a P-256 public key; which one is not recorded)"
+        default: return "device key (in the key store of the machine that made it)"
+        }
+    }
+
     func run() throws {
         let reader = try ArchiveReader(path: file)
         let h = reader.header
-        let summary = Summary(archive: file, formatVersion: 1, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
-                              kdf: h.kdf, entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,
+        let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
+                              slots: Self.slots(of: h), entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,
                               archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
-        Console.out("format:   n11archive version 1")
+        Console.out("format:   n11archive version \(h.version)")
         Console.out("mode:     \(h.mode.rawValue)\(h.mode == .secure ? " (restorable only with the key store that made it)" : "")")
         Console.out("id:       \(h.archiveIDHex)")
         Console.out("created:  \(ISO8601DateFormatter().string(from: h.created))")
-        if let kdf = h.kdf { Console.out("kdf:      Argon2id v\(kdf.version), \(kdf.opsLimit) passes, \(kdf.memoryKiB >> 10) MiB, parallelism \(kdf.parallelism)") }
+        for (n, slot) in summary.slots.enumerated() {
+            Console.out("\(n == 0 ? "opens by:" : "         ") \(Self.describe(slot))")
+        }
         Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
         Console.out("size:     \(Console.byteCount(reader.fileSize))")
     }

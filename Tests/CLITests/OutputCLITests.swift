@@ -57,10 +57,12 @@ struct OutputCLITests {
             let info = try s.run(["info", archive, "--json"])
             let i = try jsonDocument(info)
             #expect(i["outcome"] as? String == "ok" && i["command"] as? String == "info" && i["archiveId"] as? String == id)
-            #expect(i["items"] as? Int == 5 && i["entries"] as? Int == 8 && i["formatVersion"] as? Int == 1 && i["archiveBytes"] as? Int == Int(fileSize(archive)!))
+            #expect(i["items"] as? Int == 5 && i["entries"] as? Int == 8 && i["formatVersion"] as? Int == 2 && i["archiveBytes"] as? Int == Int(fileSize(archive)!))
             // The same quantity has the same name in every document.
             #expect(i["archiveBytes"] as? Int == c["archiveBytes"] as? Int && i["size"] == nil)
-            #expect((i["kdf"] as? [String: Any])?["opsLimit"] as? Int == 1)
+            let slots = try #require(i["slots"] as? [[String: Any]])
+            #expect(slots.count == 1 && slots[0]["type"] as? String == "password")
+            #expect((slots[0]["kdf"] as? [String: Any])?["opsLimit"] as? Int == 1)
 
             let listed = try s.run(["list", archive, "--password-file", pw, "--json"])
             let l = try jsonDocument(listed)

@@ -85,8 +85,9 @@ struct RoundTripTests {
             #expect(reader.header.mode == mode)
             #expect(reader.header.archiveIDHex == created.archiveID)
             #expect(reader.itemEntryCount == 3)
-            #expect((reader.header.kdf != nil) == (mode == .portable))
-            if let kdf = reader.header.kdf { #expect(kdf.opsLimit == 1 && kdf.memoryKiB == 8192) }
+            #expect(reader.header.version == 2)
+            #expect(reader.header.slots.map(\.typeName) == (mode == .portable ? ["password"] : ["device"]))
+            for kdf in reader.header.passwordKDFs { #expect(kdf.opsLimit == 1 && kdf.memoryKiB == 8192) }
 
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
             #expect(Set(archive.manifest.items.map(\.id)) == Set(ids))

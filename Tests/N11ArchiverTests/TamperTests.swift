@@ -181,7 +181,7 @@ struct TamperTests {
     func control() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
-            #expect(world.layout.entries.map(\.name).prefix(3) == ["header.json", "keywrap.bin", "manifest.json"])
+            #expect(world.layout.entries.map(\.name).prefix(3) == ["header.json", "header.mac", "manifest.json"])
             #expect(world.layout.entries.count == 6)
             #expect(world.layout.entries.allSatisfy { $0.method == 0 && $0.compressedSize == $0.uncompressedSize })
             #expect(world.bigEntry.compressedSize == TamperWorld.bigSize + 4 * 16, "200 KiB is four chunks")
@@ -200,7 +200,7 @@ struct TamperTests {
 
     // MARK: flipped bits
 
-    @Test("a flipped bit in header.json, in place: the key unwrap fails (wrong password or changed header), or the JSON is invalid")
+    @Test("a flipped bit in header.json, in place: the CRC catches it before any password, or the JSON is invalid")
     func headerBitFlipInPlace() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
@@ -213,7 +213,7 @@ struct TamperTests {
             let path = try world.flipped("header-salt-flip", at: header.dataOffset + digit)
             // The entry's CRC-32 no longer matches: the header is read to its end, so libzip
             // checks the CRC and disk damage is reported as damage, before any password.
-            // (An edit with a valid CRC is caught by the key wrap instead: see below.)
+            // (An edit with a valid CRC is caught by the slot or header.mac instead: see below.)
             expectRejected(world, path, ["damaged"], kind: .damaged, stage: .open)
 
             // A flip that breaks the JSON: an invalid header.
@@ -222,7 +222,7 @@ struct TamperTests {
         }
     }
 
-    @Test("header.json edited with a valid CRC: the key wrap's associated data catches it (wrong password or damaged header)")
+    @Test("header.json edited with a valid CRC: a changed slot salt is a wrong password; any other change fails header.mac")
     func headerEditedConsistently() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
@@ -233,12 +233,15 @@ struct TamperTests {
                 chars[i] = chars[i] == "0" ? "1" : "0"
                 return String(chars)
             }
+            // The salt makes another KEK: the slot does not open, exactly as with a wrong password.
             let e = expectRejected(world, salt, ["wrongPassword"], kind: .authentication, stage: .unlock)
             #expect(e?.description.contains("header") == true)
+            // The slot opens, but the content key's MAC over the header does not verify.
             let created = try world.withHeader("created") { $0.replacingOccurrences(of: "\"created\":\"20", with: "\"created\":\"19") }
-            expectRejected(world, created, ["wrongPassword"], kind: .authentication, stage: .unlock)
+            let m = expectRejected(world, created, ["damaged"], kind: .damaged, stage: .unlock)
+            #expect(m?.description.contains("header.mac") == true, "\(String(describing: m))")
             let whitespace = try world.withHeader("whitespace") { "{ " + $0.dropFirst() }
-            expectRejected(world, whitespace, ["wrongPassword"], kind: .authentication, stage: .unlock)
+            expectRejected(world, whitespace, ["damaged"], kind: .damaged, stage: .unlock)
         }
     }
 
@@ -249,8 +252,17 @@ struct TamperTests {
             let path = try world.withHeader("secure-whitespace") { "{ " + $0.dropFirst() }
             expectRejected(world, path, ["damaged"], kind: .damaged, stage: .unlock)
             // In place, so the CRC no longer matches: found when the archive is opened.
-            let keyWrap = try world.flipped("secure-keywrap", at: world.layout.entries[1].dataOffset + 20)
-            expectRejected(world, keyWrap, ["damaged"], kind: .damaged, stage: .open)
+            let mac = try world.flipped("secure-header-mac", at: world.layout.entries[1].dataOffset + 20)
+            expectRejected(world, mac, ["damaged"], kind: .damaged, stage: .open)
+            // The device slot's wrap changed (consistent CRC): damage, not a missing key.
+            let slot = try world.withHeader("secure-slot") { text in
+                let range = text.range(of: "\"wrap\":\"")!
+                var chars = Array(text)
+                let i = text.distance(from: text.startIndex, to: range.upperBound) + 40
+                chars[i] = chars[i] == "0" ? "1" : "0"
+                return String(chars)
+            }
+            expectRejected(world, slot, ["damaged"], kind: .damaged, stage: .unlock)
             for (name, offset) in [("first", 7), ("middle", 65552 + 9), ("last", world.bigEntry.compressedSize - 20)] {
                 let chunk = try world.flipped("secure-chunk-\(name)", at: world.bigEntry.dataOffset + offset)
                 expectRejected(world, chunk, ["damaged"], kind: .damaged, stage: .items, naming: world.big.id, "secure chunk \(name)")
@@ -261,23 +273,26 @@ struct TamperTests {
         }
     }
 
-    @Test("a flipped bit in keywrap.bin: the content key does not unwrap")
-    func keyWrapBitFlip() throws {
+    @Test("a flipped bit in header.mac: refused on opening (CRC) or at unlock (the MAC)")
+    func headerMACBitFlip() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
             let entry = world.layout.entries[1]
-            for (n, offset) in [0, 12, 30, 59].enumerated() {
-                let path = try world.flipped("keywrap-\(n)", at: entry.dataOffset + offset)
+            for (n, offset) in [0, 12, 31].enumerated() {
+                let path = try world.flipped("header-mac-\(n)", at: entry.dataOffset + offset)
                 // As for the header: the CRC no longer matches, so this is damage, found on opening.
-                expectRejected(world, path, ["damaged"], kind: .damaged, stage: .open, "keywrap byte \(offset)")
+                expectRejected(world, path, ["damaged"], kind: .damaged, stage: .open, "header.mac byte \(offset)")
             }
-            // With a consistent CRC the only thing left to notice is the key wrap's tag.
+            // With a consistent CRC the slot opens and the MAC is what fails.
             var entries = world.rawEntries
-            var wrap = entries[1].data
-            wrap[40] ^= 0x80
-            entries[1] = .stored(EntryName.keyWrap, wrap)
-            let consistent = try world.variant("keywrap-crc", entries: entries)
-            expectRejected(world, consistent, ["wrongPassword"], kind: .authentication, stage: .unlock)
+            var mac = entries[1].data
+            mac[20] ^= 0x80
+            entries[1] = .stored(EntryName.headerMAC, mac)
+            let consistent = try world.variant("header-mac-crc", entries: entries)
+            expectRejected(world, consistent, ["damaged"], kind: .damaged, stage: .unlock)
+            // A version 1 keywrap.bin in its place is refused as out of layout.
+            entries[1] = .stored(EntryName.keyWrap, [UInt8](repeating: 1, count: 60))
+            expectRejected(world, try world.variant("keywrap-in-v2", entries: entries), ["damaged"], kind: .damaged, stage: .open)
         }
     }
 
@@ -549,16 +564,18 @@ struct TamperTests {
         }
     }
 
-    @Test("a header of format version 2 is unsupported, before any password is asked")
-    func headerVersion2() throws {
+    @Test("a header of format version 3 is unsupported, and a version 2 header that says 1 is refused, before any password")
+    func headerVersion3() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
-            let path = try world.withHeader("version2") { text in
-                precondition(text.hasSuffix(",\"version\":1}"))
-                return String(text.dropLast(",\"version\":1}".count)) + ",\"version\":2}"
+            let path = try world.withHeader("version3") { text in
+                precondition(text.hasSuffix(",\"version\":2}"))
+                return String(text.dropLast(",\"version\":2}".count)) + ",\"version\":3}"
             }
             let e = expectRejected(world, path, ["unsupported"], kind: .damaged, stage: .open)
-            #expect(e?.description.contains("version 2") == true, "\(String(describing: e))")
+            #expect(e?.description.contains("version 3") == true, "\(String(describing: e))")
+            let one = try world.withHeader("version1") { String($0.dropLast(",\"version\":2}".count)) + ",\"version\":1}" }
+            expectRejected(world, one, ["damaged"], kind: .damaged, stage: .open)
         }
     }
 

@@ -1,0 +1,103 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+
+/// Public and private P-256 key files: the forms FileLock and OpenSSL write, read and
+/// written here so that every command takes the same files.
+public enum KeyFiles {
+    /// Public key files and recipient lists are small; anything larger is not one.
+    static let maximumSize = 1 << 20
+
+    /// FileLock's form: a `PUBLIC KEY` PEM block whose content is the raw 65-byte point.
+    public static func fileLockPEM(_ key: P256PublicKey) -> String { PEMBlock(label: "PUBLIC KEY", bytes: key.x963).text }
+
+    /// The standard form: a `PUBLIC KEY` PEM block holding a SubjectPublicKeyInfo.
+    public static func standardPEM(_ key: P256PublicKey) -> String {
+        PEMBlock(label: "PUBLIC KEY", bytes: key.subjectPublicKeyInfo).text
+    }
+
+    /// A short, stable name for a key: the first 16 hex digits of its point's SHA-256.
+    public static func fingerprint(_ key: P256PublicKey) -> String {
+        ((try? key.fingerprint) ?? []).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The public keys in a file: `PUBLIC KEY` PEM blocks (FileLock's raw point or a
+    /// SubjectPublicKeyInfo), or, in a file without PEM blocks, one key per line as base64 of
+    /// either form (blank lines and lines starting with `#` are skipped).
+    public static func publicKeys(inFile path: String) throws(ArchiveError) -> [P256PublicKey] {
+        let text = try readText(path)
+        do {
+            let blocks = try PEMBlock.blocks(in: text)
+            let keys: [[UInt8]]
+            if text.contains("-----BEGIN ") {
+                for block in blocks where block.label != "PUBLIC KEY" {
+                    throw FormatError.invalidKeyFile("a '\(block.label)' block is not a public key")
+                }
+                keys = blocks.map(\.bytes)
+            } else {
+                keys = try text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+                    .map { line in
+                        guard let bytes = Data(base64Encoded: line) else {
+                            throw FormatError.invalidKeyFile("'\(line.prefix(20))…' is not a base64 public key")
+                        }
+                        return [UInt8](bytes)
+                    }
+            }
+            guard !keys.isEmpty else { throw FormatError.invalidKeyFile("it holds no public key") }
+            return try keys.map { bytes in
+                bytes.count == P256PublicKey.byteCount ? try P256PublicKey(x963: bytes) : try P256PublicKey(subjectPublicKeyInfo: bytes)
+            }
+        } catch let error as CryptoError {
+            throw .invalidKeyFile(path: path, why: error.description)
+        } catch {
+            throw .invalidKeyFile(path: path, why: "\(error)")
+        }
+    }
+
+    /// Whether a private key file needs a passphrase (an `ENCRYPTED PRIVATE KEY` block).
+    public static func isEncrypted(_ path: String) throws(ArchiveError) -> Bool {
+        try readText(path).contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    }
+
+    /// An identity from a PEM private key file (PKCS#8, encrypted or not, or SEC1).
+    /// `passphrase` is asked only for an encrypted one.
+    public static func identity(inFile path: String, passphrase: () throws -> SecureBytes) throws(ArchiveError) -> P256PrivateKey {
+        let text = try readText(path)
+        let encrypted = text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        do {
+            return try P256PrivateKey(pem: Array(text.utf8), passphrase: encrypted ? try passphrase() : nil)
+        } catch let error as CryptoError {
+            throw .invalidKeyFile(path: path, why: encrypted ? "wrong passphrase, or not a P-256 private key (\(error))" : error.description)
+        } catch let error as ArchiveError {
+            throw error
+        } catch let error as any CategorizedError {
+            throw .caller(error)
+        } catch {
+            throw .invalidKeyFile(path: path, why: "\(error)")
+        }
+    }
+
+    /// Writes a new key file that must not replace anything: complete or absent, `mode`.
+    public static func writeNew(_ text: String, to path: String, mode: Glibc.mode_t) throws(ArchiveError) {
+        do {
+            if try FileStatus.of(path) != nil { throw ArchiveError.outputExists(path: path) }
+            try AtomicFile.write(Array(text.utf8), to: path, mode: mode, replaceExisting: false)
+        } catch let error as SystemError where error.errno == EEXIST {
+            throw .outputExists(path: path)
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
+    private static func readText(_ path: String) throws(ArchiveError) -> String {
+        do {
+            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: path) }
+            guard status.kind == .regular else { throw ArchiveError.invalidKeyFile(path: path, why: "not a regular file") }
+            let bytes = try FileDescriptor.openForReading(path).readAll(limit: maximumSize)
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw ArchiveError.invalidKeyFile(path: path, why: "not a text file")
+            }
+            return text
+        } catch { throw ArchiveError.wrap(error) }
+    }
+}
