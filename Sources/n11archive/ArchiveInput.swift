@@ -11,17 +11,30 @@ struct ArchiveInput: ParsableArguments {
     @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var identity: IdentityOptions
     @OptionGroup var kdfCeiling: KDFCeilingOptions
 
-    /// Opens and authenticates the archive: portable ones ask for the password, secure ones
-    /// load the key store. Pass a reader already opened to avoid opening the file twice.
+    /// Opens and authenticates the archive: identities (the key store's and `--identity`
+    /// files) are tried on recipient slots first, then the password; secure archives load
+    /// the key store. Pass a reader already opened to avoid opening the file twice.
     func unlock(_ opened: ArchiveReader? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? ArchiveReader(path: file)
         var keyStore: KeyStore? = nil
-        let archive = try reader.unlock(password: { try password.read(confirm: false, cost: reader.header.kdf) }, keyStore: {
+        func loadStore() throws -> KeyStore {
+            if let keyStore { return keyStore }
             let loaded = try store.loadKeyStore()
             keyStore = loaded
             return loaded
+        }
+        // No source at all (cron without a password file): nil, and the reader says what
+        // would open the archive.
+        let archive = try reader.unlock(password: {
+            password.source == nil ? nil : try password.read(confirm: false, cost: reader.header.passwordKDFs.first)
+        },
+                                        keyStore: loadStore, identities: {
+            // A machine without a key store has no identities of its own.
+            let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
+            return (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
         }, kdfCeiling: try kdfCeiling.ceiling())
         return (archive, keyStore)
     }

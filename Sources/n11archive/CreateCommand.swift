@@ -17,9 +17,14 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file pw
+          n11archive create --portable --recipient backup.pub --output-dir ~/backups   # no secret needed
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
         -2, -3, … if that name exists), the form `n11archive prune` looks for. \
-        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM); \
+        Portable archives restore anywhere with the password (Argon2id + AES-256-GCM) or, \
+        with --recipient, with the private key of any recipient (P-256, Apple's ECIES); \
+        with recipients only, no password is asked, so a nightly job holds no secret that \
+        opens its own archives. A password is added to recipients when a --password-… \
+        source is given. \
         secure archives keep the vault ciphertext and add AES-256-GCM under a key that \
         never leaves this machine's key store. A portable archive's password is refused \
         if its estimated entropy is under 40 bits (unless --allow-weak-password) and \
@@ -31,6 +36,7 @@ struct Create: ParsableCommand, HasOutputOptions {
     @OptionGroup var store: StoreOptions
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var recipients: RecipientOptions
     @OptionGroup var outputOptions: OutputOptions
 
     @Flag var mode: ArchiveMode
@@ -67,6 +73,9 @@ struct Create: ParsableCommand, HasOutputOptions {
         if set.contains(.backup) && set.count > 1 {
             throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
         }
+        if mode == .secure && !recipients.isEmpty {
+            throw ValidationError("--recipient makes a portable archive: a secure one opens only with this machine's key store")
+        }
         guard (1...Argon2Parameters.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
             throw ValidationError("--kdf-ops must be 1…32 and --kdf-memory 1…1024 MiB")
         }
@@ -87,11 +96,16 @@ struct Create: ParsableCommand, HasOutputOptions {
     }
 
     func run() throws {
+        // Read before the vault is opened: a mistyped key file fails fast, and with nothing held.
+        let recipientKeys = try recipients.keys()
+        // With recipients, a password slot only when a password source is named explicitly
+        // (a terminal alone does not count: the point is an archive that needs no secret).
+        let withPassword = recipientKeys.isEmpty || password.explicitSource != nil
         let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
-        if mode == .portable && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
+        if mode == .portable && withPassword && (kdf.opsLimit < Argon2Parameters.moderate.opsLimit || kdf.memoryBytes < Argon2Parameters.moderate.memoryBytes) {
             Console.warning("Argon2id below the moderate profile (3 passes, 256 MiB) makes the password easier to guess")
         }
-        if mode == .portable && kdfMemoryMiB > KDFCeiling.standardMemoryMiB {
+        if mode == .portable && withPassword && kdfMemoryMiB > KDFCeiling.standardMemoryMiB {
             Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
@@ -102,9 +116,13 @@ struct Create: ParsableCommand, HasOutputOptions {
                                       progress: outputOptions.observer("create")) {
                 // Checked after reading and before anything is written (ArchiveCreator asks for
                 // the password before it creates the output).
-                let secret = try password.read(confirm: true)
-                try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
-                return secret
+                var passwords: [SecureBytes] = []
+                if withPassword {
+                    let secret = try password.read(confirm: true)
+                    try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
+                    passwords.append(secret)
+                }
+                return ArchiveAccess(passwords: passwords, recipients: recipientKeys, kdf: kdf)
             }
         }
         let report: ArchiveCreator.Report
@@ -124,7 +142,8 @@ struct Create: ParsableCommand, HasOutputOptions {
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
-        Console.summary("created \(report.path): \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+        let opens = recipientKeys.isEmpty ? "" : ", for \(recipientKeys.count) recipient(s)\(withPassword ? " and a password" : "")"
+        Console.summary("created \(report.path): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
     }
 }
 

@@ -22,6 +22,12 @@ struct PasswordOptions: ParsableArguments {
         if given > 1 { throw ValidationError("give only one of --password-file, --password-fd and --password-command") }
     }
 
+    /// A source the user named (flag or environment), as opposed to the terminal.
+    var explicitSource: SecretSource? {
+        guard let source, case .terminal = source else { return source }
+        return nil
+    }
+
     var source: SecretSource? {
         SecretSource.choose(file: passwordFile, descriptor: passwordFD, command: passwordCommand,
                             environmentFile: "N11_PASSWORD_FILE", environmentCommand: "N11_PASSWORD_COMMAND")

@@ -1,0 +1,170 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Crypto
+import N11System
+import N11Vault
+
+struct KeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "key",
+        abstract: "P-256 identities: make archives that this machine can write but not read.",
+        discussion: """
+        Examples:
+          n11archive key generate                         # an identity in the key store
+          n11archive key export-public -o backup.pub      # share this (FileLock's PEM form)
+          n11archive key export-private -o backup.key     # passphrase-protected, for an offline machine
+          n11archive key import backup.key                # on the machine that restores
+          n11archive create --portable --recipient backup.pub --output-dir ~/backups
+        Archives made for a public key open with its private key: from the key store, or \
+        with `restore --identity FILE`. Keep the private key off the machine that makes \
+        the nightly archives, and keep a copy of it: without it those archives cannot be restored.
+        """,
+        subcommands: [Generate.self, ExportPublic.self, ExportPrivate.self, Import.self, List.self],
+        aliases: ["keys"])
+
+    /// Picks one identity of the key store: the one whose fingerprint starts with `prefix`,
+    /// or the only one.
+    static func choose(_ store: KeyStore, _ prefix: String?) throws -> P256PrivateKey {
+        let identities = store.identities
+        guard !identities.isEmpty else {
+            throw CLIError(.missingInput, "the key store '\(store.path)' holds no identity",
+                           hint: "make one with `n11archive key generate`, or bring one with `n11archive key import FILE`")
+        }
+        if let prefix {
+            let matching = identities.filter { KeyFiles.fingerprint($0.publicKey).hasPrefix(prefix.lowercased()) }
+            guard matching.count == 1 else {
+                throw CLIError(.usage, matching.isEmpty ? "no identity's fingerprint starts with '\(prefix)'" : "'\(prefix)' matches \(matching.count) identities",
+                               hint: "`n11archive key list` shows the fingerprints")
+            }
+            return matching[0]
+        }
+        guard identities.count == 1 else {
+            throw CLIError(.usage, "the key store holds \(identities.count) identities", hint: "choose one with --fingerprint (see `n11archive key list`)")
+        }
+        return identities[0]
+    }
+}
+
+extension KeyCommand {
+    struct Generate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a P-256 identity in the key store (sealed by its PIN, if it has one).",
+            discussion: """
+            Example:
+              n11archive key generate && n11archive key export-public -o backup.pub
+            A key store holds one generated identity; a second `generate` is refused \
+            (imported identities are kept beside it).
+            """)
+
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            let keyStore = try store.loadKeyStore()
+            if let existing = keyStore.identities.first {
+                throw CLIError(.outputExists, "the key store already holds identity \(KeyFiles.fingerprint(existing.publicKey))",
+                               hint: "export its public key with `n11archive key export-public`")
+            }
+            let key = try P256PrivateKey.generate()
+            try keyStore.addIdentity(key)
+            Console.out("generated identity \(KeyFiles.fingerprint(key.publicKey)) in \(keyStore.path)")
+            Console.note("share its public key with `n11archive key export-public -o FILE`; back the private key up with `n11archive key export-private -o FILE`")
+        }
+    }
+
+    struct ExportPublic: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export-public",
+            abstract: "Write an identity's public key (FileLock's PEM form unless --standard).",
+            discussion: """
+            Examples:
+              n11archive key export-public                  # to standard output
+              n11archive key export-public -o backup.pub
+              n11archive key export-public --standard -o backup-spki.pem   # for openssl
+            FileLock's form is a PUBLIC KEY block holding the raw 65-byte point; \
+            --standard writes a SubjectPublicKeyInfo. Every n11archive command reads both.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @Option(name: .short, help: ArgumentHelp("Write to FILE (never replacing one) instead of standard output.", valueName: "FILE"))
+        var output: String?
+        @Flag(help: "Write a standard SubjectPublicKeyInfo PEM instead of FileLock's raw point.") var standard = false
+        @Option(help: ArgumentHelp("Which identity, by fingerprint prefix (when the key store holds several).", valueName: "HEX"))
+        var fingerprint: String?
+
+        func run() throws {
+            let key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint).publicKey
+            let text = standard ? KeyFiles.standardPEM(key) : KeyFiles.fileLockPEM(key)
+            guard let output else {
+                for line in text.split(separator: "\n") { Console.out(String(line)) }
+                return
+            }
+            try KeyFiles.writeNew(text, to: output, mode: 0o644)
+            Console.note("wrote public key \(KeyFiles.fingerprint(key)) to \(output)")
+        }
+    }
+
+    struct ExportPrivate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export-private",
+            abstract: "Write an identity's private key as passphrase-protected PKCS#8 PEM (mode 0600).",
+            discussion: """
+            Examples:
+              n11archive key export-private -o backup.key            # asks for a passphrase twice
+              n11archive key export-private -o backup.key --passphrase-file pp
+            PBES2: PBKDF2-HMAC-SHA256 (600,000 iterations) and AES-256-CBC, which \
+            `openssl pkey` and Python's `cryptography` also read. Never replaces a file.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var passphrase: PassphraseOptions
+        @Option(name: .short, help: ArgumentHelp("The file to write (required; never replaced).", valueName: "FILE"))
+        var output: String
+        @Option(help: ArgumentHelp("Which identity, by fingerprint prefix.", valueName: "HEX"))
+        var fingerprint: String?
+
+        func run() throws {
+            if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
+            let key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint)
+            let secret = try passphrase.read(for: output, confirm: true)
+            guard secret.count >= 8 else { throw CLIError(.usage, "a passphrase must have at least 8 characters; nothing was written") }
+            let pem = try key.encryptedPKCS8PEM(passphrase: secret)
+            try KeyFiles.writeNew(String(decoding: pem, as: UTF8.self), to: output, mode: 0o600)
+            Console.note("wrote private key \(KeyFiles.fingerprint(key.publicKey)) to \(output) (0600); keep it and its passphrase apart")
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a P-256 private key (PEM: PKCS#8, encrypted or not, or SEC1) to the key store.",
+            discussion: """
+            Example:
+              n11archive key import backup.key    # asks for its passphrase
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var passphrase: PassphraseOptions
+        @Argument(help: ArgumentHelp("The private key file.", valueName: "FILE")) var file: String
+
+        func run() throws {
+            let key = try KeyFiles.identity(inFile: file) { try passphrase.read(for: file, confirm: false) }
+            let keyStore = try store.loadKeyStore()
+            let added = try keyStore.addIdentity(key)
+            Console.out("\(added ? "imported" : "already held:") identity \(KeyFiles.fingerprint(key.publicKey)) into \(keyStore.path)")
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the key store's identities by fingerprint.",
+            discussion: "Example:\n  n11archive key list")
+
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            let keyStore = try store.loadKeyStore()
+            if keyStore.identities.isEmpty { Console.note("no identities; make one with `n11archive key generate`") }
+            for key in keyStore.identities { Console.out(KeyFiles.fingerprint(key.publicKey)) }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Crypto
+import N11Vault
+
+/// The passphrase of a private key file (`key export-private`, `key import`, `--identity`).
+/// Like passwords, never a flag value.
+struct PassphraseOptions: ParsableArguments {
+    @Option(name: .customLong("passphrase-file"),
+            help: ArgumentHelp("Read a private key file's passphrase from the first line of FILE ($N11_PASSPHRASE_FILE also works).",
+                               valueName: "FILE"))
+    var passphraseFile: String?
+
+    @Option(name: .customLong("passphrase-fd"), help: ArgumentHelp("Read a private key file's passphrase from file descriptor N.", valueName: "N"))
+    var passphraseFD: Int32?
+
+    func validate() throws {
+        if passphraseFile != nil && passphraseFD != nil { throw ValidationError("give only one of --passphrase-file and --passphrase-fd") }
+    }
+
+    func read(for path: String, confirm: Bool) throws -> SecureBytes {
+        guard let source = SecretSource.choose(file: passphraseFile, descriptor: passphraseFD, environmentFile: "N11_PASSPHRASE_FILE") else {
+            throw CLIError(.usage, "'\(path)' needs a passphrase and there is no terminal to ask for it",
+                           hint: "give it with --passphrase-file FILE or --passphrase-fd N")
+        }
+        return try source.read(what: "passphrase", confirm: confirm)
+    }
+}
+
+/// Private keys that may open an archive's recipient slots, besides the key store's own.
+struct IdentityOptions: ParsableArguments {
+    @Option(name: .customLong("identity"),
+            help: ArgumentHelp("A P-256 private key file (PKCS#8 PEM, as `key export-private` writes) that may open the archive; repeatable.",
+                               valueName: "FILE"))
+    var identityFiles: [String] = []
+
+    @OptionGroup var passphrase: PassphraseOptions
+
+    /// The identities of the files, read (and their passphrases asked) only when called.
+    func fromFiles() throws -> [P256PrivateKey] {
+        try identityFiles.map { path in
+            try KeyFiles.identity(inFile: path) { try passphrase.read(for: path, confirm: false) }
+        }
+    }
+}
+
+/// Who a new portable archive is for, besides (or instead of) a password.
+struct RecipientOptions: ParsableArguments {
+    @Option(name: .customLong("recipient"),
+            help: ArgumentHelp("Encrypt to the P-256 public key in FILE (PEM, as `key export-public` or FileLock write); repeatable. With recipients only, no password is asked.",
+                               valueName: "FILE"))
+    var recipientFiles: [String] = []
+
+    @Option(name: .customLong("recipients-file"),
+            help: ArgumentHelp("Encrypt to every public key in FILE (PEM blocks, or one base64 key per line); repeatable.", valueName: "FILE"))
+    var recipientsFiles: [String] = []
+
+    var isEmpty: Bool { recipientFiles.isEmpty && recipientsFiles.isEmpty }
+
+    /// The keys, each once, in the order given.
+    func keys() throws -> [P256PublicKey] {
+        var seen = Set<P256PublicKey>()
+        var keys: [P256PublicKey] = []
+        for path in recipientFiles + recipientsFiles {
+            for key in try KeyFiles.publicKeys(inFile: path) where seen.insert(key).inserted { keys.append(key) }
+        }
+        return keys
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// Public-key archives through the binary: `key generate/export-public/export-private/
+// import/list`, `create --recipient`, and restoring with the key store's identity or
+// `--identity FILE` on another machine.
+
+extension Sandbox {
+    /// A second home on "another machine": its own N11_HOME under the sandbox.
+    func elsewhere(_ name: String) -> [String: String] { ["N11_HOME": path(name)] }
+
+    func passphraseFile(_ text: String = "a long passphrase") throws -> String {
+        let p = path("passphrase-\(text.count)")
+        try writeBytes(Array((text + "\n").utf8), to: p)
+        chmod(p, 0o600)
+        return p
+    }
+}
+
+@Suite("n11archive CLI: P-256 identities and recipient archives")
+struct KeyCLITests {
+    @Test("a write-only nightly: create --recipient asks nothing; the archive restores elsewhere with --identity and with nothing else")
+    func writeOnlyBackup() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            expectExit(try s.run(["key", "generate"]), 0)
+            let pub = s.path("backup.pub")
+            let exported = try s.run(["key", "export-public", "-o", pub])
+            expectExit(exported, 0)
+            let pem = String(decoding: try readBytes(pub), as: UTF8.self)
+            // FileLock's form: PUBLIC KEY around the raw 65-byte point (88 base64 characters).
+            let body = pem.split(separator: "\n").dropFirst().dropLast().joined()
+            #expect(pem.hasPrefix("-----BEGIN PUBLIC KEY-----\n") && pem.hasSuffix("-----END PUBLIC KEY-----\n"))
+            #expect(Data(base64Encoded: body)?.count == 65 && Data(base64Encoded: body)?.first == 0x04)
+            #expect(try s.run(["key", "export-public"]).out == pem, "stdout gets the same PEM")
+
+            let pp = try s.passphraseFile()
+            let key = s.path("backup.key")
+            expectExit(try s.run(["key", "export-private", "-o", key, "--passphrase-file", pp]), 0)
+            #expect(fileMode(key) == 0o600)
+            // Never replaced.
+            let again = try s.run(["key", "export-private", "-o", key, "--passphrase-file", pp])
+            expectExit(again, 73)
+
+            // Cron: no terminal, no password file: nothing is asked and the archive is made.
+            let archive = s.path("nightly.nu11vlt")
+            let created = try s.run(["create", "--portable", "--recipient", pub, "-o", archive])
+            expectExit(created, 0)
+            #expect(created.out.contains("for 1 recipient(s)"), "\(created)")
+            let info = try s.run(["info", archive, "--json"])
+            let slots = try #require((try JSONSerialization.jsonObject(with: Data(info.stdout)) as? [String: Any])?["slots"] as? [[String: Any]])
+            #expect(slots.map { $0["type"] as? String } == ["p256"])
+
+            // This machine holds the identity: verify opens it without any secret.
+            expectExit(try s.run(["verify", archive]), 0)
+
+            // Another machine with nothing: refused, saying what would open it.
+            let bare = try s.run(["restore", archive], environment: s.elsewhere("bare"))
+            expectExit(bare, 77)
+            #expect(bare.err.contains("1 recipient slot(s)") && bare.err.contains("--identity"), "\(bare)")
+            #expect(!FileManager.default.fileExists(atPath: s.path("bare/keystore.n11keys")), "a refused restore leaves no key store")
+
+            // With the private key file and its passphrase: everything comes back.
+            let restored = try s.run(["restore", archive, "--identity", key, "--passphrase-file", pp], environment: s.elsewhere("new"))
+            expectExit(restored, 0)
+            let export = s.path("exported")
+            expectExit(try s.run(["restore", archive, "--identity", key, "--passphrase-file", pp, "--export", export],
+                                 environment: s.elsewhere("new")), 0)
+            let listed = try s.run(["list", archive, "--json", "--identity", key, "--passphrase-file", pp], environment: s.elsewhere("new"))
+            let items = try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+            #expect(items.count == originals.count)
+            for item in items {
+                let name = try #require(item["name"] as? String)
+                let folder = name.hasSuffix(".txt") ? "Notes" : "Photos"
+                #expect(try readBytes("\(export)/\(folder)/\(name)") == originals[name], "\(name)")
+            }
+            // A wrong passphrase is refused as such.
+            let wrong = try s.run(["verify", archive, "--identity", key, "--passphrase-file", try s.passphraseFile("not the passphrase")],
+                                  environment: s.elsewhere("new"))
+            expectExit(wrong, 64)
+            #expect(wrong.err.contains("wrong passphrase"), "\(wrong)")
+
+            // key import puts it in the new machine's key store: then no flag is needed.
+            expectExit(try s.run(["key", "import", key, "--passphrase-file", pp], environment: s.elsewhere("new")), 0)
+            expectExit(try s.run(["verify", archive], environment: s.elsewhere("new")), 0)
+            let listedKeys = try s.run(["key", "list"], environment: s.elsewhere("new"))
+            #expect(listedKeys.out == (try s.run(["key", "list"])).out && listedKeys.out.count == 17, "\(listedKeys)")
+        }
+    }
+
+    @Test("recipients plus a password file: either opens; a standard SPKI key and a recipients file work too")
+    func mixedAndForms() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            expectExit(try s.run(["key", "generate"]), 0)
+            let spki = s.path("spki.pem")
+            expectExit(try s.run(["key", "export-public", "--standard", "-o", spki]), 0)
+            // What openssl makes of it: a P-256 public key.
+            let text = try s.run(["key", "export-public", "--standard"]).out
+            #expect(text.hasPrefix("-----BEGIN PUBLIC KEY-----"))
+            // A second recipient, from another home, listed in a recipients file as base64 lines.
+            expectExit(try s.run(["init"], environment: s.elsewhere("other")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("other")), 0)
+            let otherPEM = try s.run(["key", "export-public"], environment: s.elsewhere("other")).out
+            let line = otherPEM.split(separator: "\n").dropFirst().dropLast().joined()
+            let list = try s.file("recipients.txt", Array("# the other machine\n\n\(line)\n".utf8))
+            let pw = try s.passwordFile()
+            let archive = s.path("mixed.nu11vlt")
+            let created = try s.run(["create", "--portable", "--recipient", spki, "--recipients-file", list,
+                                     "--password-file", pw, "-o", archive] + fastKDF)
+            expectExit(created, 0)
+            #expect(created.out.contains("for 2 recipient(s) and a password"), "\(created)")
+            expectExit(try s.run(["verify", archive]), 0)
+            expectExit(try s.run(["verify", archive], environment: s.elsewhere("other")), 0)
+            expectExit(try s.run(["verify", archive, "--password-file", pw], environment: s.elsewhere("third")), 0)
+        }
+    }
+
+    @Test("bad recipient files and key commands without keys: clear messages, documented codes, nothing written")
+    func mistakes() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let archive = s.path("x.nu11vlt")
+            for (name, content) in [("empty.pub", ""), ("garbage.pub", "hello\n"),
+                                    ("private.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"),
+                                    ("offcurve.pub", "-----BEGIN PUBLIC KEY-----\nBAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE=\n-----END PUBLIC KEY-----\n")] {
+                let result = try s.run(["create", "--portable", "--recipient", try s.file(name, Array(content.utf8)), "-o", archive])
+                expectExit(result, 64)
+                #expect(result.err.contains(name), "\(name): \(result)")
+                #expect(!FileManager.default.fileExists(atPath: archive))
+            }
+            let missing = try s.run(["create", "--portable", "--recipient", s.path("nope.pub"), "-o", archive])
+            expectExit(missing, 66)
+            let secure = try s.run(["create", "--secure", "--recipient", s.path("nope.pub"), "-o", archive])
+            expectExit(secure, 64)
+            let none = try s.run(["key", "export-public"])
+            expectExit(none, 66)
+            #expect(none.err.contains("key generate"), "\(none)")
+            expectExit(try s.run(["key", "generate"]), 0)
+            let twice = try s.run(["key", "generate"])
+            expectExit(twice, 73)
+            #expect(try s.run(["keys", "list"]).status == 0, "'keys' is the same group")
+        }
+    }
+}
+
+/// The permission bits of `path`, or nil if it cannot be read.
+func fileMode(_ path: String) -> mode_t? {
+    var st = stat()
+    return stat(path, &st) == 0 ? st.st_mode & 0o7777 : nil
+}
