@@ -206,3 +206,24 @@ extension Array where Element == UInt8 {
         [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
     }
 }
+
+/// One AEAD message of any length under one key and nonce, fed piece by piece (FileLock
+/// packages are a single AES-256-GCM message). The caller must not act on what `update`
+/// returns while opening until `finishOpening` says the tag verified.
+public final class AEADStream {
+    private let context: AEADContext
+
+    public init(_ algorithm: AEADAlgorithm, key: SecureBytes, nonce: [UInt8], encrypting: Bool) throws(CryptoError) {
+        context = try AEADContext(algorithm, key: key, encrypting: encrypting)
+        try context.start(nonce: nonce)
+    }
+
+    /// Transforms the first `count` bytes of `input` into `output` (same length).
+    public func update(_ input: [UInt8], count: Int, into output: inout [UInt8]) throws(CryptoError) {
+        try context.update(input, count: count, into: &output)
+    }
+
+    public func finishSealing() throws(CryptoError) -> [UInt8] { try context.finishSealing() }
+
+    public func finishOpening(tag: [UInt8]) -> Bool { context.finishOpening(tag: tag) }
+}
