@@ -25,6 +25,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case noKeyOpens(archive: String, recipientSlots: Int, passwordSlots: Int)
     /// A public or private key file that holds no usable P-256 key.
     case invalidKeyFile(path: String, why: String)
+    /// A rekey that would leave the archive with no slot at all.
+    case rekeyWouldLock(archive: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
     case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
@@ -51,7 +53,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile: return .usage
+        case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
         case .tooLarge: return .other
         case .newestUnreadable: return .damaged
         case .deleteFailed(let e, _, _): return e.kind
@@ -79,6 +81,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
         case let .invalidKeyFile(p, why): return "'\(p)' is not a usable P-256 key file: \(why)"
         case let .noKeyOpens(a, recipients, passwords):
             var kinds: [String] = []
@@ -111,6 +114,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
+        case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"
         case .invalidKeyFile: return "public keys are PEM files as `n11archive key export-public` or FileLock write them (or a SubjectPublicKeyInfo PEM); private keys are PKCS#8 PEM as `key export-private` writes them"
         case let .noKeyOpens(_, _, passwords):
             let identity = "it opens with the private key of a recipient it was made for: pass --identity FILE, or import the key with `n11archive key import FILE`"

@@ -58,11 +58,13 @@ struct RecipientOptions: ParsableArguments {
 
     var isEmpty: Bool { recipientFiles.isEmpty && recipientsFiles.isEmpty }
 
-    /// The keys, each once, in the order given.
-    func keys() throws -> [P256PublicKey] {
+    func keys() throws -> [P256PublicKey] { try Self.keys(in: recipientFiles + recipientsFiles) }
+
+    /// The keys of these files, each once, in the order given.
+    static func keys(in paths: [String]) throws -> [P256PublicKey] {
         var seen = Set<P256PublicKey>()
         var keys: [P256PublicKey] = []
-        for path in recipientFiles + recipientsFiles {
+        for path in paths {
             for key in try KeyFiles.publicKeys(inFile: path) where seen.insert(key).inserted { keys.append(key) }
         }
         return keys

@@ -118,6 +118,40 @@ struct KeyCLITests {
         }
     }
 
+    @Test("rekey from the command line: add a recipient with the password, change the password, refuse to lock everyone out")
+    func rekey() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            expectExit(try s.run(["init"], environment: s.elsewhere("laptop")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("laptop")), 0)
+            let laptop = try s.file("laptop.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("laptop")).stdout))
+            let added = try s.run(["rekey", archive, "--password-file", pw, "--add-recipient", laptop])
+            expectExit(added, 0)
+            #expect(added.out.contains("opens with 1 password and 1 recipient"), "\(added)")
+            expectExit(try s.run(["verify", archive], environment: s.elsewhere("laptop")), 0)
+
+            let newPassword = try s.passwordFile("a different long passphrase\n", name: "new-password")
+            let changed = try s.run(["rekey", archive, "--password-file", pw, "--remove-passwords", "--add-password",
+                                     "--new-password-file", newPassword] + fastKDF)
+            expectExit(changed, 0)
+            expectExit(try s.run(["verify", archive, "--password-file", pw], environment: s.elsewhere("third")), 77)
+            expectExit(try s.run(["verify", archive, "--password-file", newPassword], environment: s.elsewhere("third")), 0)
+
+            let before = try readBytes(archive)
+            let locked = try s.run(["rekey", archive, "--password-file", newPassword, "--remove-passwords", "--remove-recipients"])
+            expectExit(locked, 64)
+            #expect(locked.err.contains("nobody could open it"), "\(locked)")
+            #expect(try readBytes(archive) == before)
+            expectExit(try s.run(["rekey", archive, "--password-file", newPassword]), 64)
+            let wrong = try s.run(["rekey", archive, "--password-file", pw, "--add-recipient", laptop])
+            expectExit(wrong, 77)
+            #expect(try readBytes(archive) == before)
+        }
+    }
+
     @Test("bad recipient files and key commands without keys: clear messages, documented codes, nothing written")
     func mistakes() throws {
         try withSandbox { s in

@@ -162,6 +162,7 @@ extension ArchiveError {
         case .passwordNeeded: return "passwordNeeded"
         case .noKeyOpens: return "noKeyOpens"
         case .invalidKeyFile: return "invalidKeyFile"
+        case .rekeyWouldLock: return "rekeyWouldLock"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .vault: return "vault"

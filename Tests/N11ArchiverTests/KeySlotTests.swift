@@ -189,3 +189,78 @@ struct KeySlotTests {
         #expect(throws: FormatError.self) { _ = try ArchiveHeader(parsing: Array(unknownType.utf8)) }
     }
 }
+
+@Suite("Rekey: new slots, the same content, byte for byte")
+struct RekeyTests {
+    /// Names and data of every entry after the first two.
+    static func content(_ path: String) throws -> [RawZipEntry] { Array(try RawZip.entries(of: try readBytes(path)).dropFirst(2)) }
+
+    @Test("adding a recipient, then removing the password: every other entry is byte-identical, and who opens it changes")
+    func addThenRemove() throws {
+        try withTemporaryDirectory { dir in
+            let world = try KeySlotTests.World(dir: dir)
+            let path = try world.archive("a", passwords: [testPassword], recipients: [])
+            let before = try Self.content(path)
+            let (unlocked, _) = try KeySlotTests.open(path, identities: [], password: testPassword)
+            let report = try ArchiveRekeyer.rekey(unlocked, .init(add: ArchiveAccess(recipients: [world.a.publicKey], kdf: fastKDF),
+                                                                  removePasswords: false, removeRecipients: false))
+            #expect(report.slots == ["password", "p256"])
+            #expect(report.copiedEntries == 3)
+            let after = try Self.content(path)
+            #expect(after.map(\.nameString) == before.map(\.nameString))
+            #expect(after.map(\.data) == before.map(\.data), "the manifest and items must be copied byte for byte")
+            #expect(try KeySlotTests.open(path, identities: [world.a], password: nil).1 == 0)
+            #expect(try ArchiveVerifier.verify(try KeySlotTests.open(path, identities: [], password: testPassword).0, keyStore: nil).items == 2)
+
+            // Now only the recipient: the password no longer opens it.
+            let (again, _) = try KeySlotTests.open(path, identities: [world.a], password: nil)
+            _ = try ArchiveRekeyer.rekey(again, .init(add: ArchiveAccess(), removePasswords: true, removeRecipients: false))
+            #expect(try Self.content(path).map(\.data) == before.map(\.data))
+            expectArchiveError("noKeyOpens", kind: .authentication) { _ = try KeySlotTests.open(path, identities: [], password: testPassword) }
+            #expect(try ArchiveVerifier.verify(try KeySlotTests.open(path, identities: [world.a], password: nil).0, keyStore: nil).items == 2)
+        }
+    }
+
+    @Test("a rekey that would leave no slot is refused and changes nothing; -o never replaces a file")
+    func refusals() throws {
+        try withTemporaryDirectory { dir in
+            let world = try KeySlotTests.World(dir: dir)
+            let path = try world.archive("a", passwords: [testPassword], recipients: [world.a.publicKey])
+            let bytes = try readBytes(path)
+            let (unlocked, _) = try KeySlotTests.open(path, identities: [world.a], password: nil)
+            expectArchiveError("rekeyWouldLock", kind: .usage) {
+                _ = try ArchiveRekeyer.rekey(unlocked, .init(add: ArchiveAccess(), removePasswords: true, removeRecipients: true))
+            }
+            #expect(try readBytes(path) == bytes)
+            let taken = dir + "/taken.nu11vlt"
+            try writeBytes([1, 2, 3], to: taken)
+            expectArchiveError("outputExists", kind: .outputExists) {
+                _ = try ArchiveRekeyer.rekey(unlocked, .init(add: ArchiveAccess(recipients: [world.b.publicKey]), removePasswords: false,
+                                                             removeRecipients: false), output: taken)
+            }
+            #expect(try readBytes(taken) == [1, 2, 3])
+            #expect(listing(of: dir).allSatisfy { !$0.hasPrefix(".n11tmp") })
+        }
+    }
+
+    @Test("the golden version 1 archive, rekeyed for a recipient, becomes version 2 with the same entries and restores with the identity")
+    func fromVersion1() throws {
+        try withTemporaryDirectory { dir in
+            let copy = dir + "/v1.nu11vlt"
+            try writeBytes(try readBytes(GoldenArchiveTests.golden + "/portable-v1.nu11vlt"), to: copy)
+            let before = try Self.content(copy)
+            let password = try GoldenArchiveTests().password()
+            let v1 = try ArchiveReader(path: copy).unlock(password: { password }, keyStore: { throw NoKeyStore() })
+            let identity = try P256PrivateKey.generate()
+            _ = try ArchiveRekeyer.rekey(v1, .init(add: ArchiveAccess(recipients: [identity.publicKey]), removePasswords: false,
+                                                   removeRecipients: false))
+            let reader = try ArchiveReader(path: copy)
+            #expect(reader.header.version == 2 && reader.header.slots.map(\.typeName) == ["p256"])
+            #expect(try Self.content(copy).map(\.data) == before.map(\.data))
+            let archive = try reader.unlock(password: { nil }, keyStore: { throw NoKeyStore() }, identities: { [identity] })
+            let (_, vault) = try makeVault(in: dir, name: "restored")
+            _ = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
+            #expect(try GoldenArchiveTests().restoredItems(vault) == (try GoldenArchiveTests().originals()))
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import N11Container
+import N11Crypto
+import N11Format
+import N11System
+
+/// Changes who can open a portable archive without touching its content (FORMAT.md §4):
+/// the content key and archive ID stay, so the manifest and every item entry are copied
+/// byte for byte; only `header.json` (its slots) and `header.mac` are written anew. The
+/// result replaces the archive (or is written to another path) atomically. A version 1
+/// archive becomes version 2; its one password is kept only if it is added again.
+public enum ArchiveRekeyer {
+    public struct Change {
+        public var add: ArchiveAccess
+        public var removePasswords: Bool
+        public var removeRecipients: Bool
+
+        public init(add: ArchiveAccess, removePasswords: Bool, removeRecipients: Bool) {
+            self.add = add
+            self.removePasswords = removePasswords
+            self.removeRecipients = removeRecipients
+        }
+    }
+
+    public struct Report: Sendable {
+        public let output: String
+        /// The slot types of the new header, in order.
+        public let slots: [String]
+        public let copiedEntries: Int
+    }
+
+    /// `output` nil replaces the archive itself; otherwise a new file (replaced only with
+    /// `replaceExisting`).
+    public static func rekey(_ archive: UnlockedArchive, _ change: Change, output: String? = nil,
+                             replaceExisting: Bool = false) throws(ArchiveError) -> Report {
+        let reader = archive.reader
+        let target = Path.absolute(output ?? reader.path)
+        do {
+            let header = archive.header
+            guard header.mode == .portable else {
+                throw ArchiveError.unsupported(archive: reader.path, why: "a secure archive opens only with the device key of the machine that made it; there are no slots to change")
+            }
+            if output != nil, !replaceExisting, try FileStatus.of(target) != nil { throw ArchiveError.outputExists(path: target) }
+            let kept = header.slots.filter { slot in
+                switch slot {
+                case .password: return !change.removePasswords
+                case .recipient: return !change.removeRecipients
+                case .device: return false
+                }
+            }
+            let added = try change.add.slots(contentKey: archive.contentKey, archiveID: header.archiveID)
+            guard !(kept + added).isEmpty else {
+                throw ArchiveError.rekeyWouldLock(archive: reader.path)
+            }
+            let newHeader = try ArchiveHeader(mode: .portable, archiveID: header.archiveID, created: header.created, slots: kept + added)
+            let mac = try ArchiveKeys.headerMAC(contentKey: archive.contentKey, header: newHeader)
+
+            let file = try AtomicFile(path: target, mode: 0o600)
+            let writer = try ZipWriter(writingTo: file.descriptor, named: target)
+            let mtime = Int64(header.created.timeIntervalSince1970)
+            try writer.addEntry(name: EntryName.header, size: Int64(newHeader.bytes.count), modified: mtime) { MemorySource(newHeader.bytes) }
+            try writer.addEntry(name: EntryName.headerMAC, size: Int64(mac.count), modified: mtime) { MemorySource(mac) }
+            // The manifest and items exactly as they are: libzip reads each stored entry
+            // (checking its CRC-32) and writes the same bytes under the same name.
+            let copied = reader.entries.dropFirst(2)
+            for entry in copied {
+                try writer.addEntry(name: entry.name, size: entry.size, modified: mtime) { try reader.zip.open(entry) }
+            }
+            try writer.finish()
+            do { try file.commit(replaceExisting: output == nil || replaceExisting) }
+            catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: target) }
+            return Report(output: target, slots: newHeader.slots.map(\.typeName), copiedEntries: copied.count)
+        } catch { throw ArchiveError.creating(target, error) }
+    }
+}

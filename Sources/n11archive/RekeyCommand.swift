@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+
+struct Rekey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add or remove an archive's passwords and recipients without touching its content.",
+        discussion: """
+        Examples:
+          n11archive rekey a.nu11vlt --add-recipient laptop.pub           # opened with the password
+          n11archive rekey a.nu11vlt --remove-passwords --add-password    # change the password
+          n11archive rekey a.nu11vlt --remove-passwords --add-password --kdf-memory 512   # and its cost
+          n11archive rekey a.nu11vlt --identity old.key --remove-recipients --add-recipient new.pub
+        It opens the archive with any one key it has (an identity, or the password), then \
+        writes a new header and header MAC and copies the manifest and every item entry \
+        byte for byte; the result replaces the archive atomically (or goes to -o OUT). \
+        Recipient slots do not say whose key they are for, so recipients are removed all \
+        together (--remove-recipients) and the ones to keep added again. The new password \
+        comes from --new-password-file/--new-password-fd, or is asked twice on a terminal. \
+        A version 1 archive becomes version 2. Secure archives have nothing to rekey.
+        """)
+
+    @OptionGroup var input: ArchiveInput
+    @Option(name: .customLong("add-recipient"), help: ArgumentHelp("Add a slot for the P-256 public key in FILE; repeatable.", valueName: "FILE"))
+    var addRecipient: [String] = []
+    @Option(name: .customLong("add-recipients-file"), help: ArgumentHelp("Add a slot for every public key in FILE; repeatable.", valueName: "FILE"))
+    var addRecipientsFile: [String] = []
+
+    @Flag(name: .customLong("add-password"), help: "Add a password slot (the new password is asked, or read from --new-password-file/--new-password-fd).")
+    var addPassword = false
+    @Option(name: .customLong("new-password-file"), help: ArgumentHelp("Read the added password from the first line of FILE.", valueName: "FILE"))
+    var newPasswordFile: String?
+    @Option(name: .customLong("new-password-fd"), help: ArgumentHelp("Read the added password from file descriptor N.", valueName: "N"))
+    var newPasswordFD: Int32?
+    @Flag(name: .customLong("remove-passwords"), help: "Remove every password slot.") var removePasswords = false
+    @Flag(name: .customLong("remove-recipients"), help: "Remove every recipient slot.") var removeRecipients = false
+    @Flag(name: .customLong("allow-weak-password"), help: "Accept an added password whose estimated entropy is under 40 bits.")
+    var allowWeakPassword = false
+    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for the added password (default 3).", valueName: "N"))
+    var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
+    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for the added password (default 256).", valueName: "MIB"))
+    var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
+    @Option(name: .short, help: ArgumentHelp("Write the rekeyed archive to OUT instead of replacing FILE.", valueName: "OUT"))
+    var output: String?
+    @Flag(help: "Replace OUT if it exists.") var force = false
+
+    func validate() throws {
+        guard addPassword || removePasswords || removeRecipients || !addRecipient.isEmpty || !addRecipientsFile.isEmpty else {
+            throw ValidationError("say what to change: --add-password, --add-recipient FILE, --remove-passwords or --remove-recipients")
+        }
+        if !addPassword && (newPasswordFile != nil || newPasswordFD != nil) {
+            throw ValidationError("--new-password-file/--new-password-fd need --add-password")
+        }
+        guard (1...Argon2Parameters.maximumOps).contains(kdfOps), (1...1024).contains(kdfMemoryMiB) else {
+            throw ValidationError("--kdf-ops must be 1…32 and --kdf-memory 1…1024 MiB")
+        }
+    }
+
+    func run() throws {
+        let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
+        let added = try RecipientOptions.keys(in: addRecipient + addRecipientsFile)
+        let (archive, _) = try input.unlock()
+        var passwords: [SecureBytes] = []
+        if addPassword {
+            guard let source = SecretSource.choose(file: newPasswordFile, descriptor: newPasswordFD, environmentFile: "N11_NEW_PASSWORD_FILE") else {
+                throw CLIError(.usage, "--add-password needs a terminal to ask for the new password, or --new-password-file/--new-password-fd")
+            }
+            let secret = try source.read(what: "new password", confirm: true)
+            try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
+            passwords.append(secret)
+        }
+        let report = try ArchiveRekeyer.rekey(archive, .init(add: ArchiveAccess(passwords: passwords, recipients: added, kdf: kdf),
+                                                              removePasswords: removePasswords, removeRecipients: removeRecipients),
+                                              output: output, replaceExisting: force)
+        let counts = Dictionary(grouping: report.slots, by: { $0 }).mapValues(\.count)
+        let described = [("password", "password"), ("p256", "recipient")].compactMap { key, word in
+            counts[key].map { "\($0) \(word)\($0 == 1 ? "" : "s")" }
+        }.joined(separator: " and ")
+        Console.summary("rekeyed \(report.output): opens with \(described); \(report.copiedEntries) entries copied unchanged")
+    }
+}
