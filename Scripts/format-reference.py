@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference reader for PORTABLE `.nu11vlt` archives (format version 1).
+"""Independent reference reader for PORTABLE `.nu11vlt` archives (format versions 1 and 2).
 
 This script was written from FORMAT.md ALONE, without looking at the n11archive
 sources or tests, to show that the document suffices to read an archive byte-exactly.
@@ -38,8 +38,15 @@ What it checks, in order (section numbers refer to FORMAT.md):
          chunk and digest verified; with --export, files appear under their final
          names only after the WHOLE archive verified (all or nothing).
 
+  §2/§4  version 2: the `slots` list (types, kdf bounds, wrap lengths, counts); p256 slots
+         opened with --identity (Apple ECIES: ECDH, X9.63-KDF-SHA256 with the ephemeral
+         point as SharedInfo, AES-128-GCM with a 16-byte zero IV), password slots with the
+         password; the candidate CK counts only if header.mac = HMAC-SHA256(HKDF(CK,
+         archiveId, "n11archive/v2/header"), header bytes) verifies.
+
 Usage:
-  format-reference.py ARCHIVE --password-file FILE [--export DIR] [--explain]
+  format-reference.py ARCHIVE [--password-file FILE] [--identity PEM [--passphrase-file FILE]]
+                      [--export DIR] [--explain]
 
 With --explain, stdout is pure Markdown (for FORMAT.md §9) and the one-line summary goes
 to stderr; otherwise the summary is printed on stdout.
@@ -60,18 +67,26 @@ import sys
 import tempfile
 from datetime import datetime
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, hmac, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.kdf.x963kdf import X963KDF
 
 # ---------------------------------------------------------------- constants (FORMAT.md)
 
 CHUNK = 65536                      # §2 chunkSize, §5
 TAG = 16                           # AES-GCM tag
-HEADER_MAX = 4096                  # §1, §2, §8
+HEADER_MAX = 4096                  # §1, §2, §8 (version 1)
+HEADER_MAX_V2 = 16384              # §2, §8 (version 2)
 KEYWRAP_LEN = 60                   # §4, §8
+HEADER_MAC_LEN = 32                # §4.2, §8
+MAX_SLOTS, MAX_PASSWORD_SLOTS = 32, 4   # §2, §8
+SLOT_WRAP_LEN = {"password": 60, "p256": 113, "device": 60}   # §2
+SLOT_AAD = b"n11archive/v2/slot"   # §4.2
+HEADER_MAC_INFO = b"n11archive/v2/header"  # §4.2
 MANIFEST_MAX = 256 * 1024 * 1024   # §6, §8 (256 MiB)
 MAX_ITEMS = 1_000_000              # §6, §8
 ITEM_SIZE_MAX = 1 << 40            # §8
@@ -81,6 +96,7 @@ INFO_PREFIX = b"n11archive/v1/entry/"  # §5
 SECURE_OVERHEAD = 28               # §6 payloadSize = size + 28 in secure mode
 
 FIXED_ENTRIES = ("header.json", "keywrap.bin", "manifest.json")
+SECOND_ENTRY = {1: "keywrap.bin", 2: "header.mac"}   # §1: the second entry by version
 UUID_RE = r"[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}"
 ITEM_ENTRY_RE = re.compile(r"(?:Photos/" + UUID_RE + r"\.n11|Notes/" + UUID_RE + r"\.n11note)")
 UUID_FULL_RE = re.compile(UUID_RE)
@@ -88,6 +104,7 @@ HEX_RE = re.compile(r"[0-9a-f]*")
 TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
 
 HEADER_FIELDS = {"format", "version", "mode", "archiveId", "created", "chunkSize", "kdf"}
+HEADER_FIELDS_V2 = {"format", "version", "mode", "archiveId", "created", "chunkSize", "slots"}
 KDF_FIELDS = {"algorithm", "version", "opsLimit", "memoryKiB", "parallelism", "salt"}
 MANIFEST_FIELDS = {"version", "archiveId", "mode", "created", "items"}
 ITEM_REQUIRED = {"id", "kind", "compartment", "name", "created", "size", "sha256",
@@ -304,7 +321,9 @@ def read_zip_layout(f, file_size):
             raise Reject(f"{what}: symbolic links are not accepted")
         if ((eattr >> 16) & 0o170000) == 0o040000:
             raise Reject(f"{what}: directory entries are not accepted")
-        if name in FIXED_ENTRIES:
+        if idx == 1 and name in SECOND_ENTRY.values():
+            pass  # which one the header's version wants is checked with the header
+        elif name in FIXED_ENTRIES:
             if idx != FIXED_ENTRIES.index(name):
                 raise Reject(f"{what}: {name} must be entry #{FIXED_ENTRIES.index(name) + 1}")
         elif idx < 3:
@@ -381,38 +400,69 @@ def read_entry(f, entry):
 
 # ---------------------------------------------------------------- §2 header
 
+def check_kdf(k, what):
+    check_fields(k, KDF_FIELDS, set(), what)
+    if k["algorithm"] != "argon2id":
+        raise Reject(f"{what}: algorithm {k['algorithm']!r} is not 'argon2id'")
+    if not is_int(k["version"]) or k["version"] != 19:
+        raise Reject(f"{what}: Argon2 version {k['version']!r} is not 19 (0x13)")
+    if not is_int(k["opsLimit"]) or not OPS_RANGE[0] <= k["opsLimit"] <= OPS_RANGE[1]:
+        raise Reject(f"{what}: opsLimit {k['opsLimit']!r} outside 1...32")
+    if not is_int(k["memoryKiB"]) or not MEM_RANGE[0] <= k["memoryKiB"] <= MEM_RANGE[1]:
+        raise Reject(f"{what}: memoryKiB {k['memoryKiB']!r} outside 8...1048576")
+    if not is_int(k["parallelism"]) or k["parallelism"] != 1:
+        raise Reject(f"{what}: parallelism {k['parallelism']!r} is not 1")
+    k["_salt"] = check_hex(k["salt"], 16, f"{what} salt")
+
+
 def parse_header(data):
     h = strict_json(data, "header.json")
-    check_fields(h, HEADER_FIELDS - {"kdf"}, {"kdf"}, "header.json")
+    if not isinstance(h, dict):
+        raise Reject("header.json is not a JSON object")
+    version = h.get("version")
+    if is_int(version) and version == 2:
+        check_fields(h, HEADER_FIELDS_V2, set(), "header.json")
+    else:
+        check_fields(h, HEADER_FIELDS - {"kdf"}, {"kdf"}, "header.json")
     if h["format"] != "n11archive":
         raise Reject(f"header.json: format is {h['format']!r}, not 'n11archive'")
-    if not is_int(h["version"]) or h["version"] != 1:
+    if not is_int(h["version"]) or h["version"] not in (1, 2):
         raise Reject(f"header.json: unsupported version {h['version']!r}")
     if h["mode"] not in ("portable", "secure"):
         raise Reject(f"header.json: unknown mode {h['mode']!r}")
     h["_archiveId"] = check_hex(h["archiveId"], 16, "header.json archiveId")
     check_time(h["created"], "header.json created")
     if not is_int(h["chunkSize"]) or h["chunkSize"] != CHUNK:
-        raise Reject(f"header.json: chunkSize {h['chunkSize']!r} (version 1 has only 65536)")
+        raise Reject(f"header.json: chunkSize {h['chunkSize']!r} (versions 1 and 2 have only 65536)")
+    if h["version"] == 2:
+        slots = h["slots"]
+        if not isinstance(slots, list) or not 1 <= len(slots) <= MAX_SLOTS:
+            raise Reject(f"header.json: slots must be a list of 1...{MAX_SLOTS}")
+        for n, slot in enumerate(slots):
+            what = f"header.json slots[{n}]"
+            if not isinstance(slot, dict) or slot.get("type") not in SLOT_WRAP_LEN:
+                raise Reject(f"{what}: unknown slot type")
+            if slot["type"] == "password":
+                check_fields(slot, {"type", "kdf", "wrap"}, set(), what)
+                check_kdf(slot["kdf"], what + " kdf")
+            else:
+                check_fields(slot, {"type", "wrap"}, set(), what)
+            slot["_wrap"] = check_hex(slot["wrap"], SLOT_WRAP_LEN[slot["type"]], what + " wrap")
+            allowed = ("device",) if h["mode"] == "secure" else ("password", "p256")
+            if slot["type"] not in allowed:
+                raise Reject(f"{what}: a {slot['type']} slot in a {h['mode']} archive")
+        if h["mode"] == "secure" and len(slots) != 1:
+            raise Reject("header.json: a secure archive has exactly one device slot")
+        if sum(1 for s in slots if s["type"] == "password") > MAX_PASSWORD_SLOTS:
+            raise Reject(f"header.json: more than {MAX_PASSWORD_SLOTS} password slots")
+        return h
     if h["mode"] == "secure":
         if "kdf" in h:
             raise Reject("header.json: a secure archive must not have a kdf")
         return h
     if "kdf" not in h:
         raise Reject("header.json: a portable archive needs a kdf")
-    k = h["kdf"]
-    check_fields(k, KDF_FIELDS, set(), "header.json kdf")
-    if k["algorithm"] != "argon2id":
-        raise Reject(f"header.json: kdf algorithm {k['algorithm']!r} is not 'argon2id'")
-    if not is_int(k["version"]) or k["version"] != 19:
-        raise Reject(f"header.json: Argon2 version {k['version']!r} is not 19 (0x13)")
-    if not is_int(k["opsLimit"]) or not OPS_RANGE[0] <= k["opsLimit"] <= OPS_RANGE[1]:
-        raise Reject(f"header.json: opsLimit {k['opsLimit']!r} outside 1...32")
-    if not is_int(k["memoryKiB"]) or not MEM_RANGE[0] <= k["memoryKiB"] <= MEM_RANGE[1]:
-        raise Reject(f"header.json: memoryKiB {k['memoryKiB']!r} outside 8...1048576")
-    if not is_int(k["parallelism"]) or k["parallelism"] != 1:
-        raise Reject(f"header.json: parallelism {k['parallelism']!r} is not 1")
-    k["_salt"] = check_hex(k["salt"], 16, "header.json kdf salt")
+    check_kdf(h["kdf"], "header.json kdf")
     return h
 
 
@@ -428,6 +478,55 @@ def unwrap_ck(kek, keywrap, header_bytes):
         return AESGCM(kek).decrypt(keywrap[:12], keywrap[12:], header_bytes)
     except InvalidTag:
         raise Reject("keywrap.bin does not open: wrong password or damaged header")
+
+
+def open_p256_slot(identity, wrap):
+    """Apple ECIES (eciesEncryptionCofactorX963SHA256AESGCM) of CK; None if not ours."""
+    point = wrap[:65]
+    try:
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+    except ValueError:
+        return None
+    if point[0] != 4:
+        return None
+    z = identity.exchange(ec.ECDH(), peer)
+    key = X963KDF(algorithm=hashes.SHA256(), length=16, sharedinfo=point).derive(z)
+    try:
+        return AESGCM(key).decrypt(b"\0" * 16, wrap[65:], None)
+    except InvalidTag:
+        return None
+
+
+def open_password_slot(password, slot, archive_id):
+    kek = derive_kek(password, slot["kdf"])
+    w = slot["_wrap"]
+    try:
+        return AESGCM(kek).decrypt(w[:12], w[12:], SLOT_AAD + archive_id), kek
+    except InvalidTag:
+        return None, kek
+
+
+def header_mac_ok(ck, archive_id, header_bytes, mac):
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=archive_id, info=HEADER_MAC_INFO).derive(ck)
+    h = hmac.HMAC(key, hashes.SHA256())
+    h.update(header_bytes)
+    try:
+        h.verify(mac)
+        return True
+    except InvalidSignature:
+        return False
+
+
+def load_identity(path, passphrase_path):
+    data = open(path, "rb").read()
+    password = read_password(passphrase_path) if passphrase_path else None
+    try:
+        key = serialization.load_pem_private_key(data, password=password)
+    except (ValueError, TypeError) as e:
+        raise Reject(f"cannot read identity {path}: {e}")
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise Reject(f"identity {path} is not a P-256 private key")
+    return key
 
 
 def entry_key(ck, archive_id, name):
@@ -563,12 +662,18 @@ def run(args):
         item_entries = entries[3:]
 
         # §2: size bound before reading; then validate before deriving anything.
-        if hdr_e.size > HEADER_MAX:
-            raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX})")
+        if hdr_e.size > HEADER_MAX_V2:
+            raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX_V2})")
         header_bytes = read_entry(f, hdr_e)
         header = parse_header(header_bytes)
-        if kw_e.size != KEYWRAP_LEN:
-            raise Reject(f"keywrap.bin is {kw_e.size} bytes (must be {KEYWRAP_LEN})")
+        version = header["version"]
+        if version == 1 and hdr_e.size > HEADER_MAX:
+            raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX} in version 1)")
+        if kw_e.name != SECOND_ENTRY[version]:
+            raise Reject(f"entry #2 is {kw_e.name}; a version {version} archive has {SECOND_ENTRY[version]}")
+        want = KEYWRAP_LEN if version == 1 else HEADER_MAC_LEN
+        if kw_e.size != want:
+            raise Reject(f"{kw_e.name} is {kw_e.size} bytes (must be {want})")
         man_payload = payload_for_sealed(man_e.size)
         if man_payload is None:
             raise Reject(f"manifest.json size {man_e.size} is not a valid sealed-stream length")
@@ -577,14 +682,38 @@ def run(args):
         if header["mode"] == "secure":
             raise SecureArchive()
 
-        if args.password_file is None:
-            raise Reject("a portable archive needs --password-file")
         STAGE = "key"
-        password = read_password(args.password_file)
-        kdf = header["kdf"]
-        kek = derive_kek(password, kdf)
         keywrap = read_entry(f, kw_e)
-        ck = unwrap_ck(kek, keywrap, header_bytes)
+        kek = None
+        if version == 1:
+            if args.password_file is None:
+                raise Reject("a portable archive needs --password-file")
+            password = read_password(args.password_file)
+            kdf = header["kdf"]
+            kek = derive_kek(password, kdf)
+            ck = unwrap_ck(kek, keywrap, header_bytes)
+        else:
+            ck = None
+            identity = getattr(args, "identity", None)
+            if identity:
+                key = load_identity(identity, getattr(args, "passphrase_file", None))
+                for slot in header["slots"]:
+                    if slot["type"] == "p256":
+                        ck = open_p256_slot(key, slot["_wrap"])
+                        if ck is not None:
+                            break
+            if ck is None and args.password_file:
+                password = read_password(args.password_file)
+                for slot in header["slots"]:
+                    if slot["type"] == "password":
+                        ck, kek = open_password_slot(password, slot, header["_archiveId"])
+                        if ck is not None:
+                            break
+            if ck is None:
+                kinds = sorted({s["type"] for s in header["slots"]})
+                raise Reject(f"no slot opens with what was given (slots: {', '.join(kinds)})")
+            if len(ck) != 32 or not header_mac_ok(ck, header["_archiveId"], header_bytes, keywrap):
+                raise Reject("header.mac does not verify: the header or its slots were changed")
         STAGE = "manifest"
         archive_id = header["_archiveId"]
 
@@ -608,7 +737,7 @@ def run(args):
                              f"{sealed_length(it['payloadSize'])} of payloadSize "
                              f"{it['payloadSize']}")
 
-        if args.explain:
+        if args.explain and version == 1:
             out += explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace)
 
         # §5/§6 items: verify each completely before releasing it.
@@ -755,8 +884,9 @@ def run_testkit(directory):
             mismatches += 1
             continue
         args = argparse.Namespace(archive=os.path.join(directory, name + ".nu11vlt"),
-                                  password_file=os.path.join(directory, fields["password-file"]),
-                                  export=None, explain=False)
+                                  password_file=os.path.join(directory, fields["password-file"]) if "password-file" in fields else None,
+                                  identity=os.path.join(directory, fields["identity"]) if "identity" in fields else None,
+                                  passphrase_file=None, export=None, explain=False)
         try:
             with open(os.devnull, "w") as quiet:
                 saved, sys.stdout = sys.stdout, quiet
@@ -786,6 +916,10 @@ def main(argv=None):
     p.add_argument("--password-file", metavar="FILE",
                    help="the password is the first line of FILE, without its newline "
                         "(required for portable archives)")
+    p.add_argument("--identity", metavar="PEM",
+                   help="a P-256 private key (PEM) that may open a version 2 archive's p256 slots")
+    p.add_argument("--passphrase-file", metavar="FILE",
+                   help="the identity's passphrase, if it is encrypted (first line of FILE)")
     p.add_argument("--export", metavar="DIR",
                    help="write each item's plaintext to DIR/<id> after everything verified")
     p.add_argument("--explain", action="store_true",

@@ -32,6 +32,8 @@ public enum ArchiveCreator {
         public let plaintextBytes: Int64
         public let skippedExpired: [String]
         public let archiveBytes: Int64
+        /// SHA-256 of the whole archive file as written (hex), for `WrittenArchives`.
+        public let sha256: String
     }
 
     /// A portable archive that opens with one password (`request.kdf` sets its cost).
@@ -54,10 +56,11 @@ public enum ArchiveCreator {
             // derive it before the catalogue and the ZIP writer hold anything.
             let keys = try NewArchiveKeys(mode: request.mode, created: request.now, access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
-            let archiveBytes = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+            let (archiveBytes, sha256) = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
             progress?.finish()
             return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
-                          plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes)
+                          plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
+                          sha256: sha256)
         } catch { throw ArchiveError.creating(output, error) }
     }
 
@@ -105,9 +108,10 @@ public enum ArchiveCreator {
     }
 
     /// Writes the ZIP into a temp file beside `output` and publishes it (`AtomicFile`: owner
-    /// only, fsynced, renamed into place, directory fsynced). Returns the archive's size.
+    /// only, fsynced, renamed into place, directory fsynced). Returns the archive's size and
+    /// SHA-256, read back from the file before it is published.
     private static func write(_ plan: Plan, keys: NewArchiveKeys, vault: Vault, to output: String, request: Request,
-                              progress: ArchiveProgress?) throws -> Int64 {
+                              progress: ArchiveProgress?) throws -> (Int64, String) {
         // The temp name carries our PID, so a concurrent create's sweep leaves it alone.
         let file = try AtomicFile(path: output, mode: 0o600)
         let writer = try ZipWriter(writingTo: file.descriptor, named: output)
@@ -147,9 +151,10 @@ public enum ArchiveCreator {
             throw SystemError("cannot write the archive", path: output, errno: error.errno)
         }
         let size = try file.descriptor.status().size
+        let sha256 = try WrittenArchives.sha256(of: file.descriptor)
         do { try file.commit(replaceExisting: request.replaceExisting) }
         catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
-        return size
+        return (size, sha256)
     }
 
     /// The sealed entry for one vault item, opened only when libzip starts writing it.

@@ -27,6 +27,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case invalidKeyFile(path: String, why: String)
     /// A rekey that would leave the archive with no slot at all.
     case rekeyWouldLock(archive: String)
+    /// `verify --as-written`: this home has no record of writing that archive.
+    case notWrittenHere(archive: String, archiveID: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
     case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
@@ -48,7 +50,7 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere, .noKeyOpens: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
@@ -80,7 +82,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .exportConflicts(let paths):
             return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
-        case .passwordNeeded: return "a portable archive needs a password and none could be read"
+        case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
+        case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
         case let .invalidKeyFile(p, why): return "'\(p)' is not a usable P-256 key file: \(why)"
         case let .noKeyOpens(a, recipients, passwords):
@@ -114,12 +117,13 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
+        case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"
         case .invalidKeyFile: return "public keys are PEM files as `n11archive key export-public` or FileLock write them (or a SubjectPublicKeyInfo PEM); private keys are PKCS#8 PEM as `key export-private` writes them"
         case let .noKeyOpens(_, _, passwords):
             let identity = "it opens with the private key of a recipient it was made for: pass --identity FILE, or import the key with `n11archive key import FILE`"
             return passwords > 0 ? identity + ", or give the password (--password-file, --password-fd, --password-command)" : identity
-        case .passwordNeeded: return "give it with --password-file, --password-fd, --password-command or N11_PASSWORD_FILE, or run on a terminal"
+        case .passwordNeeded: return "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):
             return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"

@@ -213,16 +213,26 @@ extension ArchiveRetention {
     /// those that do not. Each portable archive costs one Argon2id with its own salt; secure
     /// ones a key store look-up. A failure that is not about this archive (no password
     /// source, a locked or damaged key store, I/O) is thrown: nothing may be decided then.
+    /// An archive made for recipients only opens where a recipient's identity is; on the
+    /// machine that made it, `writtenHere` (its size and SHA-256 as recorded by `create`,
+    /// which cover the header and so its time) makes it count as ours instead.
     public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
                                      keyStore: () throws -> KeyStore,
+                                     identities: () throws -> [P256PrivateKey] = { [] },
+                                     writtenHere: (String) -> Bool = { _ in false },
                                      kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
         var ours: [Candidate] = [], notOpened: [NotOpened] = []
         for candidate in candidates {
             do {
-                try ArchiveReader(path: candidate.path).authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling)
+                try ArchiveReader(path: candidate.path).authenticate(password: password, keyStore: keyStore, identities: identities,
+                                                                     kdfCeiling: kdfCeiling)
                 ours.append(candidate)
             } catch {
                 switch error {
+                case .noKeyOpens, .passwordNeeded where writtenHere(candidate.path):
+                    ours.append(candidate)
+                case .noKeyOpens:
+                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
                 case .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported, .kdfAboveCeiling:
                     notOpened.append(NotOpened(path: candidate.path, reason: error.description))
                 case .vault(.notInitialized):

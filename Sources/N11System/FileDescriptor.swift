@@ -37,9 +37,11 @@ public final class FileDescriptor: @unchecked Sendable {
         return FileDescriptor(adopting: fd, path: path)
     }
 
-    /// Creates a new file that must not exist yet (O_EXCL), never following a link.
+    /// Creates a new file that must not exist yet (O_EXCL), never following a link. Open for
+    /// reading too: a new archive is read back through the same descriptor for its SHA-256
+    /// before it is published, never by a path that could be swapped meanwhile.
     public static func createExclusive(_ path: String, mode: Glibc.mode_t) throws -> FileDescriptor {
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SystemError("cannot create", path: path) }
         return FileDescriptor(adopting: fd, path: path)
     }

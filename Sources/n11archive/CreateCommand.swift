@@ -17,7 +17,7 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file pw
-          n11archive create --portable --recipient backup.pub --output-dir ~/backups   # no secret needed
+          n11archive create --portable --recipient backup.pub --output-dir ~/backups
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
         -2, -3, … if that name exists), the form `n11archive prune` looks for. \
         Portable archives restore anywhere with the password (Argon2id + AES-256-GCM) or, \
@@ -135,6 +135,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         } else {
             report = try create(at: output ?? "")
         }
+        try WrittenArchives.record(report, created: now, in: store.resolvedHome)
         if outputOptions.json {
             try Console.json(Document(archive: report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,

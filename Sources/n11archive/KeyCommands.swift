@@ -11,11 +11,11 @@ struct KeyCommand: ParsableCommand {
         abstract: "P-256 identities: make archives that this machine can write but not read.",
         discussion: """
         Examples:
-          n11archive key generate                         # an identity in the key store
-          n11archive key export-public -o backup.pub      # share this (FileLock's PEM form)
-          n11archive key export-private -o backup.key     # passphrase-protected, for an offline machine
-          n11archive key import backup.key                # on the machine that restores
-          n11archive create --portable --recipient backup.pub --output-dir ~/backups
+          n11archive key generate                      # an identity in the key store
+          n11archive key export-public -o backup.pub   # share this
+          n11archive key export-private -o backup.key  # passphrase-protected
+          n11archive key import backup.key             # where you restore
+          n11archive create --portable --recipient backup.pub -o a.nu11vlt
         Archives made for a public key open with its private key: from the key store, or \
         with `restore --identity FILE`. Keep the private key off the machine that makes \
         the nightly archives, and keep a copy of it: without it those archives cannot be restored.
@@ -80,7 +80,7 @@ extension KeyCommand {
             Examples:
               n11archive key export-public                  # to standard output
               n11archive key export-public -o backup.pub
-              n11archive key export-public --standard -o backup-spki.pem   # for openssl
+              n11archive key export-public --standard -o spki.pem
             FileLock's form is a PUBLIC KEY block holding the raw 65-byte point; \
             --standard writes a SubjectPublicKeyInfo. Every n11archive command reads both.
             """)
@@ -110,7 +110,7 @@ extension KeyCommand {
             abstract: "Write an identity's private key as passphrase-protected PKCS#8 PEM (mode 0600).",
             discussion: """
             Examples:
-              n11archive key export-private -o backup.key            # asks for a passphrase twice
+              n11archive key export-private -o backup.key   # asks twice
               n11archive key export-private -o backup.key --passphrase-file pp
             PBES2: PBKDF2-HMAC-SHA256 (600,000 iterations) and AES-256-CBC, which \
             `openssl pkey` and Python's `cryptography` also read. Never replaces a file.

@@ -20,8 +20,11 @@ struct Prune: ParsableCommand, HasOutputOptions {
         in their header; --keep-daily N keeps the newest archive of each of the N most recent \
         UTC days that have one (--keep-weekly: ISO weeks, --keep-monthly: months), --keep-last \
         N the N newest; the rules add up and the newest archive is always kept. Before \
-        anything is deleted the newest archive is verified in full (it needs the password, or \
-        for a secure archive this machine's key store); if that fails nothing is deleted.
+        anything is deleted the newest archive is verified in full (it needs the password, an \
+        identity, or for a secure archive this machine's key store); if that fails nothing is \
+        deleted. On the machine that made archives for recipients only (which cannot open \
+        them), an archive counts when it is byte for byte what this home recorded writing \
+        (size and SHA-256, see `verify --as-written`), and the newest is checked that way.
         """)
 
     @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"))
@@ -45,6 +48,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
 
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions
+    @OptionGroup var identity: IdentityOptions
     @OptionGroup var kdfCeiling: KDFCeilingOptions
     @OptionGroup var outputOptions: OutputOptions
 
@@ -105,10 +109,13 @@ struct Prune: ParsableCommand, HasOutputOptions {
         // When the policy keeps every named archive, it keeps every subset too (an archive's
         // rank and its bucket can only move up when others drop out): nothing can be deleted,
         // so no secret is needed and none is asked for.
-        let secrets = CachedSecrets(password: password, store: store)
+        let secrets = CachedSecrets(password: password, store: store, identity: identity)
+        let home = store.resolvedHome
+        let writtenHere = { (path: String) in (try? WrittenArchives.check(path, in: home)) != nil }
         let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
         let (archives, notOpened) = nothingToDelete ? (named, [])
             : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,
+                                                 identities: secrets.identities, writtenHere: writtenHere,
                                                  kdfCeiling: try kdfCeiling.ceiling())
         for other in notOpened {
             Console.warning("'\(other.path)' does not open with this password or key store; left alone (\(other.reason))")
@@ -157,7 +164,15 @@ struct Prune: ParsableCommand, HasOutputOptions {
     private func verifyNewest(_ path: String, _ secrets: CachedSecrets) throws {
         do {
             let reader = try ArchiveReader(path: path)
-            let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, kdfCeiling: try kdfCeiling.ceiling())
+            let archive: UnlockedArchive
+            do {
+                archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
+                                            kdfCeiling: try kdfCeiling.ceiling())
+            } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
+                // Made for recipients elsewhere: sound if it is exactly what this home wrote.
+                try WrittenArchives.check(path, in: store.resolvedHome)
+                return
+            }
             _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil,
                                            progress: outputOptions.observer("verify"))
         } catch let error as CategorizedError {
@@ -173,18 +188,33 @@ struct Prune: ParsableCommand, HasOutputOptions {
 final class CachedSecrets {
     private let passwordOptions: PasswordOptions
     private let store: StoreOptions
+    private let identity: IdentityOptions
     private var cachedPassword: SecureBytes?
     private var cachedKeyStore: N11Vault.KeyStore?
+    private var cachedIdentities: [P256PrivateKey]?
 
-    init(password: PasswordOptions, store: StoreOptions) {
+    init(password: PasswordOptions, store: StoreOptions, identity: IdentityOptions) {
         passwordOptions = password
         self.store = store
+        self.identity = identity
     }
 
     func password() throws -> SecureBytes? {
         if let cachedPassword { return cachedPassword }
+        // No source (cron without a password file): nil, so that archives for recipients
+        // can still be told apart; archives that need the password then say so.
+        guard passwordOptions.source != nil else { return nil }
         cachedPassword = try passwordOptions.read(confirm: false)
         return cachedPassword
+    }
+
+    /// The key store's identities (when there is a key store) and `--identity` files.
+    func identities() throws -> [P256PrivateKey] {
+        if let cachedIdentities { return cachedIdentities }
+        let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
+        let found = (hasStore ? try keyStore().identities : []) + (try identity.fromFiles())
+        cachedIdentities = found
+        return found
     }
 
     func keyStore() throws -> N11Vault.KeyStore {

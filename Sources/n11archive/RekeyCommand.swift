@@ -10,10 +10,10 @@ struct Rekey: ParsableCommand {
         abstract: "Add or remove an archive's passwords and recipients without touching its content.",
         discussion: """
         Examples:
-          n11archive rekey a.nu11vlt --add-recipient laptop.pub           # opened with the password
-          n11archive rekey a.nu11vlt --remove-passwords --add-password    # change the password
-          n11archive rekey a.nu11vlt --remove-passwords --add-password --kdf-memory 512   # and its cost
-          n11archive rekey a.nu11vlt --identity old.key --remove-recipients --add-recipient new.pub
+          n11archive rekey a.nu11vlt --add-recipient laptop.pub
+          n11archive rekey a.nu11vlt --remove-passwords --add-password
+          n11archive rekey a.nu11vlt --remove-passwords --add-password --kdf-ops 4
+          n11archive rekey a.nu11vlt --remove-recipients --add-recipient new.pub
         It opens the archive with any one key it has (an identity, or the password), then \
         writes a new header and header MAC and copies the manifest and every item entry \
         byte for byte; the result replaces the archive atomically (or goes to -o OUT). \

@@ -11,8 +11,8 @@ struct Seal: ParsableCommand {
         abstract: "Encrypt a file for a P-256 public key as a FileLock package.",
         discussion: """
         Examples:
-          n11archive seal --to public_key.pem photo.jpg -o photo.jpg.filelock
-          n11archive unseal photo.jpg.filelock -o photo.jpg    # with an identity here
+          n11archive seal --to public_key.pem photo.jpg -o photo.filelock
+          n11archive unseal photo.filelock -o photo.jpg
         The package is FileLock's: the AES-256-GCM key wrapped with Apple's ECIES \
         (eciesEncryptionCofactorX963SHA256AESGCM), the nonce, the ciphertext and the tag, \
         each after a big-endian 32-bit length; at most 4 GiB − 1 of content. The output \

@@ -13,11 +13,29 @@ struct Verify: ParsableCommand, HasOutputOptions {
         Examples:
           n11archive verify vault.nu11vlt --password-file ~/.n11pass
           n11archive verify nightly.nu11vlt     # secure: this machine's key store
-        Exit status 0 only if the whole archive is sound.
+          n11archive verify --as-written nightly.nu11vlt   # no key needed
+        Exit status 0 only if the whole archive is sound. With --as-written nothing is \
+        decrypted: the archive's size and SHA-256 are compared with what `create` recorded \
+        in this home when it wrote it, which is all a machine that makes archives for \
+        recipients can check (and what `prune` checks there).
         """)
 
     @OptionGroup var input: ArchiveInput
     @OptionGroup var outputOptions: OutputOptions
+
+    @Flag(name: .customLong("as-written"),
+          help: "Check only that the archive is byte for byte what this home's `create` wrote (size and SHA-256); needs no key.")
+    var asWritten = false
+
+    struct WrittenDocument: Encodable {
+        let outcome = "ok", command = "verify"
+        let archive: String
+        let archiveId: String
+        let asWritten = true
+        let archiveBytes: Int64
+        let sha256: String
+        let durationSeconds: Double
+    }
 
     struct Document: Encodable {
         let outcome = "ok", command = "verify"
@@ -30,6 +48,16 @@ struct Verify: ParsableCommand, HasOutputOptions {
     }
 
     func run() throws {
+        if asWritten {
+            let record = try WrittenArchives.check(input.file, in: input.store.resolvedHome)
+            if outputOptions.json {
+                try Console.json(WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
+                                                 sha256: record.sha256, durationSeconds: Output.durationSeconds))
+                return
+            }
+            Console.summary("ok: \(input.file) is byte for byte the archive this machine wrote (\(Console.byteCount(record.size)), SHA-256 \(record.sha256.prefix(16))…); its content was not decrypted")
+            return
+        }
         let (archive, unlockedStore) = try input.unlock()
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))

@@ -73,7 +73,7 @@ struct ArchiveCLITests {
             let info = try s.run(["info", archive, "--json"])
             expectExit(info, 0)
             let summary = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout)) as? [String: Any])
-            #expect(summary["mode"] as? String == "portable" && summary["items"] as? Int == 5 && summary["formatVersion"] as? Int == 1)
+            #expect(summary["mode"] as? String == "portable" && summary["items"] as? Int == 5 && summary["formatVersion"] as? Int == 2)
 
             let listed = try s.run(["list", archive, "--json", "--password-file", pw])
             expectExit(listed, 0)

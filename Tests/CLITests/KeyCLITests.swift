@@ -185,3 +185,50 @@ func fileMode(_ path: String) -> mode_t? {
     var st = stat()
     return stat(path, &st) == 0 ? st.st_mode & 0o7777 : nil
 }
+
+@Suite("n11archive CLI: write-only backups and prune")
+struct WriteOnlyPruneTests {
+    @Test("prune on the machine that wrote recipient-only archives: counts them by their records, refuses when the newest changed")
+    func pruneWriteOnly() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            // The identity lives elsewhere: this machine only has the public key.
+            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
+            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            var made: [String] = []
+            for _ in 0..<3 {
+                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            // Nothing here opens them, yet each is known as written here.
+            expectExit(try s.run(["verify", made[2]]), 77)
+            let asWritten = try s.run(["verify", "--as-written", made[2]])
+            expectExit(asWritten, 0)
+            #expect(asWritten.out.contains("byte for byte"), "\(asWritten)")
+            expectExit(try s.run(["verify", "--as-written", made[2]], environment: s.elsewhere("offline")), 77)
+
+            // The newest changed on disk (bit rot): prune deletes nothing.
+            var bytes = try readBytes(made[2])
+            bytes[bytes.count / 2] ^= 0x01
+            let original = try readBytes(made[2])
+            try writeBytes(bytes, to: made[2])
+            let refused = try s.run(["prune", dir, "--keep-last", "1"])
+            expectExit(refused, 65)
+            #expect(refused.err.contains("nothing was deleted"), "\(refused)")
+            #expect(made.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+            expectExit(try s.run(["verify", "--as-written", made[2]]), 65)
+
+            // Sound again: the two older ones go; the offline identity still opens the kept one.
+            try writeBytes(original, to: made[2])
+            let pruned = try s.run(["prune", dir, "--keep-last", "1"])
+            expectExit(pruned, 0)
+            #expect(!FileManager.default.fileExists(atPath: made[0]) && !FileManager.default.fileExists(atPath: made[1]))
+            #expect(FileManager.default.fileExists(atPath: made[2]))
+            expectExit(try s.run(["verify", made[2]], environment: s.elsewhere("offline")), 0)
+        }
+    }
+}

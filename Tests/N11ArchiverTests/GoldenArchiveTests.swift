@@ -90,4 +90,30 @@ struct GoldenArchiveTests {
             }
         }
     }
+
+    /// Version 2 (Scripts/make-golden 2): a password slot and a recipient slot for the
+    /// committed test identity. Both ways in restore it byte for byte; nothing else opens it.
+    @Test func portableV2OpensWithThePasswordOrTheIdentity() throws {
+        try withTemporaryDirectory { dir in
+            let path = Self.golden + "/portable-v2.nu11vlt"
+            let reader = try ArchiveReader(path: path)
+            #expect(reader.header.version == 2 && reader.header.slots.map(\.typeName) == ["password", "p256"])
+            var v2Password = try readBytes(Self.golden + "/portable-v2.password")
+            v2Password.removeLast()
+            let identity = try KeyFiles.identity(inFile: Self.golden + "/portable-v2.identity.pem") { throw NoKeyStore() }
+            let byPassword = try reader.unlock(password: { try SecureBytes(copying: v2Password) }, keyStore: { throw NoKeyStore() })
+            let byIdentity = try ArchiveReader(path: path).unlock(password: { nil }, keyStore: { throw NoKeyStore() },
+                                                                  identities: { [identity] })
+            for (name, archive) in [("password", byPassword), ("identity", byIdentity)] {
+                let (store, vault) = try makeVault(in: dir, name: name)
+                _ = store
+                _ = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
+                #expect(try restoredItems(vault) == originals(), "\(name)")
+            }
+            expectArchiveError("noKeyOpens", kind: .authentication) {
+                _ = try ArchiveReader(path: path).unlock(password: { nil }, keyStore: { throw NoKeyStore() },
+                                                         identities: { [try P256PrivateKey.generate()] })
+            }
+        }
+    }
 }

@@ -1,0 +1,103 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// What this home wrote: each archive's size and SHA-256, recorded by `create` in
+/// `HOME/written/{archiveId}.json` (0600 in a 0700 directory). A machine that makes
+/// archives for recipients cannot open them, yet `verify --as-written` and `prune` can still
+/// tell that an archive is byte for byte what it wrote (no bit rot, no truncation, no swap)
+/// before deleting older ones.
+public enum WrittenArchives {
+    public struct Record: Sendable, Equatable {
+        public let archiveID: String
+        public let size: Int64
+        public let sha256: String
+        public let created: Date
+    }
+
+    static func directory(_ home: N11Home) -> String { Path.join(home.root, "written") }
+
+    static func path(_ home: N11Home, archiveID: String) -> String {
+        Path.join(directory(home), archiveID + ".json")
+    }
+
+    /// Records an archive just created. A failure here fails the command: an archive whose
+    /// record is missing would make the next prune refuse.
+    public static func record(_ report: ArchiveCreator.Report, created: Date, in home: N11Home) throws(ArchiveError) {
+        do {
+            _ = try Directory.ensure(directory(home), mode: 0o700)
+            try PrivatePermissions.checkDirectory(directory(home))
+            var writer = JSONWriter()
+            writer.object { w in
+                w.key("archiveId"); w.string(report.archiveID)
+                w.key("created"); w.timestamp(Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down)))
+                w.key("sha256"); w.string(report.sha256)
+                w.key("size"); w.integer(report.archiveBytes)
+            }
+            try AtomicFile.write(writer.bytes, to: path(home, archiveID: report.archiveID), mode: 0o600)
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
+    /// The record of the archive with this ID, if this home wrote it.
+    public static func lookup(_ archiveID: String, in home: N11Home) throws(ArchiveError) -> Record? {
+        let file = path(home, archiveID: archiveID)
+        do {
+            guard try FileStatus.of(file) != nil else { return nil }
+            try PrivatePermissions.checkFile(file)
+            let bytes = try FileDescriptor.openForReading(file).readAll(limit: 4096)
+            return try JSONReader.read(bytes) { reader in
+                var id: String?, size: Int64?, sha: String?, created: Date?
+                try reader.object { key, reader in
+                    switch key {
+                    case "archiveId": try reader.fill(&id, try reader.string())
+                    case "size": try reader.fill(&size, try reader.integer(Int64.self))
+                    case "sha256": try reader.fill(&sha, try reader.string())
+                    case "created": try reader.fill(&created, try reader.timestamp())
+                    default: try reader.skip()
+                    }
+                }
+                return Record(archiveID: try reader.required(id, "archiveId"), size: try reader.required(size, "size"),
+                              sha256: try reader.required(sha, "sha256"), created: try reader.required(created, "created"))
+            }
+        } catch let failure as JSONReader.Failure {
+            throw .damaged(archive: file, what: "the record of a written archive does not parse: \(failure)")
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
+    /// Checks that `path` is byte for byte the archive this home wrote under its header's ID.
+    /// Returns the record; throws `notWrittenHere` if there is none, `damaged` if the size or
+    /// SHA-256 differ.
+    @discardableResult
+    public static func check(_ path: String, in home: N11Home) throws(ArchiveError) -> Record {
+        let reader = try ArchiveReader(path: path)
+        guard let record = try lookup(reader.header.archiveIDHex, in: home) else {
+            throw .notWrittenHere(archive: path, archiveID: reader.header.archiveIDHex)
+        }
+        do {
+            let fd = try FileDescriptor.openForReading(path)
+            let size = try fd.status().size
+            guard size == record.size else {
+                throw ArchiveError.damaged(archive: path, what: "it is \(size) bytes; this machine wrote \(record.size)")
+            }
+            guard try sha256(of: fd) == record.sha256 else {
+                throw ArchiveError.damaged(archive: path, what: "its SHA-256 differs from the one recorded when this machine wrote it")
+            }
+            return record
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
+    /// SHA-256 of a whole file from its start, as hex.
+    static func sha256(of fd: FileDescriptor) throws -> String {
+        try fd.seek(to: 0)
+        let digest = try SHA256Digest()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = try fd.read(into: &buffer, count: buffer.count)
+            if n == 0 { break }
+            digest.update(buffer[0..<n])
+        }
+        return try digest.finish().hex
+    }
+}
