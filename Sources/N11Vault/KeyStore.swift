@@ -1,3 +1,4 @@
+import Glibc
 import N11Crypto
 import N11Format
 import N11System
@@ -28,7 +29,7 @@ public final class KeyStore: @unchecked Sendable {
     /// P-256 private keys that open archives made for their public keys (`key generate`,
     /// `key import`), oldest first.
     public private(set) var identities: [P256PrivateKey]
-    private let sealing: Sealing?
+    private var sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
     /// Whether `create` made this file (and the home directory): only then may a failed
@@ -75,25 +76,10 @@ public final class KeyStore: @unchecked Sendable {
     /// versions did).
     static func create(in home: N11Home, pin: SecureBytes?, sealedWith parameters: Argon2Parameters,
                        holdingLock: Bool = false) throws(VaultError) -> KeyStore {
-        let lock: FileLock
-        let createdHome: Bool
-        do {
-            createdHome = try Directory.ensure(home.root, mode: 0o700)
-            do {
-                try PrivatePermissions.checkDirectory(home.root)
-                // A key store that could not be loaded afterwards is not made at all.
-                try PrivatePermissions.checkAncestors(of: home.root)
-            } catch {
-                if createdHome { _ = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true)
-                    .removeEmptySubdirectory(Path.lastComponent(of: home.root)) }
-                throw error
-            }
-            lock = try lockHome(home, wait: 60)
-        } catch { throw VaultError.wrap(error) }
+        let (lock, createdHome) = try prepareHome(home)
         // Released on the way out, unless the new store keeps holding it (`holdingLock`).
         var keepLock = false
         defer { if !keepLock { lock.release() } }
-        if (try? FileStatus.of(home.keyStorePath)) != nil { throw .alreadyInitialized(path: home.keyStorePath) }
         do {
             let keys = CompartmentKeys(vault: try SecureBytes(randomCount: 32), fade: try SecureBytes(randomCount: 32),
                                        backup: try SecureBytes(randomCount: 32))
@@ -113,6 +99,31 @@ public final class KeyStore: @unchecked Sendable {
             }
             return store
         } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Makes the home directory (0700) if needed, checks it, and takes its lock; refuses a
+    /// home that already has a key store. Returns the lock and whether the home was made.
+    private static func prepareHome(_ home: N11Home) throws(VaultError) -> (FileLock, Bool) {
+        let lock: FileLock
+        let createdHome: Bool
+        do {
+            createdHome = try Directory.ensure(home.root, mode: 0o700)
+            do {
+                try PrivatePermissions.checkDirectory(home.root)
+                // A key store that could not be loaded afterwards is not made at all.
+                try PrivatePermissions.checkAncestors(of: home.root)
+            } catch {
+                if createdHome { _ = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true)
+                    .removeEmptySubdirectory(Path.lastComponent(of: home.root)) }
+                throw error
+            }
+            lock = try lockHome(home, wait: 60)
+        } catch { throw VaultError.wrap(error) }
+        if (try? FileStatus.of(home.keyStorePath)) != nil {
+            lock.release()
+            throw .alreadyInitialized(path: home.keyStorePath)
+        }
+        return (lock, createdHome)
     }
 
     /// Loads the key store of `home`. `pin` is asked for only if the file is sealed.
@@ -245,6 +256,86 @@ public final class KeyStore: @unchecked Sendable {
 
     public var archiveKeyCount: Int { archiveRecords.count }
 
+    // MARK: PIN and backups
+
+    /// Seals the key store under a new PIN, or (`nil`) removes its PIN, and saves it
+    /// atomically. The caller has already opened it (with the current PIN, if any).
+    public func changePIN(to pin: SecureBytes?, lockWait: Double = 60) throws(VaultError) {
+        if let pin { try Self.checkPIN(pin) }
+        do {
+            let newSealing = try pin.map { pin in
+                let salt = SecureRandom.bytes(Argon2id.saltLength)
+                return Sealing(parameters: Self.pinParameters, salt: salt,
+                               key: try Argon2id.deriveKey(password: pin, salt: salt, parameters: Self.pinParameters))
+            }
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            try FileLock.withLock(lock) {
+                try reloadLocked()
+                sealing = newSealing
+                try save(replaceExisting: true)
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Writes every key (compartment keys, device keys of secure archives, identities) to a
+    /// new file `path` (0600, never replacing one), sealed under `passphrase` the way a PIN
+    /// seals the key store itself (Argon2id, 256 MiB, 3 passes; ChaCha20-Poly1305).
+    public func writeBackup(to path: String, passphrase: SecureBytes, lockWait: Double = 60) throws(VaultError) {
+        do {
+            if try FileStatus.of(path) != nil { throw VaultError.outputExists(path: path) }
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            try FileLock.withLock(lock) { try reloadLocked() }
+            let salt = SecureRandom.bytes(Argon2id.saltLength)
+            let sealed = Sealing(parameters: Self.pinParameters, salt: salt,
+                                 key: try Argon2id.deriveKey(password: passphrase, salt: salt, parameters: Self.pinParameters))
+            let file = try AtomicFile(path: path, mode: 0o600)
+            try Self.write(storeID: storeID, records: try allRecords(), sealing: sealed, to: file.descriptor)
+            do { try file.commit(replaceExisting: false) }
+            catch let error as SystemError where error.errno == EEXIST { throw VaultError.outputExists(path: path) }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Makes `home`'s key store from a backup: every key as it was, sealed under `pin` (or
+    /// none). Refuses to replace a key store that exists.
+    public static func restoreBackup(from path: String, passphrase: SecureBytes, into home: N11Home,
+                                     pin: SecureBytes?) throws(VaultError) -> KeyStore {
+        if let pin { try checkPIN(pin) }
+        do {
+            let fd: FileDescriptor
+            do { fd = try FileDescriptor.openForReading(path) }
+            catch let error as SystemError where error.errno == ENOENT { throw VaultError.inputMissing(path: path) }
+            let contents = try SecureBytes.readContents(of: fd, limit: maximumFileSize)
+            let backupHome = N11Home(root: Path.directory(of: Path.absolute(path)))
+            let backup: KeyStore
+            do {
+                backup = try parse(contents, home: backupHome) { parameters, salt in
+                    try Argon2id.deriveKey(password: passphrase, salt: salt, parameters: parameters)
+                }
+            } catch VaultError.wrongPIN { throw VaultError.wrongBackupPassphrase(path: path) }
+            catch VaultError.keyStoreDamaged(_, let reason) { throw VaultError.keyStoreDamaged(path: path, reason: reason) }
+            // The new store: in a home prepared as `create` does (0700, locked, none there yet),
+            // written once, complete, with the backup's keys and ID.
+            let (lock, _) = try prepareHome(home)
+            defer { lock.release() }
+            var sealing: Sealing? = nil
+            if let pin {
+                let salt = SecureRandom.bytes(Argon2id.saltLength)
+                sealing = Sealing(parameters: pinParameters, salt: salt,
+                                  key: try Argon2id.deriveKey(password: pin, salt: salt, parameters: pinParameters))
+            }
+            let restored = KeyStore(home: home, storeID: backup.storeID, compartmentKeys: backup.compartmentKeys,
+                                    archiveRecords: backup.archiveRecords, identities: backup.identities, sealing: sealing)
+            try restored.save(replaceExisting: false)
+            return restored
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    private func allRecords() throws -> [Record] {
+        compartmentKeys.records + archiveRecords + (try identities.map { key in
+            Record(kind: .identity, id: try Self.identityID(key.publicKey), key: key.scalar)
+        })
+    }
+
     /// Takes back a key store that `create` made in this process, for a command that failed
     /// before anything was kept under its keys (a restore onto a new machine). Decided under
     /// the home's lock — held since `create(holdingLock: true)`, so no other process has
@@ -280,11 +371,7 @@ public final class KeyStore: @unchecked Sendable {
 
     private func save(replaceExisting: Bool) throws {
         let file = try AtomicFile(path: path, mode: 0o600)
-        let identityRecords = try identities.map { key in
-            Record(kind: .identity, id: try Self.identityID(key.publicKey), key: key.scalar)
-        }
-        try Self.write(storeID: storeID, records: compartmentKeys.records + archiveRecords + identityRecords,
-                       sealing: sealing, to: file.descriptor)
+        try Self.write(storeID: storeID, records: try allRecords(), sealing: sealing, to: file.descriptor)
         try file.commit(replaceExisting: replaceExisting)
     }
 

@@ -10,6 +10,8 @@ public enum VaultError: CategorizedError, Sendable {
     case keyStoreDamaged(path: String, reason: String)
     case keyStoreLocked(path: String)          // sealed with a PIN and no PIN was given
     case wrongPIN(path: String)
+    /// A key store backup (`key backup`) that does not open with the passphrase given.
+    case wrongBackupPassphrase(path: String)
     case pinRejected(String)
     case vaultMismatch(vault: String, keyStore: String)
     case notAVault(path: String)
@@ -41,7 +43,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .notInitialized, .unsafePermissions: return .configuration
         case .alreadyInitialized, .outputExists: return .outputExists
         case .keyStoreDamaged, .itemDamaged: return .damaged
-        case .keyStoreLocked, .wrongPIN, .vaultMismatch: return .authentication
+        case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch: return .authentication
         case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName: return .usage
         case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
         case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
@@ -62,6 +64,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .keyStoreDamaged(let path, let reason): return "the key store '\(path)' is damaged (\(reason)); it was left untouched"
         case .keyStoreLocked(let path): return "the key store '\(path)' is protected by a PIN and none was given"
         case .wrongPIN(let path): return "wrong PIN for the key store '\(path)'; nothing was changed"
+        case .wrongBackupPassphrase(let path): return "wrong passphrase for the key store backup '\(path)' (or it was changed); nothing was changed"
         case .pinRejected(let why): return why
         case .vaultMismatch(let vault, let keyStore): return "the vault '\(vault)' was not made with the key store '\(keyStore)'"
         case .notAVault(let path): return "'\(path)' exists but is not an n11archive vault"
@@ -96,6 +99,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .keyStoreDamaged: return "restore the key store file from your own backup of it; archives made in portable mode restore with their password alone"
         case .keyStoreLocked: return "give the PIN with --pin-file FILE or --pin-fd N (or run on a terminal to be asked)"
         case .wrongPIN: return "check the PIN and try again"
+        case .wrongBackupPassphrase: return "use the passphrase given to `n11archive key backup` when the backup was made"
         case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
         case .notAVault: return "choose an empty or new directory with --vault"
         case .inputMissing: return "check the path; nothing was added"

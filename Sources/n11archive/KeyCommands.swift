@@ -16,11 +16,13 @@ struct KeyCommand: ParsableCommand {
           n11archive key export-private -o backup.key  # passphrase-protected
           n11archive key import backup.key             # where you restore
           n11archive create --portable --recipient backup.pub -o a.nu11vlt
+          n11archive key backup -o keys.n11backup      # every key
         Archives made for a public key open with its private key: from the key store, or \
         with `restore --identity FILE`. Keep the private key off the machine that makes \
         the nightly archives, and keep a copy of it: without it those archives cannot be restored.
         """,
-        subcommands: [Generate.self, ExportPublic.self, ExportPrivate.self, Import.self, List.self],
+        subcommands: [Generate.self, ExportPublic.self, ExportPrivate.self, Import.self, List.self,
+                      SetPIN.self, RemovePIN.self, Backup.self, RestoreBackup.self],
         aliases: ["keys"])
 
     /// Picks one identity of the key store: the one whose fingerprint starts with `prefix`,
@@ -165,6 +167,116 @@ extension KeyCommand {
             let keyStore = try store.loadKeyStore()
             if keyStore.identities.isEmpty { Console.note("no identities; make one with `n11archive key generate`") }
             for key in keyStore.identities { Console.out(KeyFiles.fingerprint(key.publicKey)) }
+        }
+    }
+
+    /// Where a new PIN comes from: --new-pin-file/--new-pin-fd, else the terminal (twice).
+    struct NewPINOptions: ParsableArguments {
+        @Option(name: .customLong("new-pin-file"), help: ArgumentHelp("Read the new PIN from the first line of FILE.", valueName: "FILE"))
+        var newPINFile: String?
+        @Option(name: .customLong("new-pin-fd"), help: ArgumentHelp("Read the new PIN from file descriptor N.", valueName: "N"))
+        var newPINFD: Int32?
+
+        var given: Bool { newPINFile != nil || newPINFD != nil }
+
+        func read() throws -> SecureBytes {
+            guard let source = SecretSource.choose(file: newPINFile, descriptor: newPINFD, environmentFile: "N11_NEW_PIN_FILE") else {
+                throw CLIError(.usage, "no terminal to ask for the new PIN", hint: "give it with --new-pin-file FILE or --new-pin-fd N")
+            }
+            return try source.read(what: "new PIN", confirm: true, accept: { try KeyStore.checkPIN($0) })
+        }
+    }
+
+    struct SetPIN: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-pin",
+            abstract: "Seal the key store under a new PIN (adding one, or changing the current one).",
+            discussion: """
+            Examples:
+              n11archive key set-pin          # asks for the new PIN twice
+              n11archive key set-pin --pin-file old --new-pin-file new
+            A cron job that needs the key store then needs the PIN too (--pin-file): \
+            prefer archives for recipients, which need no key store secret to write.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var newPIN: NewPINOptions
+
+        func run() throws {
+            let keyStore = try store.loadKeyStore()
+            try keyStore.changePIN(to: try newPIN.read())
+            Console.out("sealed \(keyStore.path) under the new PIN")
+        }
+    }
+
+    struct RemovePIN: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove-pin",
+            abstract: "Store the key store without a PIN (it stays 0600 in a 0700 directory).",
+            discussion: "Example:\n  n11archive key remove-pin    # asks for the current PIN")
+
+        @OptionGroup var store: StoreOptions
+
+        func run() throws {
+            let keyStore = try store.loadKeyStore()
+            guard keyStore.isPINProtected else { throw CLIError(.usage, "the key store '\(keyStore.path)' has no PIN") }
+            try keyStore.changePIN(to: nil)
+            Console.out("removed the PIN of \(keyStore.path)")
+        }
+    }
+
+    struct Backup: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write every key (vault, fade, backup, secure archives' device keys, identities) to a file under a passphrase.",
+            discussion: """
+            Examples:
+              n11archive key backup -o keys.n11backup
+              n11archive key restore keys.n11backup      # on a new machine
+            Keep it away from the machine, with its passphrase apart: it opens everything this \
+            key store opens. Each secure archive adds a device key, so make a new backup after \
+            making secure archives you want to keep. Sealed as a PIN seals the key store \
+            (Argon2id, 256 MiB, 3 passes); 0600; never replaces a file.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var passphrase: PassphraseOptions
+        @Option(name: .short, help: ArgumentHelp("The backup file to write.", valueName: "FILE")) var output: String
+
+        func run() throws {
+            if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
+            let keyStore = try store.loadKeyStore()
+            let secret = try passphrase.read(for: output, confirm: true)
+            guard secret.count >= 8 else { throw CLIError(.usage, "a passphrase must have at least 8 characters; nothing was written") }
+            try keyStore.writeBackup(to: output, passphrase: secret)
+            Console.out("wrote every key of \(keyStore.path) to \(output) (0600): \(keyStore.archiveKeyCount) secure archive key(s), \(keyStore.identities.count) identit\(keyStore.identities.count == 1 ? "y" : "ies")")
+        }
+    }
+
+    struct RestoreBackup: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restore",
+            abstract: "Make this home's key store from a `key backup` file.",
+            discussion: """
+            Examples:
+              n11archive key restore keys.n11backup
+              n11archive key restore keys.n11backup --pin    # and seal it under a new PIN
+            Refuses to replace an existing key store.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @OptionGroup var passphrase: PassphraseOptions
+        @OptionGroup var newPIN: NewPINOptions
+        @Argument(help: ArgumentHelp("The backup file.", valueName: "FILE")) var file: String
+        @Flag(help: "Seal the restored key store under a new PIN.") var pin = false
+
+        func run() throws {
+            let home = store.resolvedHome
+            if ((try? FileStatus.of(home.keyStorePath)) ?? nil) != nil { throw VaultError.alreadyInitialized(path: home.keyStorePath) }
+            guard ((try? FileStatus.of(file)) ?? nil) != nil else { throw VaultError.inputMissing(path: file) }
+            let secret = try passphrase.read(for: file, confirm: false)
+            let pinBytes = pin || newPIN.given ? try newPIN.read() : nil
+            let restored = try KeyStore.restoreBackup(from: file, passphrase: secret, into: home, pin: pinBytes)
+            Console.out("restored \(restored.path)\(restored.isPINProtected ? " (PIN-protected)" : ""): \(restored.archiveKeyCount) secure archive key(s), \(restored.identities.count) identit\(restored.identities.count == 1 ? "y" : "ies")")
         }
     }
 }

@@ -232,3 +232,70 @@ struct WriteOnlyPruneTests {
         }
     }
 }
+
+@Suite("n11archive CLI: key store PIN and backups")
+struct KeyStoreManagementTests {
+    @Test("a key store made by restore gets a PIN, changes it, loses it; the old PIN stops working")
+    func pinLifecycle() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            // A new machine: restore made the key store, without a PIN.
+            let new = s.elsewhere("new")
+            expectExit(try s.run(["restore", archive, "--password-file", pw], environment: new), 0)
+            let first = try s.passwordFile("first pin 1234\n", name: "pin1")
+            let second = try s.passwordFile("second pin 5678\n", name: "pin2")
+            expectExit(try s.run(["key", "set-pin", "--new-pin-file", first], environment: new), 0)
+            expectExit(try s.run(["vault", "list"], environment: new), 77)
+            expectExit(try s.run(["vault", "list", "--pin-file", first], environment: new), 0)
+            // Changing needs the current PIN.
+            expectExit(try s.run(["key", "set-pin", "--new-pin-file", second, "--pin-file", second], environment: new), 77)
+            expectExit(try s.run(["key", "set-pin", "--new-pin-file", second, "--pin-file", first], environment: new), 0)
+            expectExit(try s.run(["vault", "list", "--pin-file", first], environment: new), 77)
+            expectExit(try s.run(["vault", "list", "--pin-file", second], environment: new), 0)
+            // A short PIN is refused and changes nothing.
+            let short = try s.passwordFile("1234\n", name: "pin3")
+            expectExit(try s.run(["key", "set-pin", "--new-pin-file", short, "--pin-file", second], environment: new), 64)
+            expectExit(try s.run(["vault", "list", "--pin-file", second], environment: new), 0)
+            expectExit(try s.run(["key", "remove-pin", "--pin-file", second], environment: new), 0)
+            expectExit(try s.run(["vault", "list"], environment: new), 0)
+            expectExit(try s.run(["key", "remove-pin"], environment: new), 64)
+        }
+    }
+
+    @Test("key backup holds every key: a secure archive and a recipient archive restore on a new machine from it alone")
+    func backupRestore() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            expectExit(try s.run(["key", "generate"]), 0)
+            let pub = try s.file("me.pub", Array(try s.run(["key", "export-public"]).stdout))
+            let secure = s.path("s.nu11vlt"), forMe = s.path("r.nu11vlt")
+            expectExit(try s.run(["create", "--secure", "-o", secure]), 0)
+            expectExit(try s.run(["create", "--portable", "--recipient", pub, "-o", forMe]), 0)
+            let pp = try s.passphraseFile()
+            let backup = s.path("keys.n11backup")
+            expectExit(try s.run(["key", "backup", "-o", backup, "--passphrase-file", pp]), 0)
+            #expect(fileMode(backup) == 0o600)
+            expectExit(try s.run(["key", "backup", "-o", backup, "--passphrase-file", pp]), 73)
+
+            let new = s.elsewhere("new")
+            let wrong = try s.run(["key", "restore", backup, "--passphrase-file", try s.passphraseFile("not the passphrase")], environment: new)
+            expectExit(wrong, 77)
+            #expect(!FileManager.default.fileExists(atPath: s.path("new")), "a refused restore creates nothing")
+            expectExit(try s.run(["key", "restore", backup, "--passphrase-file", pp], environment: new), 0)
+            expectExit(try s.run(["key", "restore", backup, "--passphrase-file", pp], environment: new), 73)
+            for archive in [secure, forMe] {
+                let export = s.path("export-" + lastComponent(archive))
+                expectExit(try s.run(["restore", archive, "--export", export], environment: new), 0)
+                for (name, bytes) in originals {
+                    let folder = name.hasSuffix(".txt") ? "Notes" : "Photos"
+                    #expect(try readBytes("\(export)/\(folder)/\(name)") == bytes, "\(archive): \(name)")
+                }
+            }
+            // The restored store's vault is the original's: same keys, same store ID.
+            #expect(try s.run(["vault", "list", "--vault", s.vault], environment: new).status == 0)
+        }
+    }
+}
