@@ -267,10 +267,14 @@ struct UnattendedTests {
         }
     }
 
+    /// The vault, and the public key of an identity kept in another home ("offline"): the
+    /// machine that runs the job holds no secret that opens its archives.
     static func prepare(_ s: Sandbox) throws {
         _ = try s.fillVault()
         try FileManager.default.createDirectory(atPath: s.path(".config/n11archive"), withIntermediateDirectories: true)
-        _ = try s.passwordFile(name: ".config/n11archive/password")
+        expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
+        expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
+        expectExit(try s.run(["key", "export-public", "-o", s.path(".config/n11archive/backup.pub")], environment: s.elsewhere("offline")), 0)
         mkdir(s.path("backups"), 0o700)
     }
 
@@ -283,13 +287,17 @@ struct UnattendedTests {
             try Self.prepare(s)
             // %h is the user's home in a systemd user unit.
             let commands = lines.map { Self.words($0, replacing: ["%h": s.root]) }
-            #expect(commands.allSatisfy { $0.contains("--password-file") && $0.contains("--lock-wait") })
+            #expect(commands.allSatisfy { !$0.contains("--password-file") && $0.contains("--lock-wait") })
+            #expect(commands[0].contains("--recipient"))
             try Self.runAll(commands, in: s)
             try Self.runAll(commands, in: s)
             let made = listing(of: s.path("backups")).filter { $0 != ".n11archive.lock" }
             #expect(!made.isEmpty && made.allSatisfy(isDatedArchiveName), "\(made)")
-            let pw = s.path(".config/n11archive/password")
-            for name in made { expectExit(try s.run(["verify", s.path("backups/" + name), "--password-file", pw]), 0) }
+            for name in made {
+                // Not here; with the offline identity, fully.
+                expectExit(try s.run(["verify", s.path("backups/" + name)]), 77)
+                expectExit(try s.run(["verify", s.path("backups/" + name)], environment: s.elsewhere("offline")), 0)
+            }
         }
     }
 
@@ -302,7 +310,7 @@ struct UnattendedTests {
         try withSandbox { s in
             try Self.prepare(s)
             let commands = fields[5].components(separatedBy: " && ").map { Self.words(Substring($0), replacing: ["$HOME": s.root]) }
-            #expect(commands.count == 2 && commands.allSatisfy { $0.contains("--password-file") && $0.contains("--lock-wait") })
+            #expect(commands.count == 2 && commands.allSatisfy { !$0.contains("--password-file") && $0.contains("--lock-wait") })
             try Self.runAll(commands, in: s)
             #expect(listing(of: s.path("backups")).filter(isDatedArchiveName).count == 1)
         }
