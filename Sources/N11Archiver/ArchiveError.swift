@@ -27,6 +27,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case invalidKeyFile(path: String, why: String)
     /// A rekey that would leave the archive with no slot at all.
     case rekeyWouldLock(archive: String)
+    /// An encrypted private key file that did not open with the passphrase given.
+    case wrongPassphrase(path: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
@@ -50,7 +52,7 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
@@ -84,6 +86,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
+        case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
         case let .invalidKeyFile(p, why): return "'\(p)' is not a usable P-256 key file: \(why)"
         case let .noKeyOpens(a, recipients, passwords):
@@ -118,6 +121,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
+        case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"
         case .invalidKeyFile: return "public keys are PEM files as `n11archive key export-public` or FileLock write them (or a SubjectPublicKeyInfo PEM); private keys are PKCS#8 PEM as `key export-private` writes them"
         case let .noKeyOpens(_, _, passwords):

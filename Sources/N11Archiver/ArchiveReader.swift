@@ -153,10 +153,10 @@ public final class ArchiveReader {
 }
 
 extension ArchiveReader {
-    /// Checks that this archive opens with the given password or key store: the content
-    /// key unwraps, which authenticates the header (its mode, ID, creation time and KDF
-    /// parameters are the key wrap's associated data). Reads no item and not the manifest:
-    /// what `prune` needs to count an archive as its own.
+    /// Checks that this archive opens with the given password, identities or key store: the
+    /// content key unwraps and so the header is authenticated (its mode, ID, creation time and
+    /// slots: version 1 as the key wrap's associated data, version 2 by `header.mac`). Reads
+    /// no item and not the manifest: what `prune` needs to count an archive as its own.
     public func authenticate(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                              identities: () throws -> [P256PrivateKey] = { [] },
                              kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) {

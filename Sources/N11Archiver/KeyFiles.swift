@@ -32,6 +32,9 @@ public enum KeyFiles {
             let keys: [[UInt8]]
             if text.contains("-----BEGIN ") {
                 for block in blocks where block.label != "PUBLIC KEY" {
+                    if block.label.hasSuffix("PRIVATE KEY") {
+                        throw FormatError.invalidKeyFile("it holds a private key; give the public key instead (`n11archive key export-public` writes it), and keep the private key off this machine")
+                    }
                     throw FormatError.invalidKeyFile("a '\(block.label)' block is not a public key")
                 }
                 keys = blocks.map(\.bytes)
@@ -66,10 +69,15 @@ public enum KeyFiles {
     public static func identity(inFile path: String, passphrase: () throws -> SecureBytes) throws(ArchiveError) -> P256PrivateKey {
         let text = try readText(path)
         let encrypted = text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        if !text.contains("PRIVATE KEY-----"), text.contains("-----BEGIN PUBLIC KEY-----") {
+            throw .invalidKeyFile(path: path, why: "it holds a public key; an identity is the private key (as `n11archive key export-private` writes it)")
+        }
         do {
             return try P256PrivateKey(pem: Array(text.utf8), passphrase: encrypted ? try passphrase() : nil)
         } catch let error as CryptoError {
-            throw .invalidKeyFile(path: path, why: encrypted ? "wrong passphrase, or not a P-256 private key (\(error))" : error.description)
+            // OpenSSL cannot tell a wrong passphrase from a damaged encrypted key.
+            if encrypted { throw .wrongPassphrase(path: path) }
+            throw .invalidKeyFile(path: path, why: error.description)
         } catch let error as ArchiveError {
             throw error
         } catch let error as any CategorizedError {

@@ -27,37 +27,6 @@ public enum HKDF {
         guard output.count > 0, output.count <= maximumOutputLength else {
             throw .invalidParameter("HKDF-SHA256 output of \(output.count) bytes (at most \(maximumOutputLength))")
         }
-        guard let kdf = algorithm else { throw .library("EVP_KDF_fetch(HKDF)") }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw .library("EVP_KDF_CTX_new") }
-        defer { EVP_KDF_CTX_free(context) }
-
-        // OpenSSL wants non-null pointers even for empty salt/info; a one-byte array serves.
-        var saltBytes = salt.isEmpty ? [0] : salt
-        var infoBytes = info.isEmpty ? [0] : info
-        var digest = Array("SHA256".utf8CString)
-        let rc: Int32 = inputKey.withUnsafeBytes { ikm in
-            output.withUnsafeMutableBytes { out in
-                digest.withUnsafeMutableBufferPointer { md in
-                    saltBytes.withUnsafeMutableBytes { s in
-                        infoBytes.withUnsafeMutableBytes { i in
-                            let params = [
-                                n11_kdf_digest(md.baseAddress!),
-                                n11_kdf_key(UnsafeMutableRawPointer(mutating: ikm.baseAddress!), ikm.count),
-                                n11_kdf_salt(s.baseAddress!, salt.count),
-                                n11_kdf_info(i.baseAddress!, info.count),
-                                n11_param_end(),
-                            ]
-                            return params.withUnsafeBufferPointer { p in
-                                EVP_KDF_derive(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, p.baseAddress)
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        guard rc == 1 else {
-            ERR_clear_error()
-            throw .library("HKDF-SHA256 derive")
-        }
+        try EVPKDF.derive(algorithm, named: "HKDF-SHA256", digest: "SHA256", key: inputKey, salt: salt, info: info, into: output)
     }
 }

@@ -12,33 +12,8 @@ public enum X963KDF {
     public static func deriveKey(_ digest: Digest = .sha256, sharedSecret: SecureBytes, sharedInfo: [UInt8],
                                  outputLength: Int) throws(CryptoError) -> SecureBytes {
         guard outputLength > 0, outputLength <= 1 << 16 else { throw .invalidParameter("X9.63 KDF output of \(outputLength) bytes") }
-        guard let kdf = algorithm else { throw .library("EVP_KDF_fetch(X963KDF)") }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw .library("EVP_KDF_CTX_new") }
-        defer { EVP_KDF_CTX_free(context) }
         let output = try SecureBytes(count: outputLength)
-        var infoBytes = sharedInfo.isEmpty ? [0] : sharedInfo
-        var name = Array(digest.rawValue.utf8CString)
-        let rc: Int32 = sharedSecret.withUnsafeBytes { z in
-            output.withUnsafeMutableBytes { out in
-                name.withUnsafeMutableBufferPointer { md in
-                    infoBytes.withUnsafeMutableBytes { info in
-                        let params = [
-                            n11_kdf_digest(md.baseAddress!),
-                            n11_kdf_key(UnsafeMutableRawPointer(mutating: z.baseAddress!), z.count),
-                            n11_kdf_info(info.baseAddress!, sharedInfo.count),
-                            n11_param_end(),
-                        ]
-                        return params.withUnsafeBufferPointer { p in
-                            EVP_KDF_derive(context, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count, p.baseAddress)
-                        }
-                    }
-                }
-            }
-        }
-        guard rc == 1 else {
-            ERR_clear_error()
-            throw .library("X9.63 KDF derive")
-        }
+        try EVPKDF.derive(algorithm, named: "X9.63 KDF", digest: digest.rawValue, key: sharedSecret, salt: nil, info: sharedInfo, into: output)
         return output
     }
 }

@@ -129,7 +129,6 @@ extension KeyCommand {
             if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
             let key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint)
             let secret = try passphrase.read(for: output, confirm: true)
-            guard secret.count >= 8 else { throw CLIError(.usage, "a passphrase must have at least 8 characters; nothing was written") }
             let pem = try key.encryptedPKCS8PEM(passphrase: secret)
             try KeyFiles.writeNew(String(decoding: pem, as: UTF8.self), to: output, mode: 0o600)
             Console.note("wrote private key \(KeyFiles.fingerprint(key.publicKey)) to \(output) (0600); keep it and its passphrase apart")
@@ -246,7 +245,6 @@ extension KeyCommand {
             if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
             let keyStore = try store.loadKeyStore()
             let secret = try passphrase.read(for: output, confirm: true)
-            guard secret.count >= 8 else { throw CLIError(.usage, "a passphrase must have at least 8 characters; nothing was written") }
             try keyStore.writeBackup(to: output, passphrase: secret)
             Console.out("wrote every key of \(keyStore.path) to \(output) (0600): \(keyStore.archiveKeyCount) secure archive key(s), \(keyStore.identities.count) identit\(keyStore.identities.count == 1 ? "y" : "ies")")
         }

@@ -19,12 +19,25 @@ struct PassphraseOptions: ParsableArguments {
         if passphraseFile != nil && passphraseFD != nil { throw ValidationError("give only one of --passphrase-file and --passphrase-fd") }
     }
 
+    /// The shortest passphrase a new file is sealed under.
+    static let minimumLength = 8
+
+    /// Reads the passphrase of `path`; `confirm` asks twice on a terminal (a new file), and
+    /// then a passphrase under 8 characters is refused before the second prompt.
     func read(for path: String, confirm: Bool) throws -> SecureBytes {
         guard let source = SecretSource.choose(file: passphraseFile, descriptor: passphraseFD, environmentFile: "N11_PASSPHRASE_FILE") else {
             throw CLIError(.usage, "'\(path)' needs a passphrase and there is no terminal to ask for it",
                            hint: "give it with --passphrase-file FILE or --passphrase-fd N")
         }
-        return try source.read(what: "passphrase", confirm: confirm)
+        let check = { (secret: SecureBytes) throws in
+            guard secret.count >= Self.minimumLength else {
+                throw CLIError(.usage, "a passphrase must have at least \(Self.minimumLength) characters; nothing was written")
+            }
+        }
+        // On a terminal `accept` runs before the second prompt; from a file, right after.
+        let secret = try source.read(what: "passphrase", confirm: confirm, accept: confirm ? check : nil)
+        if confirm { try check(secret) }
+        return secret
     }
 }
 

@@ -79,8 +79,15 @@ struct KeyCLITests {
             // A wrong passphrase is refused as such.
             let wrong = try s.run(["verify", archive, "--identity", key, "--passphrase-file", try s.passphraseFile("not the passphrase")],
                                   environment: s.elsewhere("new"))
-            expectExit(wrong, 64)
+            expectExit(wrong, 77)
             #expect(wrong.err.contains("wrong passphrase"), "\(wrong)")
+            // The public key given where the private one belongs, and the other way round.
+            let swapped = try s.run(["verify", archive, "--identity", pub], environment: s.elsewhere("new"))
+            expectExit(swapped, 64)
+            #expect(swapped.err.contains("holds a public key"), "\(swapped)")
+            let leaked = try s.run(["create", "--portable", "--recipient", key, "-o", s.path("never.nu11vlt")])
+            expectExit(leaked, 64)
+            #expect(leaked.err.contains("holds a private key"), "\(leaked)")
 
             // key import puts it in the new machine's key store: then no flag is needed.
             expectExit(try s.run(["key", "import", key, "--passphrase-file", pp], environment: s.elsewhere("new")), 0)

@@ -7,9 +7,12 @@ import N11TestSupport
 // (Scripts/filelock-package.py, written from the description with `cryptography`).
 
 /// Runs Scripts/filelock-package.py; returns its exit status.
-func filelockScript(_ arguments: [String]) throws -> Int32 {
+func filelockScript(_ arguments: [String]) throws -> Int32 { try pythonScript("filelock-package.py", arguments) }
+
+/// Runs a Python script of Scripts/ quietly; returns its exit status.
+func pythonScript(_ name: String, _ arguments: [String]) throws -> Int32 {
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../Scripts/filelock-package.py").standardized.path
+        .appendingPathComponent("../../Scripts/" + name).standardized.path
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", script] + arguments
@@ -101,19 +104,7 @@ struct SealCLITests {
 
 @Suite("n11archive CLI: the reference reader and recipient archives")
 struct ReferenceRecipientTests {
-    /// Runs Scripts/format-reference.py; returns its exit status.
-    static func reference(_ arguments: [String]) throws -> Int32 {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../Scripts/format-reference.py").standardized.path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
+    static func reference(_ arguments: [String]) throws -> Int32 { try pythonScript("format-reference.py", arguments) }
 
     @Test("FORMAT.md suffices for version 2: the Python reader opens a recipient archive with the exported, passphrase-protected identity",
           .enabled(if: SealCLITests.pythonAvailable, "needs python3 with cryptography"))

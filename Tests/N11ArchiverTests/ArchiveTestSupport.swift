@@ -163,6 +163,7 @@ extension ArchiveError {
         case .noKeyOpens: return "noKeyOpens"
         case .invalidKeyFile: return "invalidKeyFile"
         case .rekeyWouldLock: return "rekeyWouldLock"
+        case .wrongPassphrase: return "wrongPassphrase"
         case .notWrittenHere: return "notWrittenHere"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
