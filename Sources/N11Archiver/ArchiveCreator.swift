@@ -151,7 +151,7 @@ public enum ArchiveCreator {
             throw SystemError("cannot write the archive", path: output, errno: error.errno)
         }
         let size = try file.descriptor.status().size
-        let sha256 = try WrittenArchives.sha256(of: file.descriptor)
+        let sha256 = try WrittenArchives.sha256(of: file.descriptor) { try file.descriptor.sync() }
         do { try file.commit(replaceExisting: request.replaceExisting) }
         catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
         return (size, sha256)

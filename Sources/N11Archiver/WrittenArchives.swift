@@ -26,17 +26,32 @@ public enum WrittenArchives {
     /// Records an archive just created. A failure here fails the command: an archive whose
     /// record is missing would make the next prune refuse.
     public static func record(_ report: ArchiveCreator.Report, created: Date, in home: N11Home) throws(ArchiveError) {
+        try record(Record(archiveID: report.archiveID, size: report.archiveBytes, sha256: report.sha256, created: created), in: home)
+    }
+
+    static func record(_ record: Record, in home: N11Home) throws(ArchiveError) {
         do {
             _ = try Directory.ensure(directory(home), mode: 0o700)
             try PrivatePermissions.checkDirectory(directory(home))
             var writer = JSONWriter()
             writer.object { w in
-                w.key("archiveId"); w.string(report.archiveID)
-                w.key("created"); w.timestamp(Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down)))
-                w.key("sha256"); w.string(report.sha256)
-                w.key("size"); w.integer(report.archiveBytes)
+                w.key("archiveId"); w.string(record.archiveID)
+                w.key("created"); w.timestamp(Date(timeIntervalSince1970: record.created.timeIntervalSince1970.rounded(.down)))
+                w.key("sha256"); w.string(record.sha256)
+                w.key("size"); w.integer(record.size)
             }
-            try AtomicFile.write(writer.bytes, to: path(home, archiveID: report.archiveID), mode: 0o600)
+            try AtomicFile.write(writer.bytes, to: path(home, archiveID: record.archiveID), mode: 0o600)
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
+    /// After `rekey` replaced an archive this home wrote, records its new size and SHA-256
+    /// (the archive ID stays). Does nothing for an archive this home has no record of.
+    public static func rerecord(_ path: String, in home: N11Home) throws(ArchiveError) {
+        let reader = try ArchiveReader(path: path)
+        guard let old = try lookup(reader.header.archiveIDHex, in: home) else { return }
+        do {
+            let fd = try FileDescriptor.openForReading(path)
+            try record(Record(archiveID: old.archiveID, size: try fd.status().size, sha256: try sha256(of: fd), created: old.created), in: home)
         } catch { throw ArchiveError.wrap(error) }
     }
 
@@ -88,16 +103,34 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
-    /// SHA-256 of a whole file from its start, as hex.
+    /// SHA-256 of a whole file, as hex (pread from offset 0; the descriptor's offset is not used).
     static func sha256(of fd: FileDescriptor) throws -> String {
-        try fd.seek(to: 0)
         let digest = try SHA256Digest()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var position: Int64 = 0
         while true {
-            let n = try fd.read(into: &buffer, count: buffer.count)
+            let n = try fd.read(into: &buffer, count: buffer.count, at: position)
             if n == 0 { break }
             digest.update(buffer[0..<n])
+            position += Int64(n)
         }
         return try digest.finish().hex
+    }
+
+    /// `sha256(of:)` on a second thread while `body` runs on this one: `create` hashes the new
+    /// archive from the page cache while fsync waits on the disk, so the record costs about
+    /// max(hash, fsync) rather than their sum. Returns the digest once both are done.
+    static func sha256(of fd: FileDescriptor, during body: () throws -> Void) throws -> String {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var outcome: Result<String, any Error> = .failure(CancellationError())
+        let thread = Thread {
+            outcome = Result { try sha256(of: fd) }
+            done.signal()
+        }
+        thread.start()
+        let bodyError = Result { try body() }
+        done.wait()
+        try bodyError.get()
+        return try outcome.get()
     }
 }

@@ -73,6 +73,17 @@ public final class FileDescriptor: @unchecked Sendable {
         }
     }
 
+    /// Reads up to `count` bytes at file offset `position` (pread: the descriptor's own offset
+    /// is left alone, so another thread may use it meanwhile); 0 means end of file.
+    public func read(into buffer: inout [UInt8], count: Int, at position: Int64) throws -> Int {
+        precondition(count >= 0 && count <= buffer.count)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { raw in Glibc.pread(rawValue, raw.baseAddress!, count, off_t(position)) }
+            if n >= 0 { return n }
+            if Glibc.errno != EINTR { throw SystemError("cannot read", path: path) }
+        }
+    }
+
     /// Fills `buffer[0..<count]` unless the file ends first; returns how many bytes were read.
     public func readFully(into buffer: inout [UInt8], count: Int) throws -> Int {
         var filled = 0

@@ -20,7 +20,9 @@ struct Rekey: ParsableCommand {
         Recipient slots do not say whose key they are for, so recipients are removed all \
         together (--remove-recipients) and the ones to keep added again. The new password \
         comes from --new-password-file/--new-password-fd, or is asked twice on a terminal. \
-        A version 1 archive becomes version 2. Secure archives have nothing to rekey.
+        A version 1 archive becomes version 2. Secure archives have nothing to rekey. \
+        Rekeyed in place, an archive this home wrote gets its record (`verify --as-written`) \
+        updated; a copy written with -o does not.
         """)
 
     @OptionGroup var input: ArchiveInput
@@ -75,6 +77,8 @@ struct Rekey: ParsableCommand {
         let report = try ArchiveRekeyer.rekey(archive, .init(add: ArchiveAccess(passwords: passwords, recipients: added, kdf: kdf),
                                                               removePasswords: removePasswords, removeRecipients: removeRecipients),
                                               output: output, replaceExisting: force)
+        // An archive this home wrote keeps counting as written here (prune, --as-written).
+        if output == nil { try WrittenArchives.rerecord(report.output, in: input.store.resolvedHome) }
         let counts = Dictionary(grouping: report.slots, by: { $0 }).mapValues(\.count)
         let described = [("password", "password"), ("p256", "recipient")].compactMap { key, word in
             counts[key].map { "\($0) \(word)\($0 == 1 ? "" : "s")" }

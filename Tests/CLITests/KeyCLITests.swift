@@ -139,6 +139,8 @@ struct KeyCLITests {
             expectExit(added, 0)
             #expect(added.out.contains("opens with 1 password and 1 recipient"), "\(added)")
             expectExit(try s.run(["verify", archive], environment: s.elsewhere("laptop")), 0)
+            // Rekeyed in place, it still counts as written by this home.
+            expectExit(try s.run(["verify", "--as-written", archive]), 0)
 
             let newPassword = try s.passwordFile("a different long passphrase\n", name: "new-password")
             let changed = try s.run(["rekey", archive, "--password-file", pw, "--remove-passwords", "--add-password",
