@@ -102,6 +102,35 @@ struct SealCLITests {
     }
 }
 
+@Suite("n11archive CLI: FileLock packages in bounded memory")
+struct SealMemoryTests {
+    @Test("sealing and unsealing 512 MiB stays within a few MiB of sealing 1 KiB")
+    func boundedMemory() throws {
+        try withSandbox { s in
+            let (pub, _, _) = try SealCLITests.identity(s)
+            let small = try s.file("small", [UInt8](repeating: 7, count: 1024))
+            let smallRun = try s.run(["seal", "--to", pub, small, "-o", s.path("small.filelock")])
+            expectExit(smallRun, 0)
+            // Sparse: 512 MiB of zeros that cost no disk to make.
+            let big = s.path("big")
+            let fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            #expect(fd >= 0 && ftruncate(fd, 512 << 20) == 0)
+            close(fd)
+            let sealed = try s.run(["seal", "--to", pub, big, "-o", s.path("big.filelock")])
+            expectExit(sealed, 0)
+            unlink(big)
+            let opened = try s.run(["unseal", s.path("big.filelock"), "-o", s.path("big.out")])
+            expectExit(opened, 0)
+            #expect(fileSize(s.path("big.out")) == 512 << 20)
+            let baseline = try #require(smallRun.peakRSSKiB), sealPeak = try #require(sealed.peakRSSKiB)
+            let unsealPeak = try #require(opened.peakRSSKiB)
+            // Holding the content even once would add 512 MiB.
+            #expect(sealPeak - baseline < 16 << 10, "seal: \(baseline) KiB → \(sealPeak) KiB")
+            #expect(unsealPeak - baseline < 16 << 10, "unseal: \(baseline) KiB → \(unsealPeak) KiB")
+        }
+    }
+}
+
 @Suite("n11archive CLI: the reference reader and recipient archives")
 struct ReferenceRecipientTests {
     static func reference(_ arguments: [String]) throws -> Int32 { try pythonScript("format-reference.py", arguments) }
