@@ -39,6 +39,11 @@ static inline int n11_pipe_cloexec(int fds[2]) {
     return (int)syscall(SYS_pipe2, fds, O_CLOEXEC);
 }
 
+/* memfd_create(2) with MFD_CLOEXEC (1): an anonymous file, for a child's stderr. */
+static inline int n11_memfd_cloexec(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, 1);
+}
+
 /* malloc_trim is declared in <malloc.h>, which the Glibc module does not bring in. */
 static inline void n11_release_free_heap(void) {
     malloc_trim(0);

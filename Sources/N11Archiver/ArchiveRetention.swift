@@ -214,8 +214,10 @@ extension ArchiveRetention {
     /// ones a key store look-up. A failure that is not about this archive (no password
     /// source, a locked or damaged key store, I/O) is thrown: nothing may be decided then.
     /// An archive made for recipients only opens where a recipient's identity is; on the
-    /// machine that made it, `writtenHere` (its size and SHA-256 as recorded by `create`,
-    /// which cover the header and so its time) makes it count as ours instead.
+    /// machine that made it, `writtenHere` (this home recorded writing its archive ID) makes it
+    /// count as ours instead. Its header is then not authenticated: the newest archive is
+    /// checked against the record (size and SHA-256, which cover the header) before anything
+    /// is deleted, so a forged or damaged one can only stop a prune, never steer it.
     public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
                                      keyStore: () throws -> KeyStore,
                                      identities: () throws -> [P256PrivateKey] = { [] },
@@ -229,7 +231,7 @@ extension ArchiveRetention {
                 ours.append(candidate)
             } catch {
                 switch error {
-                case .noKeyOpens, .passwordNeeded where writtenHere(candidate.path):
+                case .noKeyOpens where writtenHere(candidate.path), .passwordNeeded where writtenHere(candidate.path):
                     ours.append(candidate)
                 case .noKeyOpens:
                     notOpened.append(NotOpened(path: candidate.path, reason: error.description))

@@ -81,6 +81,14 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
+    /// Whether this home recorded writing an archive with `path`'s archive ID (read from its
+    /// header, not yet checked). Prune counts such an archive as its own, so that a damaged
+    /// copy of the newest stops it (`check` then fails) rather than being passed over.
+    public static func hasRecord(_ path: String, in home: N11Home) -> Bool {
+        guard let reader = try? ArchiveReader(path: path) else { return false }
+        return ((try? lookup(reader.header.archiveIDHex, in: home)) ?? nil) != nil
+    }
+
     /// Checks that `path` is byte for byte the archive this home wrote under its header's ID.
     /// Returns the record; throws `notWrittenHere` if there is none, `damaged` if the size or
     /// SHA-256 differ.

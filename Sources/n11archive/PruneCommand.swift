@@ -111,7 +111,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
         // so no secret is needed and none is asked for.
         let secrets = CachedSecrets(password: password, store: store, identity: identity)
         let home = store.resolvedHome
-        let writtenHere = { (path: String) in (try? WrittenArchives.check(path, in: home)) != nil }
+        let writtenHere = { (path: String) in WrittenArchives.hasRecord(path, in: home) }
         let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
         let (archives, notOpened) = nothingToDelete ? (named, [])
             : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,

@@ -238,6 +238,18 @@ struct WriteOnlyPruneTests {
             #expect(!FileManager.default.fileExists(atPath: made[0]) && !FileManager.default.fileExists(atPath: made[1]))
             #expect(FileManager.default.fileExists(atPath: made[2]))
             expectExit(try s.run(["verify", made[2]], environment: s.elsewhere("offline")), 0)
+
+            // A recipient archive this home did not write (another machine's, dated later)
+            // opens with nothing here either: it must neither count nor be deleted.
+            let other = s.elsewhere("other")
+            expectExit(try s.run(["init"], environment: other), 0)
+            expectExit(try s.run(["vault", "add", try s.file("x.jpg", [1, 2, 3])], environment: other), 0)
+            let foreign = dir + "/n11archive-20991231T235959Z.nu11vlt"
+            expectExit(try s.run(["create", "--portable", "--recipient", pub, "-o", foreign], environment: other), 0)
+            let again = try s.run(["prune", dir, "--keep-last", "1"])
+            expectExit(again, 0)
+            #expect(again.err.contains("does not open"), "\(again)")
+            #expect(FileManager.default.fileExists(atPath: made[2]) && FileManager.default.fileExists(atPath: foreign))
         }
     }
 }

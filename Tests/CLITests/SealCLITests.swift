@@ -136,7 +136,7 @@ struct ReferenceRecipientTests {
     static func reference(_ arguments: [String]) throws -> Int32 { try pythonScript("format-reference.py", arguments) }
 
     @Test("FORMAT.md suffices for version 2: the Python reader opens a recipient archive with the exported, passphrase-protected identity",
-          .enabled(if: SealCLITests.pythonAvailable, "needs python3 with cryptography"))
+          .enabled(if: ArchiveCLITests.referenceReaderAvailable, "needs python3 with cryptography >= 44 (Argon2id)"))
     func recipientArchive() throws {
         try withSandbox { s in
             let originals = try s.fillVault()

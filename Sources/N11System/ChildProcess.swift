@@ -1,0 +1,117 @@
+internal import CLinux
+import Glibc
+
+/// A program run without a shell (posix_spawnp, so PATH is searched): its stdin is
+/// /dev/null, its stdout a pipe we read, its stderr an anonymous in-memory file (memfd) read
+/// once it has ended (two pipes read by one thread can deadlock). Used to drive `rclone`.
+public final class ChildProcess {
+    public let arguments: [String]
+    /// Our end of the program's standard output.
+    public let output: FileDescriptor
+    private let errorFile: FileDescriptor
+    private let pid: pid_t
+    private var reaped = false
+
+    public struct Outcome: Sendable {
+        /// The exit status, or 128 + the signal that ended it.
+        public let status: Int32
+        /// The end of its standard error (at most 64 KiB), for messages.
+        public let errorText: String
+    }
+
+    private init(arguments: [String], output: FileDescriptor, errorFile: FileDescriptor, pid: pid_t) {
+        self.arguments = arguments
+        self.output = output
+        self.errorFile = errorFile
+        self.pid = pid
+    }
+
+    /// Starts `arguments[0]` (found on PATH) with `arguments`, and `environment` added to ours.
+    /// Throws a SystemError with ENOENT if there is no such program.
+    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+        precondition(!arguments.isEmpty)
+        var fds: [Int32] = [-1, -1]
+        guard n11_pipe_cloexec(&fds) == 0 else { throw SystemError("cannot create a pipe for", path: arguments[0]) }
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        defer { Glibc.close(writeEnd) }
+        let errorFD = n11_memfd_cloexec("n11archive-child-stderr")
+        guard errorFD >= 0 else {
+            Glibc.close(readEnd)
+            throw SystemError("cannot create a file for the errors of", path: arguments[0])
+        }
+        let errorFile = FileDescriptor(adopting: errorFD, path: "the errors of \(arguments[0])")
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
+        posix_spawn_file_actions_adddup2(&actions, errorFD, 2)
+
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var merged: [String: String] = [:]
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") { merged[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
+            index += 1
+        }
+        for (key, value) in environment { merged[key] = value }
+        let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, envp)
+        guard rc == 0 else {
+            Glibc.close(readEnd)
+            throw SystemError("cannot run", path: arguments[0], errno: rc)
+        }
+        return ChildProcess(arguments: arguments, output: FileDescriptor(adopting: readEnd, path: "the output of \(arguments[0])"),
+                            errorFile: errorFile, pid: pid)
+    }
+
+    /// Runs to the end, collecting at most `outputLimit` bytes of standard output (the rest is
+    /// read and dropped, so the program never blocks on a full pipe).
+    public static func run(_ arguments: [String], environment: [String: String] = [:],
+                           outputLimit: Int = 16 << 20) throws -> (Outcome, [UInt8]) {
+        let child = try start(arguments, environment: environment)
+        var collected: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = try child.output.read(into: &buffer, count: buffer.count)
+            if n == 0 { break }
+            if collected.count < outputLimit { collected.append(contentsOf: buffer[0..<min(n, outputLimit - collected.count)]) }
+        }
+        return (child.wait(), collected)
+    }
+
+    /// Waits for the program to end (closing our end of its output first).
+    public func wait() -> Outcome {
+        try? output.close()
+        var status: Int32 = 0
+        if !reaped {
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            reaped = true
+        }
+        let signal = status & 0x7F
+        let code = signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        var text: [UInt8] = []
+        if let size = try? errorFile.status().size {
+            let start = max(0, size - 65536)
+            var buffer = [UInt8](repeating: 0, count: Int(size - start))
+            if let n = try? errorFile.read(into: &buffer, count: buffer.count, at: start) { text = Array(buffer.prefix(n)) }
+        }
+        return Outcome(status: code, errorText: String(decoding: text, as: UTF8.self))
+    }
+
+    /// Ends the program at once (SIGTERM, then SIGKILL) and reaps it.
+    public func terminate() {
+        guard !reaped else { return }
+        kill(pid, SIGTERM)
+        usleep(200_000)
+        kill(pid, SIGKILL)
+        _ = wait()
+    }
+
+    deinit { if !reaped { terminate() } }
+}
