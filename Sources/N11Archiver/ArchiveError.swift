@@ -27,6 +27,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case invalidKeyFile(path: String, why: String)
     /// A rekey that would leave the archive with no slot at all.
     case rekeyWouldLock(archive: String)
+    /// A remote (rclone) operation failed; `location` is `REMOTE:PATH` (or the program).
+    case remote(location: String, why: String, kind: FailureKind, hint: String?)
     /// An encrypted private key file that did not open with the passphrase given.
     case wrongPassphrase(path: String)
     /// `verify --as-written`: this home has no record of writing that archive.
@@ -65,6 +67,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .system(let e): return e.kind
         case .container(let e): return e.kind
         case .directoryLock(_, let kind, _, _): return kind
+        case .remote(_, _, let kind, _): return kind
         case .caller(let e): return e.kind
         }
     }
@@ -87,6 +90,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
         case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
+        case let .remote(location, why, _, _): return "\(location): \(why)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
         case let .invalidKeyFile(p, why): return "'\(p)' is not a usable P-256 key file: \(why)"
         case let .noKeyOpens(a, recipients, passwords):
@@ -122,6 +126,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
+        case .remote(_, _, _, let hint): return hint
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"
         case .invalidKeyFile: return "public keys are PEM files as `n11archive key export-public` or FileLock write them (or a SubjectPublicKeyInfo PEM); private keys are PKCS#8 PEM as `key export-private` writes them"
         case let .noKeyOpens(_, _, passwords):

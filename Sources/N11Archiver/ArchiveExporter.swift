@@ -35,7 +35,7 @@ public enum ArchiveExporter {
         let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         report.destination = root
         report.dryRun = dryRun
-        let path = archive.reader.path
+        let path = archive.reader.name
 
         let destination: ExportDestination
         do { destination = try ExportDestination(root, creating: !dryRun) } catch { throw ArchiveError.writing(root, error) }

@@ -9,7 +9,10 @@ import N11Vault
 /// (FORMAT.md §1) and the header is parsed and bounded (§2, §8). Nothing here is trusted
 /// yet; `unlock` authenticates it.
 public final class ArchiveReader {
+    /// The file read.
     public let path: String
+    /// What messages call it: the path, or the `REMOTE:PATH` a downloaded copy came from.
+    public let name: String
     public let header: ArchiveHeader
     public let fileSize: Int64
     /// The open ZIP and its checked entries. Let go while Argon2id runs (see `unlock`).
@@ -32,16 +35,18 @@ public final class ArchiveReader {
         }
     }
 
-    public init(path: String) throws(ArchiveError) {
+    public init(path: String, name displayName: String? = nil) throws(ArchiveError) {
         self.path = path
+        let name = displayName ?? path
+        self.name = name
         do {
-            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: path) }
-            guard status.kind == .regular else { throw ArchiveError.notAnArchive(archive: path, why: "not a regular file") }
+            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: name) }
+            guard status.kind == .regular else { throw ArchiveError.notAnArchive(archive: name, why: "not a regular file") }
             fileSize = status.size
             var magic = [UInt8](repeating: 0, count: 4)
             let fd = try FileDescriptor.openForReading(path)
             guard try fd.readFully(into: &magic, count: 4) == 4, magic == [0x50, 0x4B, 0x03, 0x04] else {
-                throw ArchiveError.notAnArchive(archive: path, why: "it is not a ZIP file")
+                throw ArchiveError.notAnArchive(archive: name, why: "it is not a ZIP file")
             }
             let opened = try Self.openContainer(path)
             container = opened
@@ -51,7 +56,7 @@ public final class ArchiveReader {
             guard opened.entries[1].name == EntryName.second(version: header.version).name else {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
-        } catch { throw ArchiveError.reading(path, error) }
+        } catch { throw ArchiveError.reading(name, error) }
     }
 
     /// Opens the ZIP and checks its entries against the layout (FORMAT.md §1, §8).
@@ -111,7 +116,7 @@ public final class ArchiveReader {
         }
         let reopened = try Self.openContainer(path)
         guard reopened.headerBytes == header.bytes, reopened.keyEntry == keyEntry else {
-            throw ArchiveError.damaged(archive: path, what: "the archive changed while it was being read")
+            throw ArchiveError.damaged(archive: name, what: "the archive changed while it was being read")
         }
         container = reopened
         return result
@@ -148,7 +153,7 @@ public final class ArchiveReader {
                 guard item.sealedSize == entry.size else { throw FormatError.invalidManifest("entry '\(entry.name)' has the wrong size") }
             }
             return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey)
-        } catch { throw ArchiveError.reading(path, error) }
+        } catch { throw ArchiveError.reading(name, error) }
     }
 }
 
@@ -161,7 +166,7 @@ extension ArchiveReader {
                              identities: () throws -> [P256PrivateKey] = { [] },
                              kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) {
         do { _ = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling) }
-        catch { throw ArchiveError.reading(path, error) }
+        catch { throw ArchiveError.reading(name, error) }
     }
 
     /// Derives or looks up the key-encryption key and unwraps the content key.
@@ -173,18 +178,18 @@ extension ArchiveReader {
         switch header.mode {
         case .portable:
             guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
-            try kdfCeiling.check(kdf, archive: path)
+            try kdfCeiling.check(kdf, archive: name)
             guard let secret = try password() else { throw ArchiveError.passwordNeeded }
             let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
             do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
-            catch { throw ArchiveError.wrongPassword(archive: path) }
+            catch { throw ArchiveError.wrongPassword(archive: name) }
         case .secure:
             let store = try keyStore()
             guard let kek = store.archiveKey(id: header.archiveID) else {
-                throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex)
+                throw ArchiveError.keyNotHere(archive: name, archiveID: header.archiveIDHex)
             }
             do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
-            catch { throw ArchiveError.damaged(archive: path, what: "the header or key wrap was changed") }
+            catch { throw ArchiveError.damaged(archive: name, what: "the header or key wrap was changed") }
         }
     }
 
@@ -196,7 +201,7 @@ extension ArchiveReader {
         let id = header.archiveID
         func authenticated(_ contentKey: SecureBytes) throws -> SecureBytes {
             guard contentKey.count == 32, try ArchiveKeys.headerMACVerifies(keyEntry, contentKey: contentKey, header: header) else {
-                throw ArchiveError.damaged(archive: path, what: "the header or its key slots were changed (header.mac does not verify)")
+                throw ArchiveError.damaged(archive: name, what: "the header or its key slots were changed (header.mac does not verify)")
             }
             return contentKey
         }
@@ -210,26 +215,26 @@ extension ArchiveReader {
         }
         if header.mode == .secure, case .device(let wrap)? = header.slots.first {
             let store = try keyStore()
-            guard let kek = store.archiveKey(id: id) else { throw ArchiveError.keyNotHere(archive: path, archiveID: header.archiveIDHex) }
+            guard let kek = store.archiveKey(id: id) else { throw ArchiveError.keyNotHere(archive: name, archiveID: header.archiveIDHex) }
             guard let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) else {
-                throw ArchiveError.damaged(archive: path, what: "the device slot was changed")
+                throw ArchiveError.damaged(archive: name, what: "the device slot was changed")
             }
             return try authenticated(contentKey)
         }
         let passwordSlots = header.slots.compactMap { slot -> (ArchiveHeader.KDF, [UInt8])? in
             if case .password(let kdf, let wrap) = slot { return (kdf, wrap) } else { return nil }
         }
-        guard !passwordSlots.isEmpty else { throw ArchiveError.noKeyOpens(archive: path, recipientSlots: recipientWraps.count, passwordSlots: 0) }
-        for (kdf, _) in passwordSlots { try kdfCeiling.check(kdf, archive: path) }
+        guard !passwordSlots.isEmpty else { throw ArchiveError.noKeyOpens(archive: name, recipientSlots: recipientWraps.count, passwordSlots: 0) }
+        for (kdf, _) in passwordSlots { try kdfCeiling.check(kdf, archive: name) }
         guard let secret = try password() else {
             if recipientWraps.isEmpty { throw ArchiveError.passwordNeeded }
-            throw ArchiveError.noKeyOpens(archive: path, recipientSlots: recipientWraps.count, passwordSlots: passwordSlots.count)
+            throw ArchiveError.noKeyOpens(archive: name, recipientSlots: recipientWraps.count, passwordSlots: passwordSlots.count)
         }
         for (kdf, wrap) in passwordSlots {
             let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
             if let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) { return try authenticated(contentKey) }
         }
-        throw ArchiveError.wrongPassword(archive: path)
+        throw ArchiveError.wrongPassword(archive: name)
     }
 }
 

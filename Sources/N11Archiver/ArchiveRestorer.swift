@@ -79,7 +79,7 @@ public enum ArchiveRestorer {
         }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
-        let path = archive.reader.path
+        let path = archive.reader.name
         let payloads = try ArchiveVerifier.startPayloads(archive, plan.map(\.index), progress: progress)
         defer { payloads.finish() }
         if dryRun {

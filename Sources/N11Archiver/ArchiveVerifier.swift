@@ -43,7 +43,7 @@ public enum ArchiveVerifier {
             do {
                 try checkItem(archive, index: index, payload: payloads.stream(n), keyStore: keyStore, into: DiscardingSink(),
                               progress: progress)
-            } catch { throw ArchiveError.itemFailed(archive: archive.reader.path, id: archive.manifest.items[index].id, error) }
+            } catch { throw ArchiveError.itemFailed(archive: archive.reader.name, id: archive.manifest.items[index].id, error) }
             verified(n)
         }
     }
@@ -67,7 +67,7 @@ public enum ArchiveVerifier {
                 try sink.stage(buffer[0..<n])
             }
         case .secure:
-            guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.path, archiveID: archive.header.archiveIDHex) }
+            guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.name, archiveID: archive.header.archiveIDHex) }
             try SealedVaultItem.check(payload, as: item.vaultDescription, keyStore: keyStore, into: sink)
         }
         progress.complete(payload)

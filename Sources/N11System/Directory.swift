@@ -112,7 +112,7 @@ public enum Path {
     }
 
     /// A short random suffix for temp names; not a secret, just unlikely to collide.
-    static func randomSuffix() -> String {
+    public static func randomSuffix() -> String {
         var bytes = [UInt8](repeating: 0, count: 6)
         _ = bytes.withUnsafeMutableBytes { getrandom($0.baseAddress, $0.count, 0) }
         return bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()

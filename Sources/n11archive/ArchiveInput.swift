@@ -8,7 +8,9 @@ import N11Vault
 
 /// What every command that reads an archive shares: which archive, and how to unlock it.
 struct ArchiveInput: ParsableArguments {
-    @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
+    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE")) var file: String
+    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"))
+    var spool: String?
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions
     @OptionGroup var identity: IdentityOptions
@@ -18,7 +20,7 @@ struct ArchiveInput: ParsableArguments {
     /// files) are tried on recipient slots first, then the password; secure archives load
     /// the key store. Pass a reader already opened to avoid opening the file twice.
     func unlock(_ opened: ArchiveReader? = nil) throws -> (UnlockedArchive, KeyStore?) {
-        let reader = try opened ?? ArchiveReader(path: file)
+        let reader = try opened ?? self.reader()
         var keyStore: KeyStore? = nil
         func loadStore() throws -> KeyStore {
             if let keyStore { return keyStore }

@@ -54,6 +54,13 @@ struct Create: ParsableCommand, HasOutputOptions {
 
     @Flag(help: "Replace FILE if it exists.") var force = false
 
+    @Option(help: ArgumentHelp("For a REMOTE:PATH output: where the archive is made and checked before it is uploaded (default: HOME/spool, 0700).",
+                               valueName: "DIR"))
+    var spool: String?
+
+    @Flag(name: .customLong("keep-local"), help: "For a REMOTE:PATH output: keep the spooled copy after the upload.")
+    var keepLocal = false
+
     @Flag(name: .customLong("allow-weak-password"),
           help: "Accept a portable-archive password whose estimated entropy is under 40 bits.")
     var allowWeakPassword = false
@@ -69,6 +76,8 @@ struct Create: ParsableCommand, HasOutputOptions {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
         }
         if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
+        if remote != nil && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
+        if remote == nil && (keepLocal || spool != nil) { throw ValidationError("--spool and --keep-local are for a REMOTE:PATH output") }
         let set = compartments
         if set.contains(.backup) && set.count > 1 {
             throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
@@ -82,6 +91,9 @@ struct Create: ParsableCommand, HasOutputOptions {
     }
 
     var compartments: Set<Compartment> { compartment.isEmpty ? [.vault, .fade] : Set(compartment) }
+
+    /// The output on an rclone remote, if it is one (`-o REMOTE:FILE` or `--output-dir REMOTE:DIR`).
+    var remote: RemotePath? { (outputDirectory ?? output).flatMap(RemotePath.parse) }
 
     struct Document: Encodable {
         let outcome = "ok", command = "create"
@@ -125,8 +137,11 @@ struct Create: ParsableCommand, HasOutputOptions {
                 return ArchiveAccess(passwords: passwords, recipients: recipientKeys, kdf: kdf)
             }
         }
-        let report: ArchiveCreator.Report
-        if let outputDirectory {
+        var report: ArchiveCreator.Report
+        var published: String? = nil
+        if let remote {
+            (report, published) = try createRemote(remote, create: create, now: now)
+        } else if let outputDirectory {
             // Held shared while writing, so a `prune` of this directory waits for us.
             report = try DirectoryLock.withLock(try DatedArchive.existingDirectory(outputDirectory), exclusive: false,
                                                 waitSeconds: vaultOptions.lockWait) {
@@ -137,14 +152,41 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         try WrittenArchives.record(report, created: now, in: store.resolvedHome)
         if outputOptions.json {
-            try Console.json(Document(archive: report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
+            try Console.json(Document(archive: published ?? report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
                                       skippedExpired: report.skippedExpired, durationSeconds: Output.durationSeconds))
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
         let opens = recipientKeys.isEmpty ? "" : ", for \(recipientKeys.count) recipient(s)\(withPassword ? " and a password" : "")"
-        Console.summary("created \(report.path): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+        Console.summary("created \(published ?? report.path): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+    }
+
+    /// Makes the archive in the spool, records it, and publishes it on the remote (upload
+    /// under a temp name, checked, moved into place). The spooled copy goes unless
+    /// --keep-local. Returns the report and the remote path.
+    private func createRemote(_ remote: RemotePath, create: (String) throws -> ArchiveCreator.Report,
+                              now: Date) throws -> (ArchiveCreator.Report, String) {
+        let rclone = Rclone()
+        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
+        let final: RemotePath
+        if outputDirectory != nil {
+            let existing = Set(try rclone.list(remote).map(\.name))
+            final = remote.appending(try RemoteArchives.freeName(at: now, existing: existing))
+        } else {
+            final = remote
+        }
+        let local = Path.join(spoolDirectory, final.name)
+        if try FileStatus.of(local) != nil {
+            throw CLIError(.outputExists, "'\(local)' is in the spool already; nothing was written",
+                           hint: "move it away (a kept copy of an earlier upload?), or give another --spool")
+        }
+        let report = try create(local)
+        defer { if !keepLocal { _ = unlink(local) } }
+        Console.note("uploading \(Console.byteCount(report.archiveBytes)) to \(final)…")
+        try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone)
+        if keepLocal { Console.note("kept the local copy \(local)") }
+        return (report, final.description)
     }
 }
 

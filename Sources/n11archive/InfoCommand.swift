@@ -11,7 +11,10 @@ struct Info: ParsableCommand, ChoosesOutput {
         abstract: "Show what can be known about an archive without any secret.",
         discussion: "Example:\n  n11archive info vault.nu11vlt")
 
-    @Argument(help: ArgumentHelp("The archive.", valueName: "FILE")) var file: String
+    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE")) var file: String
+    @OptionGroup var store: StoreOptions
+    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"))
+    var spool: String?
     @Flag(help: "Print one JSON document (also on failure).") var json = false
 
 
@@ -55,7 +58,14 @@ struct Info: ParsableCommand, ChoosesOutput {
     }
 
     func run() throws {
-        let reader = try ArchiveReader(path: file)
+        let reader: ArchiveReader
+        if let remote = RemotePath.parse(file) {
+            let local = try RemoteArchives.fetch(remote, into: try RemoteArchives.spool(spool, home: store.resolvedHome))
+            SpoolFiles.removeAtExit(local)
+            reader = try ArchiveReader(path: local, name: file)
+        } else {
+            reader = try ArchiveReader(path: file)
+        }
         let h = reader.header
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               slots: Self.slots(of: h), entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,

@@ -62,6 +62,10 @@ struct Rekey: ParsableCommand {
     }
 
     func run() throws {
+        if RemotePath.parse(input.file) != nil {
+            throw CLIError(.usage, "rekey works on a local archive; '\(input.file)' is on a remote",
+                           hint: "fetch it (rclone copyto \(input.file) a.nu11vlt), rekey it, and send it back under a new name")
+        }
         let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
         let added = try RecipientOptions.keys(in: addRecipient + addRecipientsFile)
         let (archive, _) = try input.unlock()

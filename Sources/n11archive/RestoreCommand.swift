@@ -61,7 +61,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     var options: RestoreOptions { RestoreOptions(overwrite: overwrite, dryRun: dryRun) }
 
     func run() throws {
-        let reader = try ArchiveReader(path: input.file)
+        let reader = try input.reader()
         let report: ArchiveRestorer.Report
         var createdKeyStore = false
         if let export {

@@ -17,6 +17,7 @@ func fail(code: Int32, message: String, hint: String?) -> Never {
         try? Console.json(ErrorDocument(command: Output.commandName(from: arguments), exitCode: code, error: message,
                                         hint: hint, durationSeconds: Output.durationSeconds))
     }
+    SpoolFiles.removeAll()
     exit(code)
 }
 

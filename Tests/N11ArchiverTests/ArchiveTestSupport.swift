@@ -164,6 +164,7 @@ extension ArchiveError {
         case .invalidKeyFile: return "invalidKeyFile"
         case .rekeyWouldLock: return "rekeyWouldLock"
         case .wrongPassphrase: return "wrongPassphrase"
+        case .remote: return "remote"
         case .notWrittenHere: return "notWrittenHere"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"

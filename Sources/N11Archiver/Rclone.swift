@@ -1,0 +1,197 @@
+import Foundation
+import N11Crypto
+import N11System
+
+/// A place on an rclone remote, `REMOTE:PATH`, as rclone names it. A command-line argument
+/// is one when the part before its first `:` is a remote name (letters, digits, `_ - . `
+/// and spaces, no `/`); anything else is a local path (write `./a:b` for a local file named
+/// `a:b`, as rclone and restic ask).
+public struct RemotePath: Sendable, Equatable, CustomStringConvertible {
+    public let remote: String
+    public let path: String
+
+    public init(remote: String, path: String) {
+        self.remote = remote
+        self.path = path
+    }
+
+    public static func parse(_ text: String) -> RemotePath? {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let name = text[..<colon]
+        guard !name.isEmpty, !name.hasPrefix("-"), !name.hasPrefix(" "),
+              name.allSatisfy({ $0.isLetter || $0.isNumber || "_-. ".contains($0) }) else { return nil }
+        return RemotePath(remote: String(name), path: String(text[text.index(after: colon)...]))
+    }
+
+    public var description: String { remote + ":" + path }
+
+    /// The last component (a file's name).
+    public var name: String { String(path.split(separator: "/").last ?? "") }
+
+    public var parent: RemotePath {
+        guard let slash = path.lastIndex(of: "/") else { return RemotePath(remote: remote, path: "") }
+        return RemotePath(remote: remote, path: String(path[..<slash]))
+    }
+
+    public func appending(_ name: String) -> RemotePath {
+        RemotePath(remote: remote, path: path.isEmpty || path.hasSuffix("/") ? path + name : path + "/" + name)
+    }
+}
+
+/// One file in a remote directory, as `rclone lsjson` lists it.
+public struct RemoteObject: Sendable, Equatable {
+    public let name: String
+    public let size: Int64
+    public let modified: Date
+}
+
+/// Remote storage through the `rclone` program, configured by the user's own rclone.conf
+/// (`RCLONE_CONFIG` and rclone's other variables are passed through). n11archive hands
+/// rclone no secret: archives are encrypted before they leave, and the remote's
+/// credentials are rclone's business. Each call is one rclone process with bounded
+/// retries (`--retries`, `--low-level-retries`, rclone's own back-off) and timeouts, so a
+/// dead server fails a command instead of hanging it.
+public struct Rclone: Sendable {
+    /// The program: `$N11_RCLONE`, else `rclone` on PATH.
+    public let program: String
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        program = environment["N11_RCLONE"].flatMap { $0.isEmpty ? nil : $0 } ?? "rclone"
+    }
+
+    static let commonFlags = ["--retries", "3", "--retries-sleep", "1s", "--low-level-retries", "5",
+                              "--contimeout", "10s", "--timeout", "30s", "--log-level", "ERROR", "--use-json-log=false"]
+
+    /// Runs `rclone ARGS`; returns its standard output, or throws a classified error about `subject`.
+    @discardableResult
+    func run(_ arguments: [String], about subject: RemotePath, outputLimit: Int = 16 << 20) throws(ArchiveError) -> [UInt8] {
+        let outcome: ChildProcess.Outcome
+        let output: [UInt8]
+        do { (outcome, output) = try ChildProcess.run([program] + arguments + Self.commonFlags, outputLimit: outputLimit) }
+        catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
+        catch { throw ArchiveError.wrap(error) }
+        guard outcome.status == 0 else { throw Self.classify(outcome, subject: subject) }
+        return output
+    }
+
+    static func missingProgram(_ program: String) -> ArchiveError {
+        .remote(location: program, why: "rclone is not installed (no '\(program)' on PATH)", kind: .configuration,
+                hint: "install it (Debian: apt-get install rclone; Scripts/setup does), or name it with N11_RCLONE")
+    }
+
+    /// Turns rclone's exit status and last error lines into a kind and message.
+    static func classify(_ outcome: ChildProcess.Outcome, subject: RemotePath) -> ArchiveError {
+        let text = outcome.errorText
+        let lower = text.lowercased()
+        let lastLine = text.split(separator: "\n").last.map { String($0) } ?? "exit status \(outcome.status)"
+        // rclone prints "2026/11/22 21:00:00 ERROR : …": keep what follows the level.
+        let detail = lastLine.range(of: "ERROR : ").map { String(lastLine[$0.upperBound...]) }
+            ?? lastLine.range(of: "CRITICAL: ").map { String(lastLine[$0.upperBound...]) } ?? lastLine
+        let place = subject.description
+        func error(_ kind: FailureKind, _ why: String, _ hint: String?) -> ArchiveError {
+            .remote(location: place, why: why, kind: kind, hint: hint)
+        }
+        if lower.contains("didn't find section in config file") || lower.contains("config file not found") {
+            return error(.configuration, "rclone has no remote named '\(subject.remote)'",
+                         "set it up with `rclone config` (or point RCLONE_CONFIG at your rclone.conf); `rclone listremotes` shows the names")
+        }
+        if lower.contains("401") || lower.contains("403") || lower.contains("unauthorized") || lower.contains("forbidden")
+            || lower.contains("unable to authenticate") || lower.contains("permission denied") || lower.contains("authentication failed") {
+            return error(.authentication, "the remote refused rclone's credentials: \(detail)",
+                         "check the remote's credentials in rclone's configuration (`rclone config`)")
+        }
+        if lower.contains("no space left") || lower.contains("507") || lower.contains("insufficient storage")
+            || lower.contains("quota") || lower.contains("disk full") {
+            return error(.ioFailure, "the remote is full: \(detail)", "free space on the remote (`n11archive prune`), then run again")
+        }
+        if outcome.status == 3 || lower.contains("directory not found") {
+            return error(.missingInput, "no such directory on the remote", "check the path; create the directory with `rclone mkdir \(place)`")
+        }
+        if outcome.status == 4 || lower.contains("object not found") || lower.contains("file not found")
+            || lower.contains("source doesn't exist") {
+            return error(.missingInput, "no such file on the remote", "check the name with `n11archive archives \(subject.parent)`")
+        }
+        if lower.contains("connection refused") || lower.contains("no such host") || lower.contains("timeout")
+            || lower.contains("connection reset") || lower.contains("broken pipe") || lower.contains("eof") || lower.contains("unreachable") {
+            return error(.ioFailure, "cannot reach the remote: \(detail)", "check the network and that the server is up; the command can be run again")
+        }
+        return error(.ioFailure, "rclone failed (exit status \(outcome.status)): \(detail)", nil)
+    }
+
+    // MARK: operations
+
+    /// The files directly in `directory` (not below it).
+    public func list(_ directory: RemotePath) throws(ArchiveError) -> [RemoteObject] {
+        let output = try run(["lsjson", "--files-only", "--no-mimetype", directory.description], about: directory)
+        guard let items = try? JSONSerialization.jsonObject(with: Data(output)) as? [[String: Any]] else {
+            throw .remote(location: directory.description, why: "rclone lsjson printed something that is not a listing", kind: .other, hint: nil)
+        }
+        let parser = ISO8601DateFormatter()
+        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let plain = ISO8601DateFormatter()
+        return items.compactMap { item in
+            guard let name = item["Name"] as? String, let size = item["Size"] as? Int64 ?? (item["Size"] as? Int).map(Int64.init) else { return nil }
+            let text = item["ModTime"] as? String ?? ""
+            return RemoteObject(name: name, size: size, modified: parser.date(from: text) ?? plain.date(from: text) ?? Date(timeIntervalSince1970: 0))
+        }
+    }
+
+    public func upload(_ local: String, to remote: RemotePath) throws(ArchiveError) {
+        try run(["copyto", local, remote.description], about: remote)
+    }
+
+    public func download(_ remote: RemotePath, to local: String) throws(ArchiveError) {
+        try run(["copyto", remote.description, local], about: remote)
+    }
+
+    public func move(_ from: RemotePath, to: RemotePath) throws(ArchiveError) {
+        try run(["moveto", from.description, to.description], about: to)
+    }
+
+    public func delete(_ remote: RemotePath) throws(ArchiveError) {
+        try run(["deletefile", remote.description], about: remote)
+    }
+
+    /// The remote's own hash of a file (`sha256`, `sha1`, `md5`), or nil if the backend has none.
+    public func remoteHash(_ remote: RemotePath, type: String) throws(ArchiveError) -> String? {
+        do {
+            let output = try run(["hashsum", type, remote.description], about: remote)
+            let hash = String(decoding: output, as: UTF8.self).split(separator: " ").first.map(String.init)
+            return hash.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        } catch {
+            if case .remote(_, let why, _, _) = error, why.lowercased().contains("hash") && why.lowercased().contains("not supported")
+                || why.lowercased().contains("unsupported") { return nil }
+            throw error
+        }
+    }
+
+    /// The same kind of hash of a local file, by rclone itself (so both sides agree on it).
+    public func localHash(_ path: String, type: String) throws(ArchiveError) -> String {
+        let output = try run(["hashsum", type, path], about: RemotePath(remote: "local", path: path))
+        return String(decoding: output, as: UTF8.self).split(separator: " ").first.map { $0.lowercased() } ?? ""
+    }
+
+    /// SHA-256 of a remote file, read back through `rclone cat` (for backends without hashes).
+    public func sha256ByReading(_ remote: RemotePath) throws(ArchiveError) -> String {
+        do {
+            let child = try ChildProcess.start([program, "cat", remote.description] + Self.commonFlags)
+            let digest = try SHA256Digest()
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let n = try child.output.read(into: &buffer, count: buffer.count)
+                if n == 0 { break }
+                digest.update(buffer[0..<n])
+            }
+            let outcome = child.wait()
+            guard outcome.status == 0 else { throw Self.classify(outcome, subject: remote) }
+            return try digest.finish().hex
+        } catch let error as ArchiveError { throw error }
+        catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
+        catch { throw ArchiveError.wrap(error) }
+    }
+
+    /// The first `count` bytes of a remote file (enough for an archive's header entries).
+    public func prefix(_ remote: RemotePath, count: Int) throws(ArchiveError) -> [UInt8] {
+        try run(["cat", "--count", String(count), remote.description], about: remote, outputLimit: count)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// Archives on an rclone remote. Nothing is read or written there directly: an archive is
+/// made and checked in a local spool directory, then published; one to be read is fetched
+/// into the spool first and read there like any other.
+///
+/// Publishing: upload under a temp name (`.n11tmp-NAME.RANDOM`) in the target directory,
+/// check the upload against the local SHA-256 (the remote's own SHA-256, SHA-1 or MD5
+/// where the backend has one, compared with the same hash of the local file; else the
+/// object read back), refuse if the final name exists, then move it to the final name.
+/// A reader of the remote never sees a partial archive under a real name; a temp object
+/// left by a failure is deleted by the next `prune` of that directory.
+public enum RemoteArchives {
+    public static let tempPrefix = ".n11tmp-"
+
+    /// The spool: `explicit`, else `HOME/spool`; made 0700 and checked to be private.
+    public static func spool(_ explicit: String?, home: N11Home) throws(ArchiveError) -> String {
+        let directory = Path.absolute(explicit ?? Path.join(home.root, "spool"))
+        do {
+            _ = try Directory.ensure(directory, mode: 0o700)
+            try PrivatePermissions.checkDirectory(directory)
+            AtomicFile.removeLeftovers(in: directory)
+        } catch { throw ArchiveError.wrap(error) }
+        return directory
+    }
+
+    /// Downloads `remote` into a 0600 temp file in `spool` and returns its path; the caller
+    /// removes it. A failed download leaves nothing.
+    public static func fetch(_ remote: RemotePath, into spool: String, rclone: Rclone = Rclone()) throws(ArchiveError) -> String {
+        let local = Path.join(spool, AtomicFile.tempName(for: "download.nu11vlt"))
+        do {
+            // Made empty and private first: rclone then writes into a file only we can read.
+            let fd = try FileDescriptor.createExclusive(local, mode: 0o600)
+            try fd.close()
+            try rclone.download(remote, to: local)
+            guard chmod(local, 0o600) == 0 else { throw SystemError("cannot set the mode of", path: local) }
+            return local
+        } catch {
+            _ = unlink(local)
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`.
+    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) {
+        let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
+        do {
+            try rclone.upload(local, to: temp)
+            guard try uploaded(temp, matches: local, sha256: sha256, rclone: rclone) else {
+                throw ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",
+                                          kind: .ioFailure, hint: "run the command again; if it keeps failing, check the remote")
+            }
+            if try rclone.list(final.parent).contains(where: { $0.name == final.name }) {
+                throw ArchiveError.outputExists(path: final.description)
+            }
+            try rclone.move(temp, to: final)
+        } catch {
+            // Best effort: when the remote is unreachable, the next prune removes it.
+            try? rclone.delete(temp)
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Whether the object `temp` holds exactly the bytes of `local`.
+    static func uploaded(_ temp: RemotePath, matches local: String, sha256: String, rclone: Rclone) throws(ArchiveError) -> Bool {
+        if let hash = try rclone.remoteHash(temp, type: "sha256") { return hash == sha256 }
+        for type in ["sha1", "md5"] {
+            if let hash = try rclone.remoteHash(temp, type: type) { return hash == (try rclone.localHash(local, type: type)) }
+        }
+        return try rclone.sha256ByReading(temp) == sha256
+    }
+
+    /// Deletes the temp objects of earlier, failed uploads in `directory`. Only under the
+    /// directory's exclusive lock (`prune`), when no upload can be running.
+    @discardableResult
+    public static func removeTemporaries(in directory: RemotePath, listed: [RemoteObject], rclone: Rclone = Rclone()) -> Int {
+        var removed = 0
+        for object in listed where object.name.hasPrefix(tempPrefix) {
+            if (try? rclone.delete(directory.appending(object.name))) != nil { removed += 1 }
+        }
+        return removed
+    }
+
+    /// The first dated name for `date` that `existing` does not hold.
+    public static func freeName(at date: Date, existing: Set<String>) throws(ArchiveError) -> String {
+        for attempt in 1...1000 {
+            let name = ArchiveRetention.fileName(for: date, attempt: attempt)
+            if !existing.contains(name) { return name }
+        }
+        throw .outputExists(path: ArchiveRetention.fileName(for: date))
+    }
+}

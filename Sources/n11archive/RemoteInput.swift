@@ -1,0 +1,36 @@
+import Foundation
+import N11Archiver
+import N11System
+
+/// Files this process fetched into the spool, removed when it exits (normally or through
+/// `fail`). A process killed meanwhile leaves them to the next spool sweep
+/// (`AtomicFile.removeLeftovers`: temp names carry the PID).
+enum SpoolFiles {
+    nonisolated(unsafe) private static var paths: [String] = []
+    nonisolated(unsafe) private static var registered = false
+
+    static func removeAtExit(_ path: String) {
+        paths.append(path)
+        guard !registered else { return }
+        registered = true
+        atexit { SpoolFiles.removeAll() }
+    }
+
+    static func removeAll() {
+        for path in paths { _ = unlink(path) }
+        paths = []
+    }
+}
+
+extension ArchiveInput {
+    /// The archive to read: `file` itself, or, for `REMOTE:PATH`, a copy fetched into the
+    /// spool (0600, removed when the command ends) and named as the remote one in messages.
+    func reader() throws -> ArchiveReader {
+        guard let remote = RemotePath.parse(file) else { return try ArchiveReader(path: file) }
+        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
+        Console.note("fetching \(file)…")
+        let local = try RemoteArchives.fetch(remote, into: spoolDirectory)
+        SpoolFiles.removeAtExit(local)
+        return try ArchiveReader(path: local, name: file)
+    }
+}
