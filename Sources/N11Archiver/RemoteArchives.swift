@@ -1,4 +1,5 @@
 import Foundation
+import N11Container
 import N11Crypto
 import N11Format
 import N11System
@@ -83,6 +84,14 @@ public enum RemoteArchives {
             if (try? rclone.delete(directory.appending(object.name))) != nil { removed += 1 }
         }
         return removed
+    }
+
+    /// The header of a remote archive from its first 64 KiB, without fetching the rest: nil
+    /// if those bytes do not start with a stored `header.json` that parses. Not authenticated.
+    public static func peekHeader(_ remote: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) -> ArchiveHeader? {
+        guard let entry = ZipPrefix.firstEntry(of: try rclone.prefix(remote, count: 64 << 10)),
+              entry.name == EntryName.header else { return nil }
+        return try? ArchiveHeader(parsing: entry.data)
     }
 
     /// The first dated name for `date` that `existing` does not hold.

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import N11Archiver
+import N11Format
+import N11System
+
+struct Archives: ParsableCommand, ChoosesOutput {
+    static let configuration = CommandConfiguration(
+        abstract: "List the dated archives in a directory or on a remote, with size, time and mode.",
+        discussion: """
+        Examples:
+          n11archive archives ~/backups
+          n11archive archives b2:my-bucket/n11 --json
+        Lists the files named as `create --output-dir` names them, newest first. Time and \\
+        mode come from each archive's header, which is read without any key and so not \\
+        authenticated (`verify` does that); on a remote only the first 64 KiB of each \\
+        archive are fetched.
+        """)
+
+    @Argument(help: ArgumentHelp("The directory: a path, or REMOTE:PATH on an rclone remote.", valueName: "DIR"))
+    var directory: String
+    @Flag(help: "Print one JSON document (also on failure).") var json = false
+
+    struct Entry: Encodable {
+        let archive: String
+        let size: Int64
+        let created: Date?
+        let mode: String?
+        let formatVersion: Int?
+    }
+
+    struct Document: Encodable {
+        let outcome = "ok", command = "archives"
+        let directory: String
+        let archives: [Entry]
+        let durationSeconds: Double
+    }
+
+    func run() throws {
+        var entries: [Entry] = []
+        if let remote = RemotePath.parse(directory) {
+            let rclone = Rclone()
+            for object in try rclone.list(remote) where ArchiveRetention.isArchiveName(object.name) {
+                let path = remote.appending(object.name)
+                let header = try RemoteArchives.peekHeader(path, rclone: rclone)
+                entries.append(Entry(archive: path.description, size: object.size, created: header?.created,
+                                     mode: header?.mode.rawValue, formatVersion: header?.version))
+            }
+        } else {
+            let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
+            for name in try Directory.entries(of: dir) where ArchiveRetention.isArchiveName(name) {
+                let path = Path.join(dir, name)
+                guard let status = try FileStatus.of(path), status.kind == .regular else { continue }
+                let header = (try? ArchiveReader(path: path))?.header
+                entries.append(Entry(archive: path, size: status.size, created: header?.created, mode: header?.mode.rawValue,
+                                     formatVersion: header?.version))
+            }
+        }
+        entries.sort { $0.archive.split(separator: "/").last ?? "" > $1.archive.split(separator: "/").last ?? "" }
+        if json {
+            try Console.json(Document(directory: directory, archives: entries, durationSeconds: Output.durationSeconds))
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        for entry in entries {
+            let name = entry.archive.split(separator: "/").last.map(String.init) ?? entry.archive
+            let when = entry.created.map { formatter.string(from: $0) } ?? "(unreadable header)"
+            Console.out("\(name)  \(Console.byteCount(entry.size))  \(when)  \(entry.mode ?? "-")")
+        }
+        if entries.isEmpty { Console.note("no archives named by `create --output-dir` in '\(directory)'") }
+    }
+}
