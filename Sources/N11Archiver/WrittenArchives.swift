@@ -15,6 +15,8 @@ public enum WrittenArchives {
         public let size: Int64
         public let sha256: String
         public let created: Date
+        /// Where it was published: an absolute path, or `REMOTE:PATH`.
+        public var location: String? = nil
     }
 
     static func directory(_ home: N11Home) -> String { Path.join(home.root, "written") }
@@ -25,8 +27,16 @@ public enum WrittenArchives {
 
     /// Records an archive just created. A failure here fails the command: an archive whose
     /// record is missing would make the next prune refuse.
-    public static func record(_ report: ArchiveCreator.Report, created: Date, in home: N11Home) throws(ArchiveError) {
-        try record(Record(archiveID: report.archiveID, size: report.archiveBytes, sha256: report.sha256, created: created), in: home)
+    public static func record(_ report: ArchiveCreator.Report, created: Date, location: String? = nil,
+                              in home: N11Home) throws(ArchiveError) {
+        try record(Record(archiveID: report.archiveID, size: report.archiveBytes, sha256: report.sha256, created: created,
+                          location: location ?? report.path), in: home)
+    }
+
+    /// Every record of this home.
+    public static func all(in home: N11Home) -> [Record] {
+        guard let names = try? Directory.entries(of: directory(home)) else { return [] }
+        return names.filter { $0.hasSuffix(".json") }.compactMap { try? lookup(String($0.dropLast(5)), in: home) }
     }
 
     static func record(_ record: Record, in home: N11Home) throws(ArchiveError) {
@@ -37,6 +47,7 @@ public enum WrittenArchives {
             writer.object { w in
                 w.key("archiveId"); w.string(record.archiveID)
                 w.key("created"); w.timestamp(Date(timeIntervalSince1970: record.created.timeIntervalSince1970.rounded(.down)))
+                if let location = record.location { w.key("location"); w.string(location) }
                 w.key("sha256"); w.string(record.sha256)
                 w.key("size"); w.integer(record.size)
             }
@@ -51,7 +62,8 @@ public enum WrittenArchives {
         guard let old = try lookup(reader.header.archiveIDHex, in: home) else { return }
         do {
             let fd = try FileDescriptor.openForReading(path)
-            try record(Record(archiveID: old.archiveID, size: try fd.status().size, sha256: try sha256(of: fd), created: old.created), in: home)
+            try record(Record(archiveID: old.archiveID, size: try fd.status().size, sha256: try sha256(of: fd), created: old.created,
+                              location: old.location), in: home)
         } catch { throw ArchiveError.wrap(error) }
     }
 
@@ -63,9 +75,10 @@ public enum WrittenArchives {
             try PrivatePermissions.checkFile(file)
             let bytes = try FileDescriptor.openForReading(file).readAll(limit: 4096)
             return try JSONReader.read(bytes) { reader in
-                var id: String?, size: Int64?, sha: String?, created: Date?
+                var id: String?, size: Int64?, sha: String?, created: Date?, location: String?
                 try reader.object { key, reader in
                     switch key {
+                    case "location": try reader.fill(&location, try reader.string())
                     case "archiveId": try reader.fill(&id, try reader.string())
                     case "size": try reader.fill(&size, try reader.integer(Int64.self))
                     case "sha256": try reader.fill(&sha, try reader.string())
@@ -74,7 +87,8 @@ public enum WrittenArchives {
                     }
                 }
                 return Record(archiveID: try reader.required(id, "archiveId"), size: try reader.required(size, "size"),
-                              sha256: try reader.required(sha, "sha256"), created: try reader.required(created, "created"))
+                              sha256: try reader.required(sha, "sha256"), created: try reader.required(created, "created"),
+                              location: location)
             }
         } catch let failure as JSONReader.Failure {
             throw .damaged(archive: file, what: "the record of a written archive does not parse: \(failure)")

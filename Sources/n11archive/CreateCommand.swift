@@ -150,7 +150,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         } else {
             report = try create(at: output ?? "")
         }
-        try WrittenArchives.record(report, created: now, in: store.resolvedHome)
+        try WrittenArchives.record(report, created: now, location: published, in: store.resolvedHome)
         if outputOptions.json {
             try Console.json(Document(archive: published ?? report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
@@ -169,6 +169,11 @@ struct Create: ParsableCommand, HasOutputOptions {
                               now: Date) throws -> (ArchiveCreator.Report, String) {
         let rclone = Rclone()
         let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
+        // Shared, from choosing the name to publishing: a prune of the directory (which
+        // removes the temp objects of failed uploads) waits for us.
+        let directory = outputDirectory != nil ? remote : remote.parent
+        let lock = try RemoteLock.acquire(directory, exclusive: false, waitSeconds: vaultOptions.lockWait, rclone: rclone)
+        defer { lock.release() }
         let final: RemotePath
         if outputDirectory != nil {
             let existing = Set(try rclone.list(remote).map(\.name))

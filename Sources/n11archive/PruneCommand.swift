@@ -91,7 +91,16 @@ struct Prune: ParsableCommand, HasOutputOptions {
         let durationSeconds: Double
     }
 
+    @Option(help: ArgumentHelp("For a REMOTE:DIR: where archives are fetched to be checked (default: HOME/spool, 0700).", valueName: "DIR"))
+    var spool: String?
+
     func run() throws {
+        if let remote = RemotePath.parse(directory) {
+            let lock = try RemoteLock.acquire(remote, exclusive: true, waitSeconds: lockWait)
+            defer { lock.release() }
+            try pruneRemote(remote)
+            return
+        }
         let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
         // Exclusive: no `create --output-dir` into DIR and no other prune runs meanwhile.
         try DirectoryLock.withLock(dir, exclusive: true, waitSeconds: lockWait) { try prune(dir) }
@@ -156,6 +165,98 @@ struct Prune: ParsableCommand, HasOutputOptions {
         } else {
             Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \(Path.lastComponent(of: $0)))" } ?? "")")
         }
+    }
+
+    /// `prune REMOTE:DIR`, under the directory's exclusive lock object. An archive counts when
+    /// this home's record says it published it there with that size (its time is then the
+    /// record's), or else when a fetched copy opens with this prune's password, identities or
+    /// key store. The newest is fetched and verified in full (or against its record) before
+    /// anything is deleted. Temp objects of failed uploads are removed.
+    private func pruneRemote(_ dir: RemotePath) throws {
+        let rclone = Rclone()
+        let home = store.resolvedHome
+        let spoolDirectory = try RemoteArchives.spool(spool, home: home)
+        let listed = try rclone.list(dir)
+        let removedTemps = RemoteArchives.removeTemporaries(in: dir, listed: listed, rclone: rclone)
+        if removedTemps > 0 { Console.note("removed \(removedTemps) temp object(s) of failed uploads from \(dir)") }
+        let records = WrittenArchives.all(in: home)
+        let secrets = CachedSecrets(password: password, store: store, identity: identity)
+        func fetched<T>(_ remote: RemotePath, _ body: (String) throws -> T) throws -> T {
+            let local = try RemoteArchives.fetch(remote, into: spoolDirectory, rclone: rclone)
+            defer { _ = unlink(local) }
+            return try body(local)
+        }
+        var archives: [ArchiveRetention.Candidate] = [], notOpened: [String] = []
+        let named = listed.filter { ArchiveRetention.isArchiveName($0.name) }
+        let nothingToDelete = named.count <= max(policy.keepLast, 1) && policy.keepDaily + policy.keepWeekly + policy.keepMonthly == 0
+        for object in named {
+            let path = dir.appending(object.name)
+            if let record = records.first(where: { $0.location == path.description && $0.size == object.size }) {
+                archives.append(.init(path: path.description, created: record.created))
+                continue
+            }
+            if nothingToDelete { continue }
+            do {
+                let created = try fetched(path) { local in
+                    let reader = try ArchiveReader(path: local, name: path.description)
+                    try reader.authenticate(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
+                                            kdfCeiling: try kdfCeiling.ceiling())
+                    return reader.header.created
+                }
+                archives.append(.init(path: path.description, created: created))
+            } catch let error as ArchiveError {
+                switch error {
+                case .wrongPassword, .keyNotHere, .noKeyOpens, .damaged, .notAnArchive, .unsupported, .kdfAboveCeiling, .vault(.notInitialized):
+                    Console.warning("'\(path)' does not open with this password, identity or key store; left alone (\(error))")
+                    notOpened.append(path.description)
+                default: throw error
+                }
+            }
+        }
+        let decision = ArchiveRetention.apply(policy, to: archives)
+        var verified: String? = nil
+        if let newest = decision.keep.first?.archive, !decision.remove.isEmpty, let remote = RemotePath.parse(newest.path) {
+            do {
+                try fetched(remote) { local in
+                    let reader = try ArchiveReader(path: local, name: newest.path)
+                    do {
+                        let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
+                                                        kdfCeiling: try kdfCeiling.ceiling())
+                        _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil)
+                    } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
+                        try WrittenArchives.check(local, in: home)
+                    }
+                }
+            } catch let error as CategorizedError {
+                throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
+                               hint: error.hint ?? "make a new archive with `n11archive create --output-dir \(dir)`, then prune again")
+            }
+            verified = newest.path
+        }
+        var deleted: [String] = []
+        if !dryRun {
+            for archive in decision.remove {
+                guard let remote = RemotePath.parse(archive.path) else { continue }
+                try rclone.delete(remote)
+                deleted.append(archive.path)
+            }
+        } else {
+            deleted = decision.remove.map(\.path)
+        }
+        if outputOptions.json {
+            try Console.json(Document(directory: dir.description, dryRun: dryRun,
+                                      policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
+                                      verified: verified,
+                                      kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
+                                      deleted: deleted, ignored: [], notOpened: notOpened, durationSeconds: Output.durationSeconds))
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        for kept in decision.keep {
+            Console.summary("keep    \(kept.archive.path.split(separator: "/").last ?? "")  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
+        }
+        for path in deleted { Console.summary("\(dryRun ? "would delete" : "deleted") \(path.split(separator: "/").last ?? "")") }
+        Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \($0))" } ?? "")")
     }
 
     /// Verifies the newest archive in full; on failure nothing may be deleted, and the exit

@@ -1,0 +1,70 @@
+import Foundation
+import N11System
+
+/// `--lock-wait` across machines for a remote archive directory: a lock object
+/// `DIR/.n11archive.lock.{shared|exclusive}.RANDOM` (holding host, PID and time) that
+/// `create` writes shared while it uploads and `prune` exclusively while it decides and
+/// deletes. Object stores have no atomic create-if-absent, so a lock is taken by writing
+/// one's own object, listing, and backing off (deleting it) when a conflicting one is
+/// there; two takers that meet both back off and retry after a random pause. A lock object
+/// older than a day is a holder that died and is ignored.
+public final class RemoteLock {
+    public static let prefix = ".n11archive.lock."
+    static let staleAfter: TimeInterval = 24 * 3600
+
+    private let object: RemotePath
+    private let rclone: Rclone
+    private var released = false
+
+    private init(object: RemotePath, rclone: Rclone) {
+        self.object = object
+        self.rclone = rclone
+    }
+
+    public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
+                               rclone: Rclone = Rclone()) throws(ArchiveError) -> RemoteLock {
+        let kind = exclusive ? "exclusive" : "shared"
+        let object = directory.appending(prefix + kind + "." + Path.randomSuffix())
+        let deadline = Date().addingTimeInterval(waitSeconds)
+        let note = Array("\(ProcessInfo.processInfo.hostName) pid \(getpid()) \(kind) \(Date())\n".utf8)
+        var local = ""
+        do {
+            local = Path.join(NSTemporaryDirectory(), AtomicFile.tempName(for: "lock"))
+            try AtomicFile.write(note, to: local, mode: 0o600)
+        } catch { throw ArchiveError.wrap(error) }
+        defer { _ = unlink(local) }
+        while true {
+            if try !conflicting(in: directory, exclusive: exclusive, except: nil, rclone: rclone) {
+                try rclone.upload(local, to: object)
+                if try !conflicting(in: directory, exclusive: exclusive, except: object.name, rclone: rclone) {
+                    return RemoteLock(object: object, rclone: rclone)
+                }
+                try? rclone.delete(object)
+            }
+            guard Date() < deadline else {
+                throw .remote(location: directory.description, why: "another n11archive is \(exclusive ? "using" : "pruning") this directory (a lock object \(prefix)… is there)",
+                              kind: .busy, hint: "wait for it to finish, or give --lock-wait SECONDS; a lock object older than a day is ignored")
+            }
+            usleep(UInt32.random(in: 500_000...1_500_000))
+        }
+    }
+
+    /// Whether a live lock object other than `except` conflicts with taking one of this kind.
+    private static func conflicting(in directory: RemotePath, exclusive: Bool, except: String?,
+                                    rclone: Rclone) throws(ArchiveError) -> Bool {
+        let now = Date()
+        return try rclone.list(directory).contains { object in
+            guard object.name.hasPrefix(prefix), object.name != except,
+                  now.timeIntervalSince(object.modified) < staleAfter else { return false }
+            return exclusive || object.name.hasPrefix(prefix + "exclusive.")
+        }
+    }
+
+    public func release() {
+        guard !released else { return }
+        released = true
+        try? rclone.delete(object)
+    }
+
+    deinit { release() }
+}
