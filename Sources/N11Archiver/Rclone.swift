@@ -59,7 +59,7 @@ public struct Rclone: Sendable {
         program = environment["N11_RCLONE"].flatMap { $0.isEmpty ? nil : $0 } ?? "rclone"
     }
 
-    static let commonFlags = ["--retries", "3", "--retries-sleep", "1s", "--low-level-retries", "5",
+    static let commonFlags = ["--retries", "3", "--retries-sleep", "2s", "--low-level-retries", "2",
                               "--contimeout", "10s", "--timeout", "30s", "--log-level", "ERROR", "--use-json-log=false"]
 
     /// Runs `rclone ARGS`; returns its standard output, or throws a classified error about `subject`.
@@ -95,12 +95,14 @@ public struct Rclone: Sendable {
             return error(.configuration, "rclone has no remote named '\(subject.remote)'",
                          "set it up with `rclone config` (or point RCLONE_CONFIG at your rclone.conf); `rclone listremotes` shows the names")
         }
-        if lower.contains("401") || lower.contains("403") || lower.contains("unauthorized") || lower.contains("forbidden")
+        // Words, not bare status numbers: rclone's log lines start with a time whose
+        // milliseconds can read "403".
+        if lower.contains("401 unauthorized") || lower.contains("403 forbidden") || lower.contains("unauthorized") || lower.contains("forbidden")
             || lower.contains("unable to authenticate") || lower.contains("permission denied") || lower.contains("authentication failed") {
             return error(.authentication, "the remote refused rclone's credentials: \(detail)",
                          "check the remote's credentials in rclone's configuration (`rclone config`)")
         }
-        if lower.contains("no space left") || lower.contains("507") || lower.contains("insufficient storage")
+        if lower.contains("no space left") || lower.contains("insufficient storage")
             || lower.contains("quota") || lower.contains("disk full") {
             return error(.ioFailure, "the remote is full: \(detail)", "free space on the remote (`n11archive prune`), then run again")
         }

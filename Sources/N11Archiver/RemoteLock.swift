@@ -2,12 +2,13 @@ import Foundation
 import N11System
 
 /// `--lock-wait` across machines for a remote archive directory: a lock object
-/// `DIR/.n11archive.lock.{shared|exclusive}.RANDOM` (holding host, PID and time) that
+/// `DIR/.n11archive.lock.{shared|exclusive}.HOST.PID.RANDOM` (holding host, PID and time) that
 /// `create` writes shared while it uploads and `prune` exclusively while it decides and
 /// deletes. Object stores have no atomic create-if-absent, so a lock is taken by writing
 /// one's own object, listing, and backing off (deleting it) when a conflicting one is
 /// there; two takers that meet both back off and retry after a random pause. A lock object
-/// older than a day is a holder that died and is ignored.
+/// older than a day, or of this host whose process is gone, is a holder that died: it is
+/// deleted and ignored.
 public final class RemoteLock {
     public static let prefix = ".n11archive.lock."
     static let staleAfter: TimeInterval = 24 * 3600
@@ -24,7 +25,7 @@ public final class RemoteLock {
     public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
                                rclone: Rclone = Rclone()) throws(ArchiveError) -> RemoteLock {
         let kind = exclusive ? "exclusive" : "shared"
-        let object = directory.appending(prefix + kind + "." + Path.randomSuffix())
+        let object = directory.appending(prefix + kind + "." + hostTag + "." + String(getpid()) + "." + Path.randomSuffix())
         let deadline = Date().addingTimeInterval(waitSeconds)
         let note = Array("\(ProcessInfo.processInfo.hostName) pid \(getpid()) \(kind) \(Date())\n".utf8)
         var local = ""
@@ -49,13 +50,32 @@ public final class RemoteLock {
         }
     }
 
+    /// This host's name as it goes into lock object names (letters, digits, `-` only).
+    static let hostTag: String = {
+        let name = ProcessInfo.processInfo.hostName.map { $0.isLetter || $0.isNumber ? $0 : "-" }
+        return String(name.prefix(40))
+    }()
+
+    /// Whether a lock object is dead: older than a day, or this host's and its process is
+    /// gone (a command that was killed, or whose server vanished before it could delete it).
+    static func isStale(_ object: RemoteObject, now: Date) -> Bool {
+        if now.timeIntervalSince(object.modified) >= staleAfter { return true }
+        let fields = object.name.dropFirst(prefix.count).split(separator: ".")
+        guard fields.count >= 4, fields[1] == hostTag, let pid = Int32(fields[2]) else { return false }
+        return kill(pid, 0) != 0 && errno == ESRCH
+    }
+
     /// Whether a live lock object other than `except` conflicts with taking one of this kind.
+    /// Dead ones of this host are deleted on the way.
     private static func conflicting(in directory: RemotePath, exclusive: Bool, except: String?,
                                     rclone: Rclone) throws(ArchiveError) -> Bool {
         let now = Date()
         return try rclone.list(directory).contains { object in
-            guard object.name.hasPrefix(prefix), object.name != except,
-                  now.timeIntervalSince(object.modified) < staleAfter else { return false }
+            guard object.name.hasPrefix(prefix), object.name != except else { return false }
+            if isStale(object, now: now) {
+                try? rclone.delete(directory.appending(object.name))
+                return false
+            }
             return exclusive || object.name.hasPrefix(prefix + "exclusive.")
         }
     }

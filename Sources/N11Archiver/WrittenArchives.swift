@@ -107,19 +107,20 @@ public enum WrittenArchives {
     /// Returns the record; throws `notWrittenHere` if there is none, `damaged` if the size or
     /// SHA-256 differ.
     @discardableResult
-    public static func check(_ path: String, in home: N11Home) throws(ArchiveError) -> Record {
-        let reader = try ArchiveReader(path: path)
+    public static func check(_ path: String, name: String? = nil, in home: N11Home) throws(ArchiveError) -> Record {
+        let reader = try ArchiveReader(path: path, name: name)
+        let path = path, shown = reader.name
         guard let record = try lookup(reader.header.archiveIDHex, in: home) else {
-            throw .notWrittenHere(archive: path, archiveID: reader.header.archiveIDHex)
+            throw .notWrittenHere(archive: shown, archiveID: reader.header.archiveIDHex)
         }
         do {
             let fd = try FileDescriptor.openForReading(path)
             let size = try fd.status().size
             guard size == record.size else {
-                throw ArchiveError.damaged(archive: path, what: "it is \(size) bytes; this machine wrote \(record.size)")
+                throw ArchiveError.damaged(archive: shown, what: "it is \(size) bytes; this machine wrote \(record.size)")
             }
             guard try sha256(of: fd) == record.sha256 else {
-                throw ArchiveError.damaged(archive: path, what: "its SHA-256 differs from the one recorded when this machine wrote it")
+                throw ArchiveError.damaged(archive: shown, what: "its SHA-256 differs from the one recorded when this machine wrote it")
             }
             return record
         } catch { throw ArchiveError.wrap(error) }

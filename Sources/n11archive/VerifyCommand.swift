@@ -49,7 +49,8 @@ struct Verify: ParsableCommand, HasOutputOptions {
 
     func run() throws {
         if asWritten {
-            let record = try WrittenArchives.check(input.file, in: input.store.resolvedHome)
+            let reader = try input.reader()
+            let record = try WrittenArchives.check(reader.path, name: reader.name, in: input.store.resolvedHome)
             if outputOptions.json {
                 try Console.json(WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
                                                  sha256: record.sha256, durationSeconds: Output.durationSeconds))

@@ -1,0 +1,265 @@
+import Foundation
+import Glibc
+import Testing
+import N11System
+import N11TestSupport
+
+// Archives on rclone remotes, against real servers started here on 127.0.0.1 only:
+// `rclone serve webdav`, `rclone serve sftp`, and OpenSSH's sshd with rclone's sftp backend.
+
+let rcloneAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/rclone")
+let sshdAvailable = FileManager.default.isExecutableFile(atPath: "/usr/sbin/sshd")
+    && FileManager.default.isExecutableFile(atPath: "/usr/bin/ssh-keygen")
+
+/// A free TCP port on 127.0.0.1 (bound and released: a small race the tests accept).
+func freeLoopbackPort() -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// Whether something accepts connections on 127.0.0.1:`port`.
+func accepts(_ port: UInt16) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = port.bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+}
+
+/// A server process of the test, on 127.0.0.1, stopped when it goes away.
+final class LoopbackServer: @unchecked Sendable {
+    let port: UInt16
+    private var process: ChildProcess?
+    private let arguments: (UInt16) -> [String]
+
+    init(_ arguments: @escaping (UInt16) -> [String]) throws {
+        self.arguments = arguments
+        port = freeLoopbackPort()
+        try start()
+    }
+
+    func start() throws {
+        process = try ChildProcess.start(arguments(port))
+        for _ in 0..<100 where !accepts(port) { usleep(50_000) }
+        guard accepts(port) else { throw RunnerError(description: "\(arguments(port)) did not start listening") }
+    }
+
+    /// Kills it at once (SIGKILL), as a crash or a dropped link would.
+    func kill() {
+        process?.terminate()
+        process = nil
+    }
+
+    deinit { kill() }
+}
+
+/// The sandbox's rclone configuration, with a `dav` and an `sf` remote on loopback servers
+/// serving `data/` under the sandbox.
+final class RemoteWorld: @unchecked Sendable {
+    let s: Sandbox
+    let data: String
+    let webdav: LoopbackServer
+    let sftp: LoopbackServer
+    let config: String
+
+    init(_ s: Sandbox) throws {
+        self.s = s
+        data = s.path("remote-data")
+        try FileManager.default.createDirectory(atPath: data + "/backups", withIntermediateDirectories: true)
+        let data = self.data
+        webdav = try LoopbackServer { ["rclone", "serve", "webdav", data, "--addr", "127.0.0.1:\($0)"] }
+        sftp = try LoopbackServer { ["rclone", "serve", "sftp", data, "--addr", "127.0.0.1:\($0)", "--user", "u", "--pass", "test-only"] }
+        let obscured = try ChildProcess.run(["rclone", "obscure", "test-only"]).1
+        config = s.path("rclone.conf")
+        try writeBytes(Array("""
+            [dav]
+            type = webdav
+            url = http://127.0.0.1:\(webdav.port)/
+            vendor = other
+
+            [sf]
+            type = sftp
+            host = 127.0.0.1
+            port = \(sftp.port)
+            user = u
+            pass = \(String(decoding: obscured, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+
+            """.utf8), to: config)
+        chmod(config, 0o600)
+    }
+
+    var environment: [String: String] { ["RCLONE_CONFIG": config] }
+
+    func run(_ arguments: [String], home: String? = nil) throws -> RunResult {
+        var env = environment
+        if let home { env["N11_HOME"] = s.path(home) }
+        return try s.run(arguments, environment: env)
+    }
+
+    /// What the server holds in `backups/`, without lock objects.
+    var stored: [String] { listing(of: data + "/backups").filter { !$0.hasPrefix(".n11archive.lock") } }
+}
+
+@Suite("n11archive CLI: archives on rclone remotes (loopback servers)", .serialized,
+       .enabled(if: rcloneAvailable, "rclone is not installed (Scripts/setup installs it)"))
+struct RemoteCLITests {
+    @Test("webdav and sftp: create --output-dir REMOTE:DIR, archives, verify, list, restore, export — byte for byte; nothing partial is left")
+    func roundTrips() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            for remote in ["dav", "sf"] {
+                let created = try world.run(["create", "--portable", "--output-dir", "\(remote):backups", "--password-file", pw, "--json"] + fastKDF)
+                expectExit(created, 0)
+                let archive = try #require(try jsonDocument(created)["archive"] as? String)
+                #expect(archive.hasPrefix("\(remote):backups/n11archive-"))
+                let name = String(archive.split(separator: "/").last!)
+                #expect(world.stored.contains(name), "\(world.stored)")
+                #expect(world.stored.allSatisfy { !$0.hasPrefix(".n11tmp") }, "temp objects left: \(world.stored)")
+                #expect(listing(of: s.home + "/spool").isEmpty, "the spooled copy is removed after the upload")
+
+                let listedArchives = try world.run(["archives", "\(remote):backups", "--json"])
+                expectExit(listedArchives, 0)
+                let entries = try #require(try jsonDocument(listedArchives)["archives"] as? [[String: Any]])
+                #expect(entries.contains { $0["archive"] as? String == archive && $0["mode"] as? String == "portable" })
+
+                expectExit(try world.run(["verify", archive, "--password-file", pw]), 0)
+                expectExit(try world.run(["verify", "--as-written", archive]), 0)
+                let export = s.path("export-\(remote)")
+                expectExit(try world.run(["restore", archive, "--password-file", pw, "--export", export], home: "other-\(remote)"), 0)
+                for (file, bytes) in originals {
+                    let folder = file.hasSuffix(".txt") ? "Notes" : "Photos"
+                    #expect(try readBytes("\(export)/\(folder)/\(file)") == bytes, "\(remote): \(file)")
+                }
+                expectExit(try world.run(["restore", archive, "--password-file", pw], home: "new-\(remote)"), 0)
+                #expect(listing(of: s.path("new-\(remote)/spool")).isEmpty, "the fetched copy is removed")
+            }
+        }
+    }
+
+    @Test("mistakes and outages: rclone missing, no such remote, no such directory or file, a stopped server: clear codes, nothing left")
+    func failures() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            let vaultBefore = s.tree(s.vault)
+            let noRclone = try s.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw] + fastKDF,
+                                     environment: world.environment.merging(["N11_RCLONE": "/nonexistent/rclone"]) { $1 })
+            expectExit(noRclone, 78)
+            #expect(noRclone.err.contains("rclone is not installed"), "\(noRclone)")
+            let unknown = try world.run(["create", "--portable", "--output-dir", "nosuch:backups", "--password-file", pw] + fastKDF)
+            expectExit(unknown, 78)
+            #expect(unknown.err.contains("no remote named 'nosuch'"), "\(unknown)")
+            let noDir = try world.run(["create", "--portable", "--output-dir", "dav:missing", "--password-file", pw] + fastKDF)
+            expectExit(noDir, 66)
+            expectExit(try world.run(["verify", "dav:backups/n11archive-20260101T000000Z.nu11vlt", "--password-file", pw]), 66)
+            world.webdav.kill()
+            let down = try world.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw] + fastKDF)
+            expectExit(down, 74)
+            #expect(down.err.contains("cannot reach"), "\(down)")
+            #expect(world.stored.isEmpty, "\(world.stored)")
+            #expect(s.tree(s.vault) == vaultBefore)
+            #expect(listing(of: s.home + "/spool").isEmpty)
+        }
+    }
+
+    @Test("the server dies during an upload, then during a download: no archive under a final name, the vault unchanged, the next prune removes the temp object")
+    func killedServer() throws {
+        try withSandbox { s in
+            try s.initialize()
+            // Large enough that the upload and the download take a while.
+            let block = randomBytes(1 << 20)
+            var content: [UInt8] = []
+            content.reserveCapacity(48 << 20)
+            for _ in 0..<48 { content.append(contentsOf: block) }
+            let big = try s.file("big.jpg", content)
+            expectExit(try s.run(["vault", "add", big]), 0)
+            unlink(big)
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            let vaultBefore = s.tree(s.vault)
+            // Kill the server once the temp object appears on it.
+            let killer = Thread {
+                for _ in 0..<600 {
+                    if listing(of: world.data + "/backups").contains(where: { $0.hasPrefix(".n11tmp-") }) { break }
+                    usleep(10_000)
+                }
+                usleep(100_000)
+                world.webdav.kill()
+            }
+            killer.start()
+            let upload = try world.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw] + fastKDF)
+            #expect(upload.status == 74, "\(upload)")
+            #expect(!world.stored.contains { $0.hasPrefix("n11archive-") }, "a final name appeared: \(world.stored)")
+            #expect(s.tree(s.vault) == vaultBefore)
+            #expect(listing(of: s.home + "/spool").isEmpty)
+
+            // Back up: the next prune sweeps the temp object away; a new create goes through.
+            try world.webdav.start()
+            let made = try world.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw, "--json"] + fastKDF)
+            expectExit(made, 0)
+            let archive = try #require(try jsonDocument(made)["archive"] as? String)
+            expectExit(try world.run(["prune", "dav:backups", "--keep-last", "1", "--password-file", pw]), 0)
+            #expect(world.stored.allSatisfy { !$0.hasPrefix(".n11tmp-") }, "\(world.stored)")
+
+            // A download cut off: the restore fails and leaves the destination as it was.
+            let killer2 = Thread {
+                for _ in 0..<600 {
+                    if let spool = try? FileManager.default.contentsOfDirectory(atPath: s.path("fresh/spool")),
+                       spool.contains(where: { (fileSize(s.path("fresh/spool/" + $0)) ?? 0) > 1 << 20 }) { break }
+                    usleep(10_000)
+                }
+                world.webdav.kill()
+            }
+            killer2.start()
+            let download = try world.run(["restore", archive, "--password-file", pw], home: "fresh")
+            #expect(download.status == 74, "\(download)")
+            #expect(!FileManager.default.fileExists(atPath: s.path("fresh/keystore.n11keys")), "a failed restore leaves no key store")
+            #expect(listing(of: s.path("fresh/spool")).isEmpty, "no partial download is left")
+        }
+    }
+
+    @Test("prune REMOTE:DIR keeps what the policy says, verifies the newest first, and leaves another home's archives alone")
+    func pruneRemote() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            var made: [String] = []
+            for _ in 0..<3 {
+                let run = try world.run(["create", "--portable", "--output-dir", "sf:backups", "--password-file", pw, "--json"] + fastKDF)
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            // Another home's archive in the same directory, dated later.
+            expectExit(try world.run(["init"], home: "other"), 0)
+            expectExit(try world.run(["vault", "add", try s.file("o.jpg", [1, 2])], home: "other"), 0)
+            let otherPW = try s.passwordFile("another long password 42\n", name: "other-password")
+            expectExit(try world.run(["create", "--portable", "-o", "sf:backups/n11archive-20991231T000000Z.nu11vlt",
+                                      "--password-file", otherPW] + fastKDF, home: "other"), 0)
+            let pruned = try world.run(["prune", "sf:backups", "--keep-last", "2", "--password-file", pw, "--json"])
+            expectExit(pruned, 0)
+            let document = try jsonDocument(pruned)
+            #expect(document["verified"] as? String == made[2])
+            #expect(document["deleted"] as? [String] == [made[0]])
+            #expect((document["notOpened"] as? [String])?.count == 1)
+            let names = Set(world.stored)
+            #expect(!names.contains(String(made[0].split(separator: "/").last!)))
+            #expect(names.contains("n11archive-20991231T000000Z.nu11vlt"))
+            #expect(names.allSatisfy { !$0.hasPrefix(".n11archive.lock") })
+        }
+    }
+}
