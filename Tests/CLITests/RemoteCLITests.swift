@@ -149,6 +149,30 @@ struct RemoteCLITests {
         }
     }
 
+    @Test("no secret reaches rclone: its command lines and environment never hold the password")
+    func noSecretToRclone() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let secret = "a password that must never leave 1234"
+            let pw = try s.passwordFile(secret + "\n")
+            let world = try RemoteWorld(s)
+            // A wrapper that records what each rclone call is given, then runs rclone.
+            let log = s.path("rclone-calls.log")
+            let wrapper = try s.file("rclone-wrapper", Array("#!/bin/sh\n{ printf '%s\\n' \"$*\"; env; } >> '\(log)'\nexec rclone \"$@\"\n".utf8))
+            chmod(wrapper, 0o755)
+            var environment = world.environment
+            environment["N11_RCLONE"] = wrapper
+            let created = try s.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw, "--json"] + fastKDF,
+                                    environment: environment)
+            expectExit(created, 0)
+            let archive = try #require(try jsonDocument(created)["archive"] as? String)
+            expectExit(try s.run(["verify", archive, "--password-file", pw], environment: environment), 0)
+            let calls = String(decoding: try readBytes(log), as: UTF8.self)
+            #expect(calls.contains("copyto"), "the wrapper was used")
+            #expect(!calls.contains(secret))
+        }
+    }
+
     @Test("mistakes and outages: rclone missing, no such remote, no such directory or file, a stopped server: clear codes, nothing left")
     func failures() throws {
         try withSandbox { s in
@@ -260,6 +284,99 @@ struct RemoteCLITests {
             #expect(!names.contains(String(made[0].split(separator: "/").last!)))
             #expect(names.contains("n11archive-20991231T000000Z.nu11vlt"))
             #expect(names.allSatisfy { !$0.hasPrefix(".n11archive.lock") })
+        }
+    }
+}
+
+@Suite("n11archive CLI: an OpenSSH server through rclone's sftp backend", .serialized,
+       .enabled(if: rcloneAvailable && sshdAvailable && geteuid() == 0,
+                "needs rclone, OpenSSH's sshd and ssh-keygen (Scripts/setup installs them), and root to run sshd"))
+struct OpenSSHRemoteTests {
+    @Test("create --output-dir, archives, verify, restore and prune over sftp to a loopback sshd, with a checked host key")
+    func sshd() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            let pw = try s.passwordFile()
+            let keys = s.path("ssh")
+            mkdir(keys, 0o700)
+            for name in ["host", "user"] {
+                let made = try ChildProcess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", "\(keys)/\(name)"]).0
+                #expect(made.status == 0, "\(made.errorText)")
+            }
+            try writeBytes(try readBytes("\(keys)/user.pub"), to: "\(keys)/authorized_keys")
+            mkdir("/run/sshd", 0o755)   // sshd's privilege separation directory
+            let data = s.path("ssh-data")
+            try FileManager.default.createDirectory(atPath: data + "/backups", withIntermediateDirectories: true)
+            let server = try LoopbackServer { port in
+                ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-o", "ListenAddress=127.0.0.1", "-o", "Port=\(port)",
+                 "-o", "HostKey=\(keys)/host", "-o", "AuthorizedKeysFile=\(keys)/authorized_keys", "-o", "PidFile=none",
+                 "-o", "StrictModes=no", "-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no",
+                 "-o", "UsePAM=no", "-o", "PermitRootLogin=prohibit-password", "-o", "Subsystem=sftp internal-sftp"]
+            }
+            let hostKey = String(decoding: try readBytes("\(keys)/host.pub"), as: UTF8.self).split(separator: " ").prefix(2).joined(separator: " ")
+            try writeBytes(Array("[127.0.0.1]:\(server.port) \(hostKey)\n".utf8), to: "\(keys)/known_hosts")
+            let config = s.path("rclone-ssh.conf")
+            try writeBytes(Array("""
+                [ssh]
+                type = sftp
+                host = 127.0.0.1
+                port = \(server.port)
+                user = \(String(cString: getpwuid(geteuid()).pointee.pw_name))
+                key_file = \(keys)/user
+                known_hosts_file = \(keys)/known_hosts
+
+                """.utf8), to: config)
+            let environment = ["RCLONE_CONFIG": config]
+            let dir = "ssh:\(data)/backups"
+            var made: [String] = []
+            for _ in 0..<2 {
+                let run = try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw, "--json"] + fastKDF, environment: environment)
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            expectExit(try s.run(["archives", dir], environment: environment), 0)
+            expectExit(try s.run(["verify", made[1], "--password-file", pw], environment: environment), 0)
+            let export = s.path("ssh-export")
+            expectExit(try s.run(["restore", made[1], "--password-file", pw, "--export", export], environment: environment), 0)
+            for (file, bytes) in originals {
+                #expect(try readBytes("\(export)/\(file.hasSuffix(".txt") ? "Notes" : "Photos")/\(file)") == bytes, "\(file)")
+            }
+            expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw], environment: environment), 0)
+            #expect(listing(of: data + "/backups") == [String(made[1].split(separator: "/").last!)])
+
+            // A host key that does not match is refused before anything is sent.
+            try writeBytes(Array("[127.0.0.1]:\(server.port) ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBq6WvRp0bWv1u1ZQ3wK6cN3y6k5yX3kUu3e2nRkU6bB\n".utf8),
+                           to: "\(keys)/known_hosts")
+            let spoofed = try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw] + fastKDF, environment: environment)
+            #expect(spoofed.status != 0, "\(spoofed)")
+            #expect(listing(of: data + "/backups").count == 1)
+        }
+    }
+}
+
+@Suite("n11archive CLI: a full remote", .serialized,
+       .enabled(if: rcloneAvailable && TinyFileSystem.mountingWorks, "needs rclone, root and permission to mount a tmpfs (CI has them)"))
+struct FullRemoteTests {
+    @Test("the server's disk fills during the upload: exit 74 naming the remote, no archive under a final name, the vault and the spool unchanged")
+    func fullDisk() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("big.jpg", randomBytes(6 << 20))]), 0)
+            let pw = try s.passwordFile()
+            let disk = try TinyFileSystem(at: s.path("tiny"), kilobytes: 2048)
+            try FileManager.default.createDirectory(atPath: disk.path + "/backups", withIntermediateDirectories: true)
+            let server = try LoopbackServer { ["rclone", "serve", "webdav", disk.path, "--addr", "127.0.0.1:\($0)"] }
+            let config = s.path("rclone-full.conf")
+            try writeBytes(Array("[full]\ntype = webdav\nurl = http://127.0.0.1:\(server.port)/\nvendor = other\n".utf8), to: config)
+            let vaultBefore = s.tree(s.vault)
+            let result = try s.run(["create", "--portable", "--output-dir", "full:backups", "--password-file", pw] + fastKDF,
+                                   environment: ["RCLONE_CONFIG": config])
+            expectExit(result, 74)
+            #expect(result.err.contains("full:backups"), "\(result)")
+            #expect(!listing(of: disk.path + "/backups").contains { $0.hasPrefix("n11archive-") }, "\(listing(of: disk.path + "/backups"))")
+            #expect(s.tree(s.vault) == vaultBefore)
+            #expect(listing(of: s.home + "/spool").isEmpty)
+            server.kill()
         }
     }
 }
