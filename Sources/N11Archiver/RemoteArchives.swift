@@ -46,12 +46,15 @@ public enum RemoteArchives {
         }
     }
 
-    /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`.
-    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) {
+    /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`. Returns
+    /// how the upload was checked: `sha256`, `sha1` or `md5` (the remote's hash), or `read-back`.
+    @discardableResult
+    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) -> String {
         let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
         do {
             try rclone.upload(local, to: temp)
-            guard try uploaded(temp, matches: local, sha256: sha256, rclone: rclone) else {
+            let (matches, checkedBy) = try uploaded(temp, matches: local, sha256: sha256, rclone: rclone)
+            guard matches else {
                 throw ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",
                                           kind: .ioFailure, hint: "run the command again; if it keeps failing, check the remote")
             }
@@ -59,6 +62,7 @@ public enum RemoteArchives {
                 throw ArchiveError.outputExists(path: final.description)
             }
             try rclone.move(temp, to: final)
+            return checkedBy
         } catch {
             // Best effort: when the remote is unreachable, the next prune removes it.
             try? rclone.delete(temp)
@@ -67,12 +71,13 @@ public enum RemoteArchives {
     }
 
     /// Whether the object `temp` holds exactly the bytes of `local`.
-    static func uploaded(_ temp: RemotePath, matches local: String, sha256: String, rclone: Rclone) throws(ArchiveError) -> Bool {
-        if let hash = try rclone.remoteHash(temp, type: "sha256") { return hash == sha256 }
+    static func uploaded(_ temp: RemotePath, matches local: String, sha256: String,
+                         rclone: Rclone) throws(ArchiveError) -> (Bool, String) {
+        if let hash = try rclone.remoteHash(temp, type: "sha256") { return (hash == sha256, "sha256") }
         for type in ["sha1", "md5"] {
-            if let hash = try rclone.remoteHash(temp, type: type) { return hash == (try rclone.localHash(local, type: type)) }
+            if let hash = try rclone.remoteHash(temp, type: type) { return (hash == (try rclone.localHash(local, type: type)), type) }
         }
-        return try rclone.sha256ByReading(temp) == sha256
+        return (try rclone.sha256ByReading(temp) == sha256, "read-back")
     }
 
     /// Deletes the temp objects of earlier, failed uploads in `directory`. Only under the

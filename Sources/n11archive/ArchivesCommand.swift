@@ -11,9 +11,9 @@ struct Archives: ParsableCommand, ChoosesOutput {
         Examples:
           n11archive archives ~/backups
           n11archive archives b2:my-bucket/n11 --json
-        Lists the files named as `create --output-dir` names them, newest first. Time and \\
-        mode come from each archive's header, which is read without any key and so not \\
-        authenticated (`verify` does that); on a remote only the first 64 KiB of each \\
+        Lists the files named as `create --output-dir` names them, newest first. Time and \
+        mode come from each archive's header, which is read without any key and so not \
+        authenticated (`verify` does that); on a remote only the first 64 KiB of each \
         archive are fetched.
         """)
 

@@ -104,7 +104,18 @@ struct Create: ParsableCommand, HasOutputOptions {
         let plaintextBytes: Int64
         let archiveBytes: Int64
         let skippedExpired: [String]
+        /// For a REMOTE:PATH output: how the archive was uploaded and checked.
+        let upload: Upload?
         let durationSeconds: Double
+    }
+
+    struct Upload: Encodable {
+        let remote: String
+        let bytes: Int64
+        /// `sha256`, `sha1`, `md5` (the remote's own hash) or `read-back`.
+        let checkedBy: String
+        let seconds: Double
+        let keptLocal: String?
     }
 
     func run() throws {
@@ -139,8 +150,10 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         var report: ArchiveCreator.Report
         var published: String? = nil
+        var upload: Upload? = nil
         if let remote {
-            (report, published) = try createRemote(remote, create: create, now: now)
+            (report, upload) = try createRemote(remote, create: create, now: now)
+            published = upload?.remote
         } else if let outputDirectory {
             // Held shared while writing, so a `prune` of this directory waits for us.
             report = try DirectoryLock.withLock(try DatedArchive.existingDirectory(outputDirectory), exclusive: false,
@@ -154,7 +167,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         if outputOptions.json {
             try Console.json(Document(archive: published ?? report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
-                                      skippedExpired: report.skippedExpired, durationSeconds: Output.durationSeconds))
+                                      skippedExpired: report.skippedExpired, upload: upload, durationSeconds: Output.durationSeconds))
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
@@ -166,7 +179,7 @@ struct Create: ParsableCommand, HasOutputOptions {
     /// under a temp name, checked, moved into place). The spooled copy goes unless
     /// --keep-local. Returns the report and the remote path.
     private func createRemote(_ remote: RemotePath, create: (String) throws -> ArchiveCreator.Report,
-                              now: Date) throws -> (ArchiveCreator.Report, String) {
+                              now: Date) throws -> (ArchiveCreator.Report, Upload) {
         let rclone = Rclone()
         let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
         // Shared, from choosing the name to publishing: a prune of the directory (which
@@ -189,9 +202,13 @@ struct Create: ParsableCommand, HasOutputOptions {
         let report = try create(local)
         defer { if !keepLocal { _ = unlink(local) } }
         Console.note("uploading \(Console.byteCount(report.archiveBytes)) to \(final)…")
-        try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone)
+        let started = Date()
+        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone)
+        let seconds = Date().timeIntervalSince(started)
+        Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
         if keepLocal { Console.note("kept the local copy \(local)") }
-        return (report, final.description)
+        return (report, Upload(remote: final.description, bytes: report.archiveBytes, checkedBy: checkedBy,
+                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keepLocal ? local : nil))
     }
 }
 

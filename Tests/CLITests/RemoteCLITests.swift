@@ -123,8 +123,14 @@ struct RemoteCLITests {
             for remote in ["dav", "sf"] {
                 let created = try world.run(["create", "--portable", "--output-dir", "\(remote):backups", "--password-file", pw, "--json"] + fastKDF)
                 expectExit(created, 0)
-                let archive = try #require(try jsonDocument(created)["archive"] as? String)
+                let document = try jsonDocument(created)
+                let archive = try #require(document["archive"] as? String)
                 #expect(archive.hasPrefix("\(remote):backups/n11archive-"))
+                let upload = try #require(document["upload"] as? [String: Any])
+                #expect(upload["remote"] as? String == archive && upload["bytes"] as? Int == document["archiveBytes"] as? Int)
+                // WebDAV keeps no hash: the upload was read back. rclone's sftp server answers
+                // sha1sum itself, so there the remote's SHA-1 checked it.
+                #expect(upload["checkedBy"] as? String == (remote == "dav" ? "read-back" : "sha1"), "\(upload)")
                 let name = String(archive.split(separator: "/").last!)
                 #expect(world.stored.contains(name), "\(world.stored)")
                 #expect(world.stored.allSatisfy { !$0.hasPrefix(".n11tmp") }, "temp objects left: \(world.stored)")
@@ -256,6 +262,38 @@ struct RemoteCLITests {
         }
     }
 
+    @Test("a write-only machine prunes its recipient archives on a remote by its records, and refuses when the newest changed there")
+    func pruneWriteOnlyRemote() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let world = try RemoteWorld(s)
+            expectExit(try world.run(["init"], home: "offline"), 0)
+            expectExit(try world.run(["key", "generate"], home: "offline"), 0)
+            let pub = try s.file("backup.pub", Array(try world.run(["key", "export-public"], home: "offline").stdout))
+            var made: [String] = []
+            for _ in 0..<3 {
+                let run = try world.run(["create", "--portable", "--recipient", pub, "--output-dir", "dav:backups", "--json"])
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            // Bit rot on the server in the newest: nothing is deleted.
+            let newest = world.data + "/backups/" + made[2].split(separator: "/").last!
+            let original = try readBytes(newest)
+            var changed = original
+            changed[changed.count / 2] ^= 0x01
+            try writeBytes(changed, to: newest)
+            let refused = try world.run(["prune", "dav:backups", "--keep-last", "1"])
+            expectExit(refused, 65)
+            #expect(refused.err.contains("nothing was deleted"), "\(refused)")
+            #expect(world.stored.filter { $0.hasPrefix("n11archive-") }.count == 3)
+            try writeBytes(original, to: newest)
+            let pruned = try world.run(["prune", "dav:backups", "--keep-last", "1"])
+            expectExit(pruned, 0)
+            #expect(world.stored.filter { $0.hasPrefix("n11archive-") } == [String(made[2].split(separator: "/").last!)])
+            expectExit(try world.run(["verify", made[2]], home: "offline"), 0)
+        }
+    }
+
     @Test("prune REMOTE:DIR keeps what the policy says, verifies the newest first, and leaves another home's archives alone")
     func pruneRemote() throws {
         try withSandbox { s in
@@ -333,6 +371,9 @@ struct OpenSSHRemoteTests {
                 let run = try s.run(["create", "--portable", "--output-dir", dir, "--password-file", pw, "--json"] + fastKDF, environment: environment)
                 expectExit(run, 0)
                 made.append(try #require(try jsonDocument(run)["archive"] as? String))
+                // OpenSSH runs sha1sum/md5sum for rclone: the remote's hash checks the upload.
+                let checkedBy = (try jsonDocument(run)["upload"] as? [String: Any])?["checkedBy"] as? String
+                #expect(checkedBy == "sha1" || checkedBy == "md5", "\(String(describing: checkedBy))")
             }
             expectExit(try s.run(["archives", dir], environment: environment), 0)
             expectExit(try s.run(["verify", made[1], "--password-file", pw], environment: environment), 0)
