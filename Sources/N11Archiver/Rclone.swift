@@ -83,7 +83,13 @@ public struct Rclone: Sendable {
     static func classify(_ outcome: ChildProcess.Outcome, subject: RemotePath) -> ArchiveError {
         let text = outcome.errorText
         let lower = text.lowercased()
-        let lastLine = text.split(separator: "\n").last.map { String($0) } ?? "exit status \(outcome.status)"
+        // The last line that is not a progress report; with --use-json-log its "msg" field.
+        let lines = text.split(separator: "\n").map(String.init).filter { !$0.contains("\"stats\":") }
+        var lastLine = lines.last ?? "exit status \(outcome.status)"
+        if lastLine.hasPrefix("{"), let data = lastLine.data(using: .utf8),
+           let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let message = object["msg"] as? String {
+            lastLine = message
+        }
         // rclone prints "2026/11/22 21:00:00 ERROR : …": keep what follows the level.
         let detail = lastLine.range(of: "ERROR : ").map { String(lastLine[$0.upperBound...]) }
             ?? lastLine.range(of: "CRITICAL: ").map { String(lastLine[$0.upperBound...]) } ?? lastLine
@@ -129,21 +135,62 @@ public struct Rclone: Sendable {
             throw .remote(location: directory.description, why: "rclone lsjson printed something that is not a listing", kind: .other, hint: nil)
         }
         let parser = ISO8601DateFormatter()
-        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let plain = ISO8601DateFormatter()
         return items.compactMap { item in
             guard let name = item["Name"] as? String, let size = item["Size"] as? Int64 ?? (item["Size"] as? Int).map(Int64.init) else { return nil }
-            let text = item["ModTime"] as? String ?? ""
-            return RemoteObject(name: name, size: size, modified: parser.date(from: text) ?? plain.date(from: text) ?? Date(timeIntervalSince1970: 0))
+            // rclone gives up to nanoseconds ("…:08.123456789Z"), which ISO8601DateFormatter
+            // does not read: the fraction is dropped (lock ages are counted in hours).
+            let text = (item["ModTime"] as? String ?? "").replacingOccurrences(of: #"\.[0-9]+"#, with: "", options: .regularExpression)
+            // An unreadable time counts as now: a lock object must never look stale by accident.
+            return RemoteObject(name: name, size: size, modified: parser.date(from: text) ?? Date())
         }
     }
 
-    public func upload(_ local: String, to remote: RemotePath) throws(ArchiveError) {
-        try run(["copyto", local, remote.description], about: remote)
+    public func upload(_ local: String, to remote: RemotePath, progress: ArchiveProgress? = nil, size: Int64 = 0) throws(ArchiveError) {
+        try transfer(["copyto", local, remote.description], about: remote, progress: progress, size: size)
     }
 
-    public func download(_ remote: RemotePath, to local: String) throws(ArchiveError) {
-        try run(["copyto", remote.description, local], about: remote)
+    public func download(_ remote: RemotePath, to local: String, progress: ArchiveProgress? = nil, size: Int64 = 0) throws(ArchiveError) {
+        try transfer(["copyto", remote.description, local], about: remote, progress: progress, size: size)
+    }
+
+    /// A copy whose progress is followed: rclone reports its transferred bytes every half
+    /// second (`--stats`, as JSON log lines on stderr), which feed `progress`.
+    private func transfer(_ arguments: [String], about subject: RemotePath, progress: ArchiveProgress?, size: Int64) throws(ArchiveError) {
+        guard let progress else { try run(arguments, about: subject); return }
+        let flags = Self.commonFlags.filter { $0 != "--use-json-log=false" && $0 != "ERROR" && $0 != "--log-level" }
+            + ["--log-level", "NOTICE", "--use-json-log", "--stats", "500ms", "--stats-log-level", "NOTICE"]
+        let child: ChildProcess
+        do { child = try ChildProcess.start([program] + arguments + flags) }
+        catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
+        catch { throw ArchiveError.wrap(error) }
+        progress.begin(items: 1, bytes: size)
+        let done = DispatchSemaphore(value: 0), stopped = DispatchSemaphore(value: 0)
+        let watcher = Thread {
+            var reported: Int64 = 0
+            func update() {
+                if let bytes = Self.transferredBytes(in: child.errorTail()), bytes > reported {
+                    progress.add(bytes: bytes - reported)
+                    reported = bytes
+                }
+            }
+            while done.wait(timeout: .now() + 0.25) == .timedOut { update() }
+            update()   // rclone's last report, written as it ended
+            stopped.signal()
+        }
+        watcher.start()
+        let outcome = child.wait()
+        done.signal()
+        stopped.wait()
+        guard outcome.status == 0 else { throw Self.classify(outcome, subject: subject) }
+        progress.itemDone()
+        progress.finish()
+    }
+
+    /// The `"bytes":N` of the last stats line in rclone's JSON log.
+    static func transferredBytes(in log: String) -> Int64? {
+        guard let range = log.range(of: "\"bytes\":", options: .backwards) else { return nil }
+        let digits = log[range.upperBound...].prefix { $0.isNumber }
+        return Int64(digits)
     }
 
     public func move(_ from: RemotePath, to: RemotePath) throws(ArchiveError) {

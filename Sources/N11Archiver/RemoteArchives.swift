@@ -31,13 +31,15 @@ public enum RemoteArchives {
 
     /// Downloads `remote` into a 0600 temp file in `spool` and returns its path; the caller
     /// removes it. A failed download leaves nothing.
-    public static func fetch(_ remote: RemotePath, into spool: String, rclone: Rclone = Rclone()) throws(ArchiveError) -> String {
+    public static func fetch(_ remote: RemotePath, into spool: String, rclone: Rclone = Rclone(),
+                             progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
         let local = Path.join(spool, AtomicFile.tempName(for: "download.nu11vlt"))
         do {
             // Made empty and private first: rclone then writes into a file only we can read.
             let fd = try FileDescriptor.createExclusive(local, mode: 0o600)
             try fd.close()
-            try rclone.download(remote, to: local)
+            let size = progress == nil ? 0 : (try rclone.list(remote.parent).first { $0.name == remote.name }?.size ?? 0)
+            try rclone.download(remote, to: local, progress: progress, size: size)
             guard chmod(local, 0o600) == 0 else { throw SystemError("cannot set the mode of", path: local) }
             return local
         } catch {
@@ -49,10 +51,12 @@ public enum RemoteArchives {
     /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`. Returns
     /// how the upload was checked: `sha256`, `sha1` or `md5` (the remote's hash), or `read-back`.
     @discardableResult
-    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) -> String {
+    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone(),
+                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
         let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
         do {
-            try rclone.upload(local, to: temp)
+            let size = (try? FileStatus.of(local))??.size ?? 0
+            try rclone.upload(local, to: temp, progress: progress, size: size)
             let (matches, checkedBy) = try uploaded(temp, matches: local, sha256: sha256, rclone: rclone)
             guard matches else {
                 throw ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",

@@ -4,7 +4,9 @@ import Glibc
 /// A program run without a shell (posix_spawnp, so PATH is searched): its stdin is
 /// /dev/null, its stdout a pipe we read, its stderr an anonymous in-memory file (memfd) read
 /// once it has ended (two pipes read by one thread can deadlock). Used to drive `rclone`.
-public final class ChildProcess {
+/// Sendable: `errorTail` (pread on its own descriptor) may run on another thread while the
+/// owner waits; nothing else is shared.
+public final class ChildProcess: @unchecked Sendable {
     public let arguments: [String]
     /// Our end of the program's standard output.
     public let output: FileDescriptor
@@ -102,6 +104,16 @@ public final class ChildProcess {
             if let n = try? errorFile.read(into: &buffer, count: buffer.count, at: start) { text = Array(buffer.prefix(n)) }
         }
         return Outcome(status: code, errorText: String(decoding: text, as: UTF8.self))
+    }
+
+    /// The last `count` bytes its standard error holds so far (it may still be writing):
+    /// how a caller follows a program's progress reports.
+    public func errorTail(_ count: Int = 4096) -> String {
+        guard let size = try? errorFile.status().size, size > 0 else { return "" }
+        let start = max(0, size - Int64(count))
+        var buffer = [UInt8](repeating: 0, count: Int(size - start))
+        guard let n = try? errorFile.read(into: &buffer, count: buffer.count, at: start) else { return "" }
+        return String(decoding: buffer.prefix(n), as: UTF8.self)
     }
 
     /// Ends the program at once (SIGTERM, then SIGKILL) and reaps it.

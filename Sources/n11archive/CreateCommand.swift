@@ -203,7 +203,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         defer { if !keepLocal { _ = unlink(local) } }
         Console.note("uploading \(Console.byteCount(report.archiveBytes)) to \(final)…")
         let started = Date()
-        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone)
+        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone,
+                                                   progress: outputOptions.observer("upload"))
         let seconds = Date().timeIntervalSince(started)
         Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
         if keepLocal { Console.note("kept the local copy \(local)") }

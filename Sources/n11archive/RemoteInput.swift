@@ -25,11 +25,11 @@ enum SpoolFiles {
 extension ArchiveInput {
     /// The archive to read: `file` itself, or, for `REMOTE:PATH`, a copy fetched into the
     /// spool (0600, removed when the command ends) and named as the remote one in messages.
-    func reader() throws -> ArchiveReader {
+    func reader(progress: ArchiveProgress? = nil) throws -> ArchiveReader {
         guard let remote = RemotePath.parse(file) else { return try ArchiveReader(path: file) }
         let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
         Console.note("fetching \(file)…")
-        let local = try RemoteArchives.fetch(remote, into: spoolDirectory)
+        let local = try RemoteArchives.fetch(remote, into: spoolDirectory, progress: progress)
         SpoolFiles.removeAtExit(local)
         return try ArchiveReader(path: local, name: file)
     }

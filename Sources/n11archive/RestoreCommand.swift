@@ -61,7 +61,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     var options: RestoreOptions { RestoreOptions(overwrite: overwrite, dryRun: dryRun) }
 
     func run() throws {
-        let reader = try input.reader()
+        let reader = try input.reader(progress: outputOptions.observer("download"))
         let report: ArchiveRestorer.Report
         var createdKeyStore = false
         if let export {

@@ -49,7 +49,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
 
     func run() throws {
         if asWritten {
-            let reader = try input.reader()
+            let reader = try input.reader(progress: outputOptions.observer("download"))
             let record = try WrittenArchives.check(reader.path, name: reader.name, in: input.store.resolvedHome)
             if outputOptions.json {
                 try Console.json(WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
@@ -59,7 +59,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
             Console.summary("ok: \(input.file) is byte for byte the archive this machine wrote (\(Console.byteCount(record.size)), SHA-256 \(record.sha256.prefix(16))…); its content was not decrypted")
             return
         }
-        let (archive, unlockedStore) = try input.unlock()
+        let (archive, unlockedStore) = try input.unlock(try input.reader(progress: outputOptions.observer("download")))
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
         if outputOptions.json {

@@ -78,8 +78,10 @@ final class RemoteWorld: @unchecked Sendable {
         data = s.path("remote-data")
         try FileManager.default.createDirectory(atPath: data + "/backups", withIntermediateDirectories: true)
         let data = self.data
-        webdav = try LoopbackServer { ["rclone", "serve", "webdav", data, "--addr", "127.0.0.1:\($0)"] }
-        sftp = try LoopbackServer { ["rclone", "serve", "sftp", data, "--addr", "127.0.0.1:\($0)", "--user", "u", "--pass", "test-only"] }
+        // No directory cache: the tests change the served directory behind the server's back.
+        webdav = try LoopbackServer { ["rclone", "serve", "webdav", data, "--addr", "127.0.0.1:\($0)", "--dir-cache-time", "0s"] }
+        sftp = try LoopbackServer { ["rclone", "serve", "sftp", data, "--addr", "127.0.0.1:\($0)", "--user", "u", "--pass", "test-only",
+                                     "--dir-cache-time", "0s"] }
         let obscured = try ChildProcess.run(["rclone", "obscure", "test-only"]).1
         config = s.path("rclone.conf")
         try writeBytes(Array("""
@@ -291,6 +293,44 @@ struct RemoteCLITests {
             expectExit(pruned, 0)
             #expect(world.stored.filter { $0.hasPrefix("n11archive-") } == [String(made[2].split(separator: "/").last!)])
             expectExit(try world.run(["verify", made[2]], home: "offline"), 0)
+        }
+    }
+
+    @Test("credentials the server refuses are 77; another machine's live lock object makes prune wait, then 75; a dead one of this host is ignored")
+    func credentialsAndLocks() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            // A WebDAV server that wants a user and password, and a configuration with the wrong one.
+            let guarded = try LoopbackServer { ["rclone", "serve", "webdav", world.data, "--addr", "127.0.0.1:\($0)",
+                                                "--user", "u", "--pass", "right-one"] }
+            let wrong = String(decoding: try ChildProcess.run(["rclone", "obscure", "wrong-one"]).1, as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let config = s.path("rclone-auth.conf")
+            try writeBytes(Array("[auth]\ntype = webdav\nurl = http://127.0.0.1:\(guarded.port)/\nvendor = other\nuser = u\npass = \(wrong)\n".utf8),
+                           to: config)
+            let refused = try s.run(["create", "--portable", "--output-dir", "auth:backups", "--password-file", pw] + fastKDF,
+                                    environment: ["RCLONE_CONFIG": config])
+            expectExit(refused, 77)
+            #expect(refused.err.contains("refused rclone's credentials"), "\(refused)")
+
+            // A lock object of another machine, fresh: prune waits --lock-wait, then gives up.
+            expectExit(try world.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw] + fastKDF), 0)
+            let foreignLock = world.data + "/backups/.n11archive.lock.shared.other-host.4242.abcdef"
+            try writeBytes(Array("other-host pid 4242 shared\n".utf8), to: foreignLock)
+            let started = Date()
+            let busy = try world.run(["prune", "dav:backups", "--keep-last", "1", "--password-file", pw, "--lock-wait", "2"])
+            expectExit(busy, 75)
+            #expect(Date().timeIntervalSince(started) >= 2, "prune should have waited")
+            #expect(busy.err.contains("lock object"), "\(busy)")
+            // The same object named for this host and a process that is gone: stale, removed.
+            unlink(foreignLock)
+            let hostTag = String(ProcessInfo.processInfo.hostName.map { $0.isLetter || $0.isNumber ? $0 : "-" }.prefix(40))
+            let deadLock = world.data + "/backups/.n11archive.lock.exclusive.\(hostTag).999999.abcdef"
+            try writeBytes(Array("dead\n".utf8), to: deadLock)
+            expectExit(try world.run(["prune", "dav:backups", "--keep-last", "1", "--password-file", pw]), 0)
+            #expect(!FileManager.default.fileExists(atPath: deadLock))
         }
     }
 
