@@ -28,11 +28,17 @@ public final class RemoteLock {
         let object = directory.appending(prefix + kind + "." + hostTag + "." + String(getpid()) + "." + Path.randomSuffix())
         let deadline = Date().addingTimeInterval(waitSeconds)
         let note = Array("\(ProcessInfo.processInfo.hostName) pid \(getpid()) \(kind) \(Date())\n".utf8)
-        var local = ""
+        // The object's content, uploaded from a file of our own: created exclusively and
+        // without following a link, as /tmp is shared.
+        let local = Path.join(NSTemporaryDirectory(), AtomicFile.tempName(for: "lock"))
         do {
-            local = Path.join(NSTemporaryDirectory(), AtomicFile.tempName(for: "lock"))
-            try AtomicFile.write(note, to: local, mode: 0o600)
-        } catch { throw ArchiveError.wrap(error) }
+            let fd = try FileDescriptor.createExclusive(local, mode: 0o600)
+            try fd.write(note)
+            try fd.close()
+        } catch {
+            _ = unlink(local)
+            throw ArchiveError.wrap(error)
+        }
         defer { _ = unlink(local) }
         while true {
             if try !conflicting(in: directory, exclusive: exclusive, except: nil, rclone: rclone) {
