@@ -31,6 +31,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case remote(location: String, why: String, kind: FailureKind, hint: String?)
     /// An encrypted private key file that did not open with the passphrase given.
     case wrongPassphrase(path: String)
+    /// A Ciphio message that did not open: a wrong password, or (GCM, CBC padding) a change.
+    case messageNotOpened(source: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
@@ -54,7 +56,7 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
@@ -89,6 +91,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
+        case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
         case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
         case let .remote(location, why, _, _): return "\(location): \(why)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
@@ -125,6 +128,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
+        case .messageNotOpened: return "check the password the message was made with; nothing was written"
         case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
         case .remote(_, _, _, let hint): return hint
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"

@@ -11,6 +11,8 @@ public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
     case limitExceeded(String)
     /// A key file (PEM, recipients list) that is not what it should be.
     case invalidKeyFile(String)
+    /// A Ciphio text message that does not parse.
+    case invalidMessage(String)
 
     public var description: String {
         switch self {
@@ -21,6 +23,7 @@ public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
         case .invalidEntryName(let name): return "invalid entry name '\(name.debugDescription.dropFirst().dropLast())'"
         case .limitExceeded(let what): return "archive exceeds a limit: \(what)"
         case .invalidKeyFile(let why): return why
+        case .invalidMessage(let why): return "not a Ciphio message: \(why)"
         }
     }
 }

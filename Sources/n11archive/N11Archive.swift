@@ -17,5 +17,5 @@ struct N11Archive: ParsableCommand {
         """,
         version: "0.1.0",
         subcommands: [Init.self, VaultCommand.self, Create.self, Verify.self, ListArchive.self, Info.self, Restore.self, Prune.self,
-                      PasswordCommand.self, KeyCommand.self, Seal.self, Unseal.self, Rekey.self, Archives.self])
+                      PasswordCommand.self, KeyCommand.self, Seal.self, Unseal.self, Rekey.self, Archives.self, TextCommand.self])
 }

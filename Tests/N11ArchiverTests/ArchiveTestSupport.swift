@@ -165,6 +165,7 @@ extension ArchiveError {
         case .rekeyWouldLock: return "rekeyWouldLock"
         case .wrongPassphrase: return "wrongPassphrase"
         case .remote: return "remote"
+        case .messageNotOpened: return "messageNotOpened"
         case .notWrittenHere: return "notWrittenHere"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
