@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Foundation
+import N11Archiver
 import N11Crypto
 import N11Format
 import N11System
@@ -29,7 +30,10 @@ extension VaultCommand {
               n11archive vault add --note todo.txt
               echo "door code 4711" | n11archive vault add --note --name door
               n11archive vault add --fade 7d boarding-pass.png
-            Either every file is added or none is.
+              n11archive vault add --note --from-ciphio message.txt --password-file pw
+            Either every file is added or none is. With --from-ciphio each FILE (or stdin) \
+            is a Ciphio text message (`n11archive text --help`), decrypted in memory \
+            straight into a sealed note: the plaintext never touches the disk.
             """)
 
         @OptionGroup var store: StoreOptions
@@ -50,8 +54,14 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("vault, fade or backup (default: vault, or fade with --fade).", valueName: "NAME"))
         var compartment: Compartment?
 
+        @Flag(name: .customLong("from-ciphio"), help: "With --note: each FILE (or stdin) is a Ciphio message to decrypt into the note.")
+        var fromCiphio = false
+
+        @OptionGroup var password: PasswordOptions
+
         func validate() throws {
             if files.isEmpty && !note { throw ValidationError("give one or more FILEs, or --note to read a note from stdin") }
+            if fromCiphio && !note { throw ValidationError("--from-ciphio adds notes: give --note too") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
             if let fade {
                 do { _ = try FadeDuration.seconds(from: fade) } catch { throw ValidationError("\(error)") }
@@ -70,6 +80,26 @@ extension VaultCommand {
 
             // Check every input before touching the vault, so a bad one changes nothing.
             let inputs = try files.map { try InputFile.check($0, asNote: note) }
+            if fromCiphio {
+                // Every message is opened before the vault is: a wrong password adds nothing.
+                let secret = try password.read(confirm: false)
+                let sources = files.isEmpty ? [nil] : files.map { Optional($0) }
+                let notes = try sources.map { file -> Vault.NewItem in
+                    var raw = try TextCommand.readInput(file)
+                    let message = String(decoding: raw, as: UTF8.self)
+                    raw.wipe()
+                    let (plain, _) = try CiphioText.decrypt(message, secret: secret, source: file.map { "'\($0)'" } ?? "standard input")
+                    let text = plain.withUnsafeBytes { Array($0) }
+                    guard String(validating: text, as: UTF8.self) != nil else { throw VaultError.noteNotText(path: file ?? "stdin") }
+                    let base = file.map { Path.lastComponent(of: $0) } ?? "note"
+                    return .init(source: MemorySource(text), kind: .note, name: name ?? base, compartment: target, expires: expires)
+                }
+                let vault = try vaultOptions.open(with: store, forWriting: true)
+                for item in try vault.add(notes, now: now) {
+                    Console.out("added \(item.id)  note  \(item.compartment.rawValue)  \(item.name)")
+                }
+                return
+            }
             let vault = try vaultOptions.open(with: store, forWriting: true)
             let items: [Vault.NewItem]
             if inputs.isEmpty {

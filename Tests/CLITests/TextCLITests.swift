@@ -67,4 +67,28 @@ struct TextCLITests {
             expectExit(try s.run(["text", "decrypt", s.path("missing.txt"), "--password-file", pw]), 66)
         }
     }
+
+    @Test("vault add --note --from-ciphio decrypts messages into sealed notes, all or nothing; the plaintext is nowhere on disk")
+    func fromCiphio() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let pw = try s.passwordFile()
+            let marker = "plaintext-marker-7f3a9c from the phone"
+            let good = try s.file("good.txt", try s.run(["text", "encrypt", "--password-file", pw], stdin: Array(marker.utf8)).stdout)
+            let other = try s.passwordFile("some other long password\n", name: "other")
+            let foreign = try s.file("foreign.txt", try s.run(["text", "encrypt", "--password-file", other], stdin: Array("x".utf8)).stdout)
+            // One message does not open: nothing is added.
+            let mixed = try s.run(["vault", "add", "--note", "--from-ciphio", good, foreign, "--password-file", pw])
+            expectExit(mixed, 77)
+            #expect(try s.list().items.isEmpty)
+            let added = try s.run(["vault", "add", "--note", "--from-ciphio", good, "--password-file", pw])
+            expectExit(added, 0)
+            let id = try #require(addedLines(added).first?.id)
+            #expect(try s.run(["vault", "cat", id]).out == marker)
+            for (path, bytes) in s.tree(s.home) {
+                #expect(!String(decoding: bytes, as: UTF8.self).contains("plaintext-marker-7f3a9c"), "plaintext in \(path)")
+            }
+            expectExit(try s.run(["vault", "add", "--from-ciphio", good, "--password-file", pw]), 64)
+        }
+    }
 }
