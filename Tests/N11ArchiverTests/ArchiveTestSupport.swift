@@ -97,17 +97,6 @@ func unlock(_ path: String, password: String = testPassword, keyStore: KeyStore?
     })
 }
 
-/// Hashes what it gets, for items too large to collect.
-final class HashingSink: UnverifiedPlaintextSink {
-    private let digest = try! SHA256Digest()
-    private(set) var length: Int64 = 0
-    func stage(_ chunk: ArraySlice<UInt8>) throws {
-        digest.update(chunk)
-        length += Int64(chunk.count)
-    }
-    func finish() throws -> String { try digest.finish().hex }
-}
-
 func plaintext(of item: ItemMetadata, in vault: Vault) throws -> [UInt8] {
     let sink = CollectingSink()
     try vault.read(item, into: sink)
@@ -207,79 +196,4 @@ func expectArchiveError(_ expected: String, kind: FailureKind, _ what: String = 
                         sourceLocation: SourceLocation = #_sourceLocation,
                         _ body: () throws -> Void) -> ArchiveError? {
     expectArchiveError([expected], kind: kind, what, sourceLocation: sourceLocation, body)
-}
-
-// MARK: large streamed content
-
-/// A deterministic pseudo-random byte stream of a given length, generated on the fly
-/// (splitmix64 per 8-byte word), so a large item never exists in memory.
-final class PatternSource: ByteSource {
-    let length: Int64
-    private let seed: UInt64
-    private var position: Int64 = 0
-
-    init(length: Int64, seed: UInt64) {
-        self.length = length
-        self.seed = seed
-    }
-
-    static func word(_ index: Int64, seed: UInt64) -> UInt64 {
-        var z = seed &+ UInt64(bitPattern: index) &* 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-        let n = Int(min(Int64(count), length - position))
-        guard n > 0 else { return 0 }
-        let seed = self.seed
-        let start = position
-        buffer.withUnsafeMutableBytes { raw in
-            let base = raw.baseAddress! + offset
-            var i = 0
-            // Unaligned head, byte by byte.
-            while i < n && (start + Int64(i)) & 7 != 0 {
-                let p = start + Int64(i)
-                base.storeBytes(of: UInt8(truncatingIfNeeded: Self.word(p >> 3, seed: seed) >> (8 * UInt64(p & 7))), toByteOffset: i, as: UInt8.self)
-                i += 1
-            }
-            // Whole words.
-            while i + 8 <= n {
-                let p = start + Int64(i)
-                base.storeBytes(of: Self.word(p >> 3, seed: seed).littleEndian, toByteOffset: i, as: UInt64.self)
-                i += 8
-            }
-            // Tail.
-            while i < n {
-                let p = start + Int64(i)
-                base.storeBytes(of: UInt8(truncatingIfNeeded: Self.word(p >> 3, seed: seed) >> (8 * UInt64(p & 7))), toByteOffset: i, as: UInt8.self)
-                i += 1
-            }
-        }
-        position += Int64(n)
-        return n
-    }
-}
-
-// MARK: memory
-
-/// Resident set size and its high-water mark (VmRSS, VmHWM) in bytes, from /proc.
-func residentMemory() -> (current: Int64, peak: Int64)? {
-    guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
-    func value(_ key: String) -> Int64? {
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key + ":") }) else { return nil }
-        return line.split(separator: " ").compactMap { Int64($0) }.first.map { $0 * 1024 }
-    }
-    guard let current = value("VmRSS"), let peak = value("VmHWM") else { return nil }
-    return (current, peak)
-}
-
-/// Resets the process's RSS high-water mark to its current RSS (Linux ≥ 4.0:
-/// `echo 5 > /proc/self/clear_refs`). False if the kernel or sandbox refuses.
-func resetPeakResidentMemory() -> Bool {
-    let fd = open("/proc/self/clear_refs", O_WRONLY)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    return write(fd, "5", 1) == 1
 }
