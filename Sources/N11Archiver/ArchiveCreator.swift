@@ -99,7 +99,17 @@ public enum ArchiveCreator {
             guard entries.count <= FormatLimits.items else {
                 throw ArchiveError.tooLarge("\(entries.count) items (at most \(FormatLimits.items))")
             }
-            let manifestBytes = Manifest(header: keys.header, items: entries).serialized()
+            // Secure: the compartment keys the items are sealed under, so that the archive finds
+            // them after a key rotation. A vault opened for writing has finished any rotation,
+            // so every item is under its compartment's current key.
+            var vaultKeys: [Compartment: [UInt8]]? = nil
+            if request.mode == .secure {
+                var ids: [Compartment: [UInt8]] = [:]
+                for compartment in request.compartments { ids[compartment] = try vault.keyStore.currentKeyID(for: compartment) }
+                for item in items { precondition(item.keyID.isEmpty || item.keyID == ids[item.compartment], "an item under a retired key") }
+                vaultKeys = ids
+            }
+            let manifestBytes = Manifest(header: keys.header, items: entries, vaultKeys: vaultKeys).serialized()
             guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
                 throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
             }

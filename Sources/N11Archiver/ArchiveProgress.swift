@@ -1,5 +1,6 @@
 import Glibc
 import N11System
+import N11Vault
 import Synchronization
 
 /// How far a create, verify, restore or export has got, for a progress bar. The pipeline
@@ -11,7 +12,7 @@ import Synchronization
 /// Cheap by design, because it sits in the hot loop: per chunk one atomic add and one read
 /// of the monotonic clock (vDSO, no system call); no lock. The counters are atomics so that
 /// a pipeline reading items on more than one thread can share one observer.
-public final class ArchiveProgress: Sendable {
+public final class ArchiveProgress: Sendable, VaultChangeProgress {
     public struct Snapshot: Sendable, Equatable {
         public let totalItems: Int
         public let totalBytes: Int64
@@ -44,7 +45,7 @@ public final class ArchiveProgress: Sendable {
     }
 
     /// The totals, known before any item is read; reports once, so a bar appears at 0.
-    func begin(items: Int, bytes: Int64) {
+    public func begin(items: Int, bytes: Int64) {
         totalItems.store(items, ordering: .relaxed)
         totalBytes.store(bytes, ordering: .relaxed)
         let now = Self.now()
@@ -54,18 +55,18 @@ public final class ArchiveProgress: Sendable {
     }
 
     /// Bytes of plaintext done (called per chunk).
-    func add(bytes count: Int64) {
+    public func add(bytes count: Int64) {
         bytes.add(count, ordering: .relaxed)
         reportIfDue()
     }
 
-    func itemDone() {
+    public func itemDone() {
         items.add(1, ordering: .relaxed)
         reportIfDue()
     }
 
     /// The last report of a successful run.
-    func finish() {
+    public func finish() {
         report(snapshot(at: Self.now(), finished: true))
     }
 

@@ -126,7 +126,9 @@ public enum ArchiveRestorer {
         let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
         case .portable: try staging.stage(item.vaultDescription, replaces: replaces, sealing: payload)
-        case .secure: try staging.stage(item.vaultDescription, replaces: replaces, copyingSealed: payload)
+        case .secure:
+            try staging.stage(item.vaultDescription, replaces: replaces, copyingSealed: payload,
+                              sealedUnder: try archive.compartmentKey(of: item, in: staging.vault.keyStore))
         }
         progress.complete(payload)
     }

@@ -68,8 +68,18 @@ public enum ArchiveVerifier {
             }
         case .secure:
             guard let keyStore else { throw ArchiveError.keyNotHere(archive: archive.reader.name, archiveID: archive.header.archiveIDHex) }
-            try SealedVaultItem.check(payload, as: item.vaultDescription, keyStore: keyStore, into: sink)
+            try SealedVaultItem.check(payload, as: item.vaultDescription, key: try archive.compartmentKey(of: item, in: keyStore),
+                                      into: sink)
         }
         progress.complete(payload)
+    }
+}
+
+extension UnlockedArchive {
+    /// The compartment key a secure archive's item file is sealed under: the one its
+    /// manifest names (current or retired), or for an archive from before key IDs the
+    /// compartment's first key.
+    func compartmentKey(of item: Manifest.Item, in keyStore: KeyStore) throws -> SecureBytes {
+        try keyStore.key(for: item.compartment, id: manifest.vaultKeys?[item.compartment])
     }
 }

@@ -15,6 +15,18 @@ public enum Resealing {
                                                              expectedLength: expectedLength), key: sealKey)
     }
 
+    /// A single-tag message (under `openKey`) sealed anew as a single-tag message under
+    /// `sealKey` into `sink`: a vault key rotation, or a vault item from a secure archive made
+    /// before one. The input's tag and plaintext digest are checked before the new tag is
+    /// written, so a bad input throws and the caller throws its output away. Returns the new tag.
+    public static func singleTagToSingleTag(_ source: ByteSource, algorithm: AEADAlgorithm, openKey: SecureBytes,
+                                            sealKey: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64,
+                                            to sink: ByteSink) throws -> [UInt8] {
+        let plaintext = try SingleTagPlaintextSource(source, algorithm: algorithm, key: openKey, sizeHint: expectedLength)
+        let checked = try DigestCheckingSource(plaintext, expectedSHA256: expectedSHA256, expectedLength: expectedLength)
+        return try SingleTagStream.seal(algorithm, key: sealKey, from: checked, to: sink, sizeHint: expectedLength).tag
+    }
+
     /// The chunked stream (under `sealKey`) of a single-tag message kept as it is, checking on
     /// the way that its tag verifies under `innerKey` and its plaintext has the expected
     /// digest. Secure archives: vault file → archive entry (double encryption).

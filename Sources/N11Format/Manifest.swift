@@ -85,13 +85,21 @@ public struct Manifest: Encodable, Sendable, Equatable {
     public let mode: ArchiveMode
     public let created: Date
     public let items: [Item]
+    /// Secure archives: the ID of the compartment key each compartment's item files are
+    /// sealed under (FORMAT.md §6), so that one made before a key rotation finds its retired
+    /// key. Absent in portable archives, and in secure archives written before key
+    /// rotation existed (which were all sealed under the compartments' first keys).
+    public let vaultKeys: [Compartment: [UInt8]]?
 
-    public init(header: ArchiveHeader, items: [Item]) {
+    private enum CodingKeys: String, CodingKey { case version, archiveId, mode, created, items }
+
+    public init(header: ArchiveHeader, items: [Item], vaultKeys: [Compartment: [UInt8]]? = nil) {
         version = 1
         archiveId = header.archiveIDHex
         mode = header.mode
         created = header.created
         self.items = items
+        self.vaultKeys = vaultKeys
     }
 
     /// The manifest's JSON (FORMAT.md §6): keys sorted, no white space, `expires` left out
@@ -105,6 +113,15 @@ public struct Manifest: Encodable, Sendable, Equatable {
             w.key("items")
             w.array { w in for item in items { item.write(to: &w) } }
             w.key("mode"); w.string(mode.rawValue)
+            if let vaultKeys {
+                w.key("vaultKeys")
+                w.object { w in
+                    // Keys sorted, as everywhere in the manifest.
+                    if let id = vaultKeys[.backup] { w.key("backup"); w.string(id.hex) }
+                    if let id = vaultKeys[.fade] { w.key("fade"); w.string(id.hex) }
+                    if let id = vaultKeys[.vault] { w.key("vault"); w.string(id.hex) }
+                }
+            }
             w.key("version"); w.integer(version)
         }
         return w.bytes
@@ -113,6 +130,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
     /// The fields as read (FORMAT.md §6), before the checks of `init(parsing:header:)`.
     private init(reading reader: inout JSONReader) throws {
         var version: Int?, archiveId: String?, mode: ArchiveMode?, created: Date?, items: [Item]?
+        var vaultKeys: [Compartment: [UInt8]]?
         try reader.object { key, reader in
             switch key {
             case "version": try reader.fill(&version, try reader.integer(Int.self))
@@ -123,6 +141,14 @@ public struct Manifest: Encodable, Sendable, Equatable {
                 var list: [Item] = []
                 try reader.array { reader in list.append(try Item(reading: &reader)) }
                 try reader.fill(&items, list)
+            case "vaultKeys":
+                var ids: [Compartment: [UInt8]] = [:]
+                try reader.object { name, reader in
+                    guard let compartment = Compartment(rawValue: name), ids[compartment] == nil,
+                          let id = [UInt8](hex: try reader.string(), length: 16) else { throw reader.unknownField() }
+                    ids[compartment] = id
+                }
+                try reader.fill(&vaultKeys, ids)
             default: throw reader.unknownField()
             }
         }
@@ -131,6 +157,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
         self.mode = try reader.required(mode, "mode")
         self.created = try reader.required(created, "created")
         self.items = try reader.required(items, "items")
+        self.vaultKeys = vaultKeys
     }
 
     /// Parses decrypted manifest bytes and checks them against the header (FORMAT.md §6).
@@ -141,6 +168,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
         guard archiveId == header.archiveIDHex, mode == header.mode, created == header.created else {
             throw .invalidManifest("it belongs to another archive")
         }
+        guard vaultKeys == nil || mode == .secure else { throw .invalidManifest("vaultKeys in a portable archive") }
         guard items.count <= FormatLimits.items else { throw .limitExceeded("\(items.count) items (at most \(FormatLimits.items))") }
         var seen = Set<String>()
         for item in items {
@@ -153,6 +181,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
             guard (1...FormatLimits.nameBytes).contains(nameBytes.count), !nameBytes.contains(0), !nameBytes.contains(UInt8(ascii: "/")) else {
                 throw .invalidManifest("item \(item.id) name")
             }
+            guard vaultKeys == nil || vaultKeys?[item.compartment] != nil else { throw .invalidManifest("item \(item.id): no key ID for its compartment") }
             guard (item.compartment == .fade) == (item.expires != nil) else { throw .invalidManifest("item \(item.id) expiry") }
         }
     }

@@ -55,6 +55,13 @@ public enum Directory {
         guard n11_syncfs(fd.rawValue) == 0 else { throw SystemError("cannot flush the file system to disk", path: path) }
     }
 
+    /// Bytes an unprivileged user can still write on the file system holding `path`.
+    public static func availableBytes(on path: String) throws -> Int64 {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { throw SystemError("cannot read the free space", path: path) }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
     /// Removes a staging directory of ours and what it holds, never following a link and
     /// never entering a directory of another user (`DirectoryHandle.removePrivateTree`).
     /// Best effort: used to throw away what is no longer wanted.

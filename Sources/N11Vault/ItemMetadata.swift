@@ -26,6 +26,17 @@ public struct ItemMetadata: Sendable, Equatable {
     /// Hex SHA-256 of the plaintext: lets a restore recognise an identical item, and
     /// archives carry it so every restored item is checked end to end.
     public var sha256: String
+    /// The ID of the compartment key the record opened under (not stored: the record is
+    /// sealed under that key, and so is the content file). Empty for a value made by
+    /// hand, which means the current key. Not part of `==`: it says where the item was
+    /// read from, not what it is.
+    public internal(set) var keyID: [UInt8] = []
+
+    public static func == (a: ItemMetadata, b: ItemMetadata) -> Bool {
+        (a.id, a.kind, a.compartment, a.name, a.createdMilliseconds, a.expiresMilliseconds)
+            == (b.id, b.kind, b.compartment, b.name, b.createdMilliseconds, b.expiresMilliseconds)
+            && (a.size, a.contentTag, a.sha256) == (b.size, b.contentTag, b.sha256)
+    }
 
     /// Item names are labels that may become file names on export: 1…255 bytes, no "/" or NUL.
     public static func checkName(_ name: String) throws(VaultError) {

@@ -24,7 +24,7 @@ public final class KeyStore: @unchecked Sendable {
     public let path: String
     let home: N11Home
     public let storeID: [UInt8]
-    private let compartmentKeys: CompartmentKeys
+    private var compartmentKeys: CompartmentKeys
     private var archiveRecords: [Record]
     /// P-256 private keys that open archives made for their public keys (`key generate`,
     /// `key import`), oldest first.
@@ -81,8 +81,9 @@ public final class KeyStore: @unchecked Sendable {
         var keepLock = false
         defer { if !keepLock { lock.release() } }
         do {
-            let keys = CompartmentKeys(vault: try SecureBytes(randomCount: 32), fade: try SecureBytes(randomCount: 32),
-                                       backup: try SecureBytes(randomCount: 32))
+            var rings: [Compartment: CompartmentKeyRing] = [:]
+            for compartment in Compartment.allCases { rings[compartment] = CompartmentKeyRing(current: try SecureBytes(randomCount: 32)) }
+            let keys = CompartmentKeys(rings: rings)
             var sealing: Sealing? = nil
             if let pin {
                 let salt = SecureRandom.bytes(Argon2id.saltLength)
@@ -145,7 +146,7 @@ public final class KeyStore: @unchecked Sendable {
     /// command made and may still take back (`create(holdingLock:)`) is never read. A home
     /// where the lock file cannot be made (read-only media) is read without it: nothing can
     /// write there either.
-    private static func readSharingLock(of home: N11Home) throws -> SecureBytes {
+    static func readSharingLock(of home: N11Home) throws -> SecureBytes {
         guard (try? FileStatus.of(home.keyStorePath)) ?? nil != nil else { return try readFile(of: home) }
         // Nothing is created in a home that fails the checks (readFile repeats them).
         do { try PrivatePermissions.checkDirectory(home.root) } catch { throw VaultError.wrap(error) }
@@ -193,12 +194,9 @@ public final class KeyStore: @unchecked Sendable {
 
     // MARK: keys
 
+    /// The compartment's current key: the only one that seals anything.
     public func key(for compartment: Compartment) -> SecureBytes {
-        switch compartment {
-        case .vault: return compartmentKeys.vault
-        case .fade: return compartmentKeys.fade
-        case .backup: return compartmentKeys.backup
-        }
+        compartmentKeys[compartment].current
     }
 
     /// The device key of a secure archive, if this key store made that archive.
@@ -250,11 +248,144 @@ public final class KeyStore: @unchecked Sendable {
         guard current.storeID == storeID else {
             throw VaultError.keyStoreDamaged(path: path, reason: "it was replaced by another key store")
         }
+        // Compartment keys too: another process may have rotated them since this one loaded.
+        compartmentKeys = current.compartmentKeys
         archiveRecords = current.archiveRecords
         identities = current.identities
     }
 
     public var archiveKeyCount: Int { archiveRecords.count }
+
+    // MARK: compartment keys over rotations
+
+    /// Every key that may open the compartment's files and records, the likeliest first
+    /// (see `CompartmentKeyRing.openingKeys`).
+    public func openingKeys(for compartment: Compartment) -> [SecureBytes] {
+        compartmentKeys[compartment].openingKeys
+    }
+
+    /// The ID (`CompartmentKeyRing.id(of:)`) of the compartment's current key.
+    public func currentKeyID(for compartment: Compartment) throws(VaultError) -> [UInt8] {
+        do { return try CompartmentKeyRing.id(of: key(for: compartment)) } catch { throw VaultError.wrap(error) }
+    }
+
+    /// The compartment key named `id`, current or retired, to open what it sealed; `nil`
+    /// names the compartment's first key (secure archives written before key IDs existed,
+    /// when no rotation had happened yet).
+    public func key(for compartment: Compartment, id: [UInt8]?) throws(VaultError) -> SecureBytes {
+        let ring = compartmentKeys[compartment]
+        do {
+            let wanted = try id ?? ring.originalID()
+            if let key = try ring.key(id: wanted) { return key }
+            if ring.forgotten.contains(wanted) { throw VaultError.compartmentKeyForgotten(compartment: compartment, keyStore: path) }
+            throw VaultError.compartmentKeyUnknown(compartment: compartment, keyStore: path)
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// What `key list` shows of a compartment's keys: IDs only.
+    public struct CompartmentKeyHistory: Sendable {
+        public let compartment: Compartment
+        public let current: [UInt8]
+        public let retired: [[UInt8]]
+        public let pending: [UInt8]?
+        public let forgotten: [[UInt8]]
+    }
+
+    public func keyHistory() throws(VaultError) -> [CompartmentKeyHistory] {
+        do {
+            return try Compartment.allCases.map { compartment in
+                let ring = compartmentKeys[compartment]
+                return CompartmentKeyHistory(compartment: compartment, current: try CompartmentKeyRing.id(of: ring.current),
+                                             retired: try ring.retired.map(CompartmentKeyRing.id(of:)),
+                                             pending: try ring.pending.map(CompartmentKeyRing.id(of:)), forgotten: ring.forgotten)
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// A rotation's first step: a new pending key for each of `compartments`, saved (durably)
+    /// before anything is sealed under it. Pending keys of a rotation that never committed
+    /// are dropped (the caller holds the vault lock and has finished any committed rotation,
+    /// so nothing visible uses them). Returns the new keys.
+    func beginRotation(of compartments: Set<Compartment>, lockWait: Double = 60) throws(VaultError) -> [Compartment: SecureBytes] {
+        do {
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            return try FileLock.withLock(lock) {
+                try reloadLocked()
+                var made: [Compartment: SecureBytes] = [:]
+                for compartment in Compartment.allCases {
+                    let key: SecureBytes? = compartments.contains(compartment) ? try SecureBytes(randomCount: 32) : nil
+                    compartmentKeys[compartment].pending = key
+                    made[compartment] = key
+                }
+                try save(replaceExisting: true)
+                return made
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// A committed rotation's key change (a step of its journal, so also replayed after a
+    /// crash): each pending key named in `ids` becomes current and the current one retired.
+    /// A key that is already current is left alone, so a replay changes nothing.
+    func promote(_ ids: [Compartment: [UInt8]], lockWait: Double = 60) throws {
+        let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+        try FileLock.withLock(lock) {
+            try reloadLocked()
+            var changed = false
+            for (compartment, id) in ids {
+                var ring = compartmentKeys[compartment]
+                if try CompartmentKeyRing.id(of: ring.current) == id { continue }
+                guard let pending = ring.pending, try CompartmentKeyRing.id(of: pending) == id else {
+                    throw VaultError.keyStoreDamaged(path: path, reason: "it lacks the new \(compartment.rawValue) key of a committed key rotation")
+                }
+                ring.retired.append(ring.current)
+                ring.current = pending
+                ring.pending = nil
+                compartmentKeys[compartment] = ring
+                changed = true
+            }
+            if changed { try save(replaceExisting: true) }
+        }
+    }
+
+    /// Forgets the retired keys of `compartments` (`vault rotate-keys --forget-retired`):
+    /// only their IDs stay, so that a secure archive that needed one is told why it cannot
+    /// be restored. Returns how many keys were forgotten.
+    @discardableResult
+    public func forgetRetiredKeys(of compartments: Set<Compartment>, lockWait: Double = 60) throws(VaultError) -> Int {
+        do {
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            return try FileLock.withLock(lock) {
+                try reloadLocked()
+                var count = 0
+                for compartment in compartments {
+                    var ring = compartmentKeys[compartment]
+                    count += ring.retired.count
+                    ring.forgotten += try ring.retired.map(CompartmentKeyRing.id(of:))
+                    ring.retired = []
+                    compartmentKeys[compartment] = ring
+                }
+                if count > 0 { try save(replaceExisting: true) }
+                return count
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    /// Reads the file again (sharing the home's lock) and takes in its compartment keys: a
+    /// reader that loaded the store before another process rotated finds the new keys.
+    /// False if the file could not be read (the caller keeps what it had).
+    func refreshCompartmentKeys() -> Bool {
+        // Holding the home's lock, this process is the only writer: nothing to take in
+        // (and a shared hold would wait for this process's own lock).
+        guard heldLock == nil, let contents = try? Self.readSharingLock(of: home),
+              let current = try? Self.parse(contents, home: home, sealingKey: { parameters, salt in
+                  guard let sealing = self.sealing, sealing.parameters == parameters, sealing.salt == salt else {
+                      throw VaultError.keyStoreDamaged(path: self.path, reason: "it was re-sealed by another process")
+                  }
+                  return sealing.key
+              }), current.storeID == storeID else { return false }
+        compartmentKeys = current.compartmentKeys
+        return true
+    }
 
     // MARK: PIN and backups
 
@@ -331,7 +462,7 @@ public final class KeyStore: @unchecked Sendable {
     }
 
     private func allRecords() throws -> [Record] {
-        compartmentKeys.records + archiveRecords + (try identities.map { key in
+        try compartmentKeys.records() + archiveRecords + (try identities.map { key in
             Record(kind: .identity, id: try Self.identityID(key.publicKey), key: key.scalar)
         })
     }

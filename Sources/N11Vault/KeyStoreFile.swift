@@ -1,4 +1,5 @@
 import N11Crypto
+import N11Format
 import N11System
 
 // The key store file's byte layout (see `KeyStore` for the picture): records, the sealed or
@@ -8,7 +9,34 @@ extension KeyStore {
     static let magic: [UInt8] = Array("N11KEYS\0".utf8)
     static let recordSize = 1 + 16 + 32
 
-    enum RecordKind: UInt8 { case vault = 1, fade = 2, backup = 3, archive = 4, identity = 5 }
+    /// Kinds 6…14 exist only in version 2 files (written once a rotation has happened), so
+    /// that an older n11archive says "unknown key store version", not "malformed".
+    enum RecordKind: UInt8 {
+        case vault = 1, fade = 2, backup = 3, archive = 4, identity = 5
+        case retiredVault = 6, retiredFade = 7, retiredBackup = 8
+        case pendingVault = 9, pendingFade = 10, pendingBackup = 11
+        case forgottenVault = 12, forgottenFade = 13, forgottenBackup = 14
+
+        enum Role: UInt8 { case current = 1, retired = 6, pending = 9, forgotten = 12 }
+
+        init(_ role: Role, _ compartment: Compartment) {
+            let offset: UInt8 = switch compartment { case .vault: 0; case .fade: 1; case .backup: 2 }
+            self.init(rawValue: role.rawValue + offset)!
+        }
+
+        /// The compartment and role of a compartment key record; nil for the other kinds.
+        var compartmentKey: (Compartment, Role)? {
+            let role: Role
+            switch rawValue {
+            case 1...3: role = .current
+            case 6...8: role = .retired
+            case 9...11: role = .pending
+            case 12...14: role = .forgotten
+            default: return nil
+            }
+            return ([Compartment.vault, .fade, .backup][Int(rawValue - role.rawValue)], role)
+        }
+    }
 
     struct Record {
         let kind: RecordKind
@@ -16,14 +44,33 @@ extension KeyStore {
         let key: SecureBytes
     }
 
-    /// The three compartment keys every key store has (parse and create guarantee them).
+    /// Every compartment's keys (parse and create guarantee a current key for each).
     struct CompartmentKeys {
-        let vault, fade, backup: SecureBytes
+        var rings: [Compartment: CompartmentKeyRing]
 
-        var records: [Record] {
+        subscript(compartment: Compartment) -> CompartmentKeyRing {
+            get { rings[compartment]! }
+            set { rings[compartment] = newValue }
+        }
+
+        /// The records: the current keys first (as version 1 wrote them), then each
+        /// compartment's history, oldest first: forgotten, retired, pending.
+        func records() throws -> [Record] {
             let zero = [UInt8](repeating: 0, count: 16)
-            return [Record(kind: .vault, id: zero, key: vault), Record(kind: .fade, id: zero, key: fade),
-                    Record(kind: .backup, id: zero, key: backup)]
+            var records = Compartment.allCases.map { Record(kind: RecordKind(.current, $0), id: zero, key: self[$0].current) }
+            for compartment in Compartment.allCases {
+                let ring = self[compartment]
+                for id in ring.forgotten {
+                    records.append(Record(kind: RecordKind(.forgotten, compartment), id: id, key: try SecureBytes(count: 32)))
+                }
+                for key in ring.retired {
+                    records.append(Record(kind: RecordKind(.retired, compartment), id: try CompartmentKeyRing.id(of: key), key: key))
+                }
+                if let pending = ring.pending {
+                    records.append(Record(kind: RecordKind(.pending, compartment), id: try CompartmentKeyRing.id(of: pending), key: pending))
+                }
+            }
+            return records
         }
     }
 
@@ -34,7 +81,7 @@ extension KeyStore {
         let key: SecureBytes
     }
 
-    /// Parses the file. `sealingKey` turns a sealed file's Argon2id parameters and salt into
+    /// Parses the file (version 1 or 2). `sealingKey` turns a sealed file's Argon2id parameters and salt into
     /// its key (from the PIN, or the key this process already derived).
     static func parse(_ contents: SecureBytes, home: N11Home,
                               sealingKey: (Argon2Parameters, [UInt8]) throws -> SecureBytes) throws -> KeyStore {
@@ -42,7 +89,8 @@ extension KeyStore {
         let damaged = { (why: String) in VaultError.keyStoreDamaged(path: path, reason: why) }
         var reader = contents.withUnsafeBytes { ByteReader(prefixOf: $0, count: min($0.count, 10 + 8 + 16)) }
         guard contents.count >= 10, reader.take(8) == magic else { throw damaged("not an n11archive key store") }
-        guard reader.byte() == 1 else { throw damaged("unknown key store version") }
+        let version = reader.byte()
+        guard version == 1 || version == 2 else { throw damaged("unknown key store version (made by a newer n11archive?)") }
         switch reader.byte() {
         case 0:
             guard contents.count >= 10 + 32 else { throw damaged("truncated") }
@@ -53,7 +101,7 @@ extension KeyStore {
             }
             let computed = try digest.finish()
             guard stored == computed else { throw damaged("its checksum does not match") }
-            return try parseBody(contents.slice(10..<(contents.count - 32)), home: home, sealing: nil)
+            return try parseBody(contents.slice(10..<(contents.count - 32)), version: version, home: home, sealing: nil)
         case 1:
             guard contents.count >= 10 + 8 + 16 + SingleTagStream.overhead else { throw damaged("truncated") }
             let ops = reader.uint32(), memoryKiB = reader.uint32()
@@ -68,13 +116,13 @@ extension KeyStore {
             let body: SecureBytes
             do { body = try AEAD.openSecret(.chacha20Poly1305, key: key, sealed: sealed, aad: header) }
             catch { throw error == .authenticationFailed ? VaultError.wrongPIN(path: path) : VaultError.crypto(error) }
-            return try parseBody(body, home: home, sealing: Sealing(parameters: parameters, salt: salt, key: key))
+            return try parseBody(body, version: version, home: home, sealing: Sealing(parameters: parameters, salt: salt, key: key))
         default:
             throw damaged("unknown protection")
         }
     }
 
-    private static func parseBody(_ body: SecureBytes, home: N11Home, sealing: Sealing?) throws -> KeyStore {
+    private static func parseBody(_ body: SecureBytes, version: UInt8, home: N11Home, sealing: Sealing?) throws -> KeyStore {
         let damaged = VaultError.keyStoreDamaged(path: home.keyStorePath, reason: "the key records are malformed")
         guard body.count >= 20 else { throw damaged }
         let (storeID, count) = body.withUnsafeBytes { raw -> ([UInt8], Int) in
@@ -87,15 +135,32 @@ extension KeyStore {
         for i in 0..<count {
             let offset = 20 + i * recordSize
             let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
-            guard let kind = RecordKind(rawValue: kindByte) else { throw damaged }
-            if kind != .archive && kind != .identity && id.contains(where: { $0 != 0 }) { throw damaged }
+            guard let kind = RecordKind(rawValue: kindByte), version == 2 || kind.rawValue <= 5 else { throw damaged }
+            if kind.compartmentKey?.1 == .current && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }
-        func only(_ kind: RecordKind) -> SecureBytes? {
-            let found = records.filter { $0.kind == kind }
-            return found.count == 1 ? found[0].key : nil
+        // Each compartment: exactly one current key, at most one pending, and history records
+        // whose id is their key's (a forgotten key keeps only its id).
+        var rings: [Compartment: CompartmentKeyRing] = [:]
+        for compartment in Compartment.allCases {
+            let mine = records.filter { $0.kind.compartmentKey?.0 == compartment }
+            let current = mine.filter { $0.kind.compartmentKey?.1 == .current }
+            guard current.count == 1, mine.filter({ $0.kind.compartmentKey?.1 == .pending }).count <= 1 else { throw damaged }
+            var ring = CompartmentKeyRing(current: current[0].key)
+            for record in mine {
+                switch record.kind.compartmentKey?.1 {
+                case .retired?:
+                    guard try CompartmentKeyRing.id(of: record.key) == record.id else { throw damaged }
+                    ring.retired.append(record.key)
+                case .pending?:
+                    guard try CompartmentKeyRing.id(of: record.key) == record.id else { throw damaged }
+                    ring.pending = record.key
+                case .forgotten?: ring.forgotten.append(record.id)
+                default: break
+                }
+            }
+            rings[compartment] = ring
         }
-        guard let vault = only(.vault), let fade = only(.fade), let backup = only(.backup) else { throw damaged }
         // An identity's id is the first 16 bytes of its public point's SHA-256: a scalar that
         // is no P-256 key, or does not match its id, is damage.
         var identities: [P256PrivateKey] = []
@@ -103,7 +168,7 @@ extension KeyStore {
             guard let key = try? P256PrivateKey(scalar: record.key), try Self.identityID(key.publicKey) == record.id else { throw damaged }
             identities.append(key)
         }
-        return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(vault: vault, fade: fade, backup: backup),
+        return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(rings: rings),
                         archiveRecords: records.filter { $0.kind == .archive }, identities: identities, sealing: sealing)
     }
 
@@ -123,7 +188,8 @@ extension KeyStore {
                 record.key.withUnsafeBytes { w.put(raw: $0) }
             }
         }
-        var header = Self.magic + [1]
+        let version: UInt8 = records.contains { $0.kind.rawValue > 5 } ? 2 : 1
+        var header = Self.magic + [version]
         if let sealing {
             header += [1]
             header += littleEndian(UInt32(sealing.parameters.opsLimit))

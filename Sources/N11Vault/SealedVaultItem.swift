@@ -25,7 +25,9 @@ public final class SealedVaultItem {
     init(_ item: ItemMetadata, vaultPath: String, keyStore: KeyStore) throws(VaultError) {
         metadata = item
         path = Path.join(vaultPath, item.relativePath)
-        key = keyStore.key(for: item.compartment)
+        // The key the record opened under (a retired one only while a rotation's journal is
+        // being applied, or for a reader that started before it).
+        key = item.keyID.isEmpty ? keyStore.key(for: item.compartment) : try keyStore.key(for: item.compartment, id: item.keyID)
         do {
             file = try FileDescriptor.openForReading(path)
             let status = try file.status()
@@ -80,17 +82,35 @@ public final class SealedVaultItem {
         } catch { throw VaultError.wrap(error) }
     }
 
+    /// The file sealed anew under `newKey` into `file` (a key rotation); its tag and digest
+    /// are checked before the new tag is written. Returns the new tag.
+    func reseal(under newKey: SecureBytes, to output: FileDescriptor, progress: VaultChangeProgress?) throws -> [UInt8] {
+        do {
+            try file.seek(to: 0)
+            let input: ByteSource = progress.map { ProgressCountingSource(file, progress: $0) } ?? file
+            return try Self.reseal(input, as: description, openKey: key, key: newKey, to: output)
+        } catch let error as CryptoError where error.kind == .damaged {
+            throw VaultError.itemDamaged(id: metadata.id, path: path)
+        }
+    }
+
+    private var description: VaultStaging.Description {
+        .init(id: metadata.id, kind: metadata.kind, compartment: metadata.compartment, name: metadata.name,
+              created: metadata.created, expires: metadata.expires, size: metadata.size, sha256: metadata.sha256)
+    }
+
     // MARK: into the vault
 
     /// Checks a sealed item file that comes from elsewhere (a secure archive's payload) as the
-    /// item `expected` describes: its tag under the compartment key, its length and digest.
-    /// The plaintext goes to `sink`, which must stage it until this returns. Returns the tag.
+    /// item `expected` describes: its tag under `key` (the compartment key it was sealed
+    /// under), its length and digest. The plaintext goes to `sink`, which must stage it until
+    /// this returns. Returns the tag.
     @discardableResult
-    public static func check(_ sealed: ByteSource, as expected: VaultStaging.Description, keyStore: KeyStore,
+    public static func check(_ sealed: ByteSource, as expected: VaultStaging.Description, key: SecureBytes,
                              into sink: UnverifiedPlaintextSink = DiscardingSink()) throws -> [UInt8] {
         let tail = TagKeepingSource(sealed)
         let hashing = try DigestSink(forwardingTo: sink)
-        try SingleTagStream.open(algorithm, key: keyStore.key(for: expected.compartment), from: tail, into: hashing,
+        try SingleTagStream.open(algorithm, key: key, from: tail, into: hashing,
                                  sizeHint: expected.size)
         guard hashing.length == expected.size, try hashing.finish() == expected.sha256Bytes else {
             throw CryptoError.contentMismatch
@@ -105,6 +125,15 @@ public final class SealedVaultItem {
                      to file: FileDescriptor) throws -> [UInt8] {
         let checked = try DigestCheckingSource(plaintext, expectedSHA256: expected.sha256Bytes, expectedLength: expected.size)
         return try SingleTagStream.seal(algorithm, key: key, from: checked, to: file, sizeHint: expected.size).tag
+    }
+
+    /// Seals the plaintext of a sealed item file (under `openKey`) anew under `key`: a key
+    /// rotation, or a secure archive's item sealed under a retired key. Its tag, length and
+    /// digest are checked before the last byte is read, so a bad input fails the seal.
+    static func reseal(_ sealed: ByteSource, as expected: VaultStaging.Description, openKey: SecureBytes,
+                       key: SecureBytes, to file: FileDescriptor) throws -> [UInt8] {
+        try Resealing.singleTagToSingleTag(sealed, algorithm: algorithm, openKey: openKey, sealKey: key,
+                                           expectedSHA256: expected.sha256Bytes, expectedLength: expected.size, to: file)
     }
 
     /// Seals a new item's plaintext (`vault add`), whose length and digest are known only
@@ -151,6 +180,23 @@ final class TagKeepingSource: ByteSource {
             let tail = buffer[max(offset, offset + n - AEADAlgorithm.tagLength)..<(offset + n)]
             lastBytes = Array((lastBytes + tail).suffix(AEADAlgorithm.tagLength))
         }
+        return n
+    }
+}
+
+/// Passes a source through, telling `progress` how many bytes went by.
+private final class ProgressCountingSource: ByteSource {
+    private let source: ByteSource
+    private let progress: VaultChangeProgress
+
+    init(_ source: ByteSource, progress: VaultChangeProgress) {
+        self.source = source
+        self.progress = progress
+    }
+
+    func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        let n = try source.read(into: &buffer, offset: offset, count: count)
+        if n > 0 { progress.add(bytes: Int64(n)) }
         return n
     }
 }

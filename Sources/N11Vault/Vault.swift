@@ -131,21 +131,35 @@ public final class Vault: @unchecked Sendable {
         try AtomicFile.write(header + nonce + box.ciphertext + box.tag, to: markerPath, replaceExisting: false)
     }
 
-    /// The marker opens only under the vault key of the key store that made the vault.
+    /// The marker opens only under a vault key of the key store that made the vault (the
+    /// current one, or a retired one until a rotation's journal has been applied).
     private func checkMarker() throws {
         let bytes = try FileDescriptor.openForReading(markerPath).readAll(limit: 4096)
         let headerLength = Self.markerMagic.count + 1 + 16
         let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
         guard bytes.count == headerLength + n + Self.markerCheck.count + t,
               Array(bytes[0..<Self.markerMagic.count]) == Self.markerMagic else { throw VaultError.notAVault(path: path) }
-        do {
-            _ = try AEAD.open(.chacha20Poly1305, key: keyStore.key(for: .vault),
-                              nonce: Array(bytes[headerLength..<(headerLength + n)]),
-                              ciphertext: Array(bytes[(headerLength + n)..<(bytes.count - t)]),
-                              tag: Array(bytes[(bytes.count - t)...]), aad: Array(bytes[0..<headerLength]))
-        } catch {
+        func opens() -> Bool {
+            keyStore.openingKeys(for: .vault).contains { key in
+                (try? AEAD.open(.chacha20Poly1305, key: key, nonce: Array(bytes[headerLength..<(headerLength + n)]),
+                                ciphertext: Array(bytes[(headerLength + n)..<(bytes.count - t)]),
+                                tag: Array(bytes[(bytes.count - t)...]), aad: Array(bytes[0..<headerLength]))) != nil
+            }
+        }
+        // Not under any key this process has: perhaps another process rotated them since it
+        // loaded the key store; read it again once before calling it another store's vault.
+        guard opens() || (keyStore.refreshCompartmentKeys() && opens()) else {
             throw VaultError.vaultMismatch(vault: path, keyStore: keyStore.path)
         }
+    }
+
+    /// The marker sealed under `key` (a key rotation's new vault key), for the same vault ID.
+    func marker(resealedUnder key: SecureBytes) throws -> [UInt8] {
+        let bytes = try FileDescriptor.openForReading(markerPath).readAll(limit: 4096)
+        let header = Array(bytes[0..<(Self.markerMagic.count + 1 + 16)])
+        let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
+        let box = try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: Self.markerCheck, aad: header)
+        return header + nonce + box.ciphertext + box.tag
     }
 
     private func takeLock(wait: Double) throws {
@@ -164,7 +178,7 @@ public final class Vault: @unchecked Sendable {
         }
         AtomicFile.removeLeftovers(in: path)
         // Finish or discard interrupted commits before anything else looks at the items.
-        try VaultStaging.recover(in: path)
+        try VaultStaging.recover(in: path, keyStore: keyStore)
     }
 
     // MARK: reading the catalogue
@@ -193,36 +207,63 @@ public final class Vault: @unchecked Sendable {
         }
         // Opening every record (read, decrypt, decode) is most of the time `vault list` and
         // the start of `create` take on a big vault: the records are split over the cores.
-        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4, ids.count / 256))
-        var results = [(found: [ItemMetadata], damaged: [String])](repeating: ([], []), count: parts)
-        results.withUnsafeMutableBufferPointer { slots in
-            let slots = UncheckedSendable(slots)
-            let me = UncheckedSendable(self)
-            DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let range = (ids.count * part / parts)..<(ids.count * (part + 1) / parts)
-                slots.value[part] = me.value.openRecords(ids[range], in: metaDir)
-            }
+        var (found, damaged) = try openRecords(ids, in: metaDir)
+        // A record under a key this process has not seen: another process rotated the keys
+        // since this one loaded the key store. Read it again and retry those records.
+        if !damaged.isEmpty, let before = try? openingKeyIDs(), keyStore.refreshCompartmentKeys(),
+           let after = try? openingKeyIDs(), after != before {
+            let retried = try openRecords(damaged, in: metaDir)
+            found += retried.found
+            damaged = retried.damaged
         }
-        var found = results.flatMap(\.found)
-        let damaged = results.flatMap(\.damaged).sorted()
+        damaged.sort()
         found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
         cachedItems = found
         cachedDamaged = damaged
         return found
     }
 
-    /// Opens the records of `ids`; touches nothing shared but the read-only key store, so
+    private func openingKeyIDs() throws -> [[UInt8]] {
+        try Compartment.allCases.flatMap { try keyStore.openingKeys(for: $0).map(CompartmentKeyRing.id(of:)) }
+    }
+
+    /// Opens the records of `ids` over up to four threads.
+    private func openRecords(_ ids: [String], in metaDir: String) throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
+        // Each compartment's keys, the likeliest first, with their IDs worked out once.
+        let keys: [(Compartment, SecureBytes, [UInt8])]
+        do {
+            keys = try Compartment.allCases.flatMap { compartment in
+                try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
+            }
+        } catch { throw VaultError.wrap(error) }
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4, ids.count / 256))
+        var results = [(found: [ItemMetadata], damaged: [String])](repeating: ([], []), count: parts)
+        results.withUnsafeMutableBufferPointer { slots in
+            let slots = UncheckedSendable(slots)
+            let me = UncheckedSendable(self)
+            let keys = UncheckedSendable(keys)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let range = (ids.count * part / parts)..<(ids.count * (part + 1) / parts)
+                slots.value[part] = me.value.openRecords(ids[range], in: metaDir, keys: keys.value)
+            }
+        }
+        return (results.flatMap(\.found), results.flatMap(\.damaged))
+    }
+
+    /// Opens the records of `ids`; touches nothing shared but the read-only keys, so
     /// several run at once.
-    private func openRecords(_ ids: ArraySlice<String>, in metaDir: String) -> (found: [ItemMetadata], damaged: [String]) {
+    private func openRecords(_ ids: ArraySlice<String>, in metaDir: String,
+                             keys: [(Compartment, SecureBytes, [UInt8])]) -> (found: [ItemMetadata], damaged: [String]) {
         var found: [ItemMetadata] = []
         var damaged: [String] = []
         for id in ids {
             // A record that does not open is reported, not fatal: one damaged file must not
             // keep the user from every other item (or from removing or restoring that one).
             guard let sealed = try? FileDescriptor.openForReading(Path.join(metaDir, "\(id).\(Self.metaExtension)")).readAll(limit: 64 << 10),
-                  let opened = Compartment.allCases.lazy.compactMap({ compartment in
-                      ItemMetadata.open(sealed, id: id, key: self.keyStore.key(for: compartment))
-                          .flatMap { $0.compartment == compartment ? $0 : nil }
+                  let opened = keys.lazy.compactMap({ compartment, key, keyID -> ItemMetadata? in
+                      guard var item = ItemMetadata.open(sealed, id: id, key: key), item.compartment == compartment else { return nil }
+                      item.keyID = keyID
+                      return item
                   }).first else {
                 damaged.append(id)
                 continue

@@ -1,4 +1,5 @@
 import N11Crypto
+import N11Format
 import N11System
 
 /// The vault and key-store layer's one error type. Messages name the file or item and never
@@ -29,6 +30,15 @@ public enum VaultError: CategorizedError, Sendable {
     case invalidDuration(String)
     case invalidCompartmentUse(String)
     case invalidName(String)
+    /// A secure archive's items were sealed under a compartment key that a rotation retired
+    /// and `--forget-retired` then forgot.
+    case compartmentKeyForgotten(compartment: Compartment, keyStore: String)
+    /// Sealed under a compartment key this key store never had (another key store's).
+    case compartmentKeyUnknown(compartment: Compartment, keyStore: String)
+    /// `vault rotate-keys` re-encrypts every item, so records that open under no key stop it.
+    case rotationBlockedByDamage(ids: [String])
+    /// Not enough free space for a change that writes everything anew before it commits.
+    case notEnoughSpace(path: String, needed: Int64, available: Int64)
     /// The change was committed (journaled) but not fully applied; the next writer finishes it.
     case commitPending(vault: String, cause: String)
     case system(SystemError)
@@ -43,7 +53,10 @@ public enum VaultError: CategorizedError, Sendable {
         case .notInitialized, .unsafePermissions: return .configuration
         case .alreadyInitialized, .outputExists: return .outputExists
         case .keyStoreDamaged, .itemDamaged: return .damaged
-        case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch: return .authentication
+        case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch,
+             .compartmentKeyForgotten, .compartmentKeyUnknown: return .authentication
+        case .rotationBlockedByDamage: return .damaged
+        case .notEnoughSpace: return .ioFailure
         case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName: return .usage
         case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
         case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
@@ -84,6 +97,15 @@ public enum VaultError: CategorizedError, Sendable {
         case .invalidDuration(let text): return "'\(text)' is not a duration"
         case .invalidCompartmentUse(let why): return why
         case .invalidName(let why): return why
+        case .compartmentKeyForgotten(let compartment, let keyStore):
+            return "the \(compartment.rawValue) key these items were sealed under was retired by `vault rotate-keys` and then forgotten (--forget-retired) in '\(keyStore)'"
+        case .compartmentKeyUnknown(let compartment, let keyStore):
+            return "these items were sealed under a \(compartment.rawValue) key that the key store '\(keyStore)' never held"
+        case .rotationBlockedByDamage(let ids):
+            let shown = ids.prefix(5).joined(separator: ", ") + (ids.count > 5 ? ", …" : "")
+            return "\(ids.count) item record(s) do not open (\(shown)); a key rotation re-encrypts every item and would leave them behind, so nothing was changed"
+        case .notEnoughSpace(let path, let needed, let available):
+            return "'\(path)' has \(available >> 20) MiB free and this needs \(needed >> 20) MiB (every item is written anew before the old copies go); nothing was changed"
         case .commitPending(let vault, let cause):
             return "the change to '\(vault)' was committed but could not be completed (\(cause))"
         case .system(let e): return e.description
@@ -109,6 +131,10 @@ public enum VaultError: CategorizedError, Sendable {
         case .itemDamaged: return "restore this item from an archive (`n11archive restore`)"
         case .outputExists: return "choose another path or pass --force to replace it"
         case .busy: return "wait for it to finish, or pass --lock-wait SECONDS"
+        case .compartmentKeyForgotten: return "a key store backup made before the keys were forgotten (`n11archive key backup`) still holds them; portable and recipient archives do not need them"
+        case .compartmentKeyUnknown: return "restore it with the --home whose key store made it"
+        case .rotationBlockedByDamage: return "restore those items from an archive, or remove them with `n11archive vault rm ID`, then rotate"
+        case .notEnoughSpace: return "free some space, or rotate one compartment at a time with --compartment"
         case .commitPending: return "do not repeat the command: the next n11archive command that changes this vault completes it (e.g. `n11archive vault purge`)"
         case .invalidDuration: return "use a number with a unit: 90s, 30m, 12h, 7d or 2w"
         case .system(let e): return e.hint

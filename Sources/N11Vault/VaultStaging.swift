@@ -28,11 +28,18 @@ public final class VaultStaging {
     enum Operation: Equatable {
         case move(staged: String, to: String)
         case remove(String)
+        /// A key rotation's switch: the key store's pending keys with these IDs become current
+        /// (`KeyStore.promote`). Part of the journal, so that it happens if and only if the
+        /// re-encrypted items appear, and before anything is written under the old keys again.
+        case promoteKeys([Compartment: [UInt8]])
 
         var line: String {
             switch self {
             case let .move(from, to): return "move \(from) \(to)"
             case let .remove(path): return "remove \(path)"
+            case let .promoteKeys(ids):
+                return (["keys"] + Compartment.allCases.compactMap { c in ids[c].map { "\(c.rawValue)=\($0.hex)" } })
+                    .joined(separator: " ")
             }
         }
 
@@ -41,6 +48,16 @@ public final class VaultStaging {
             switch (words.first, words.count) {
             case ("move", 3): self = .move(staged: String(words[1]), to: String(words[2]))
             case ("remove", 2): self = .remove(String(words[1]))
+            case ("keys", 2...4):
+                var ids: [Compartment: [UInt8]] = [:]
+                for word in words.dropFirst() {
+                    let parts = word.split(separator: "=", omittingEmptySubsequences: false)
+                    guard parts.count == 2, let compartment = Compartment(rawValue: String(parts[0])),
+                          ids[compartment] == nil, let id = [UInt8](hex: String(parts[1]), length: 16) else { return nil }
+                    ids[compartment] = id
+                }
+                self = .promoteKeys(ids)
+                return
             default: return nil
             }
             // Journals are written by this code; refuse anything that could leave the vault.
@@ -81,12 +98,40 @@ public final class VaultStaging {
     }
 
     /// Stages an item from a sealed item file made elsewhere (a secure archive's payload),
-    /// copied as it is while its tag, length and digest are checked.
+    /// copied as it is while its tag, length and digest are checked. An item sealed under a
+    /// retired key (`sealedUnder`, from an archive made before a key rotation) is sealed anew
+    /// under the current key instead: the vault holds nothing under a retired key.
     @discardableResult
-    public func stage(_ item: Description, replaces: ItemMetadata?, copyingSealed sealed: ByteSource) throws -> ItemMetadata {
-        try stage(item, replaces: replaces) { [vault] file, _ in
-            try SealedVaultItem.check(CopyingSource(sealed, to: file), as: item, keyStore: vault.keyStore)
+    public func stage(_ item: Description, replaces: ItemMetadata?, copyingSealed sealed: ByteSource,
+                      sealedUnder openKey: SecureBytes) throws -> ItemMetadata {
+        try stage(item, replaces: replaces) { file, key in
+            if openKey === key { return try SealedVaultItem.check(CopyingSource(sealed, to: file), as: item, key: key) }
+            return try SealedVaultItem.reseal(sealed, as: item, openKey: openKey, key: key, to: file)
         }
+    }
+
+    /// Stages `item` sealed anew under `key` (a key rotation's new key): content and
+    /// record, both under that key, its tag and digest checked on the way.
+    func stage(_ item: SealedVaultItem, resealedUnder key: SecureBytes, progress: VaultChangeProgress?) throws {
+        let metadata = item.metadata
+        try stage(id: metadata.id, kind: metadata.kind, compartment: metadata.compartment, name: metadata.name,
+                  created: metadata.created, expires: metadata.expires, replaces: metadata, sealingKey: key) { file, key in
+            (try item.reseal(under: key, to: file, progress: progress), metadata.size, metadata.sha256)
+        }
+    }
+
+    /// Stages the vault's marker file, replaced by `bytes` (sealed under a new vault key).
+    func stageMarker(_ bytes: [UInt8]) throws {
+        let name = "marker"
+        let file = try FileDescriptor.createExclusive(Path.join(directory, name), mode: 0o600)
+        try file.write(bytes)
+        try file.close()
+        operations.append(.move(staged: "\(Path.lastComponent(of: directory))/\(name)", to: Vault.markerName))
+    }
+
+    /// Makes the key store's pending keys `ids` current as the journal's first step.
+    func stagePromotion(_ ids: [Compartment: [UInt8]]) {
+        operations.insert(.promoteKeys(ids), at: 0)
     }
 
     /// Stages one item. `writeContent` writes the vault file (nonce ‖ ciphertext ‖ tag under
@@ -99,13 +144,15 @@ public final class VaultStaging {
         }
     }
 
-    /// Stages one item whose size and digest are known only once written (`vault add`).
+    /// Stages one item whose size and digest are known only once written (`vault add`),
+    /// sealed under the compartment's current key unless `sealingKey` says otherwise.
+    @discardableResult
     func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
-               replaces: ItemMetadata?,
+               replaces: ItemMetadata?, sealingKey: SecureBytes? = nil,
                write: (FileDescriptor, SecureBytes) throws -> (tag: [UInt8], size: Int64, sha256: String)) throws -> ItemMetadata {
         try ItemMetadata.checkName(name)
         let item = (id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires)
-        let key = vault.keyStore.key(for: item.compartment)
+        let key = sealingKey ?? vault.keyStore.key(for: item.compartment)
         let stagingName = Path.lastComponent(of: directory)
         let contentName = "\(item.id).content", metaName = "\(item.id).meta"
         let content = try FileDescriptor.createExclusive(Path.join(directory, contentName), mode: 0o600)
@@ -156,7 +203,7 @@ public final class VaultStaging {
         do { try writeJournal() } catch { throw VaultError.wrap(error) }
         // The commit point has passed: from here a failure (or a crash) is finished by the
         // next process that opens the vault for writing, and the user must know not to retry.
-        do { try Self.apply(operations, in: vault.path) }
+        do { try Self.apply(operations, in: vault.path, keyStore: vault.keyStore) }
         catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
         Directory.removePrivateTree(directory)
         vault.forgetCachedItems()
@@ -180,10 +227,12 @@ public final class VaultStaging {
     }
 
     /// Applies journal steps; each can run again after a crash with the same result.
-    static func apply(_ operations: [Operation], in vaultPath: String) throws {
+    static func apply(_ operations: [Operation], in vaultPath: String, keyStore: KeyStore) throws {
         var touched = Set<String>()
         for operation in operations {
             switch operation {
+            case let .promoteKeys(ids):
+                try keyStore.promote(ids)
             case let .move(from, to):
                 let source = Path.join(vaultPath, from), target = Path.join(vaultPath, to)
                 do { try FileSystem.move(source, to: target) }
@@ -203,7 +252,7 @@ public final class VaultStaging {
     /// directories of this user count: a link or another user's directory with a staging
     /// name is left alone, never read as a journal and never deleted through.
     @discardableResult
-    static func recover(in vaultPath: String) throws -> Int {
+    static func recover(in vaultPath: String, keyStore: KeyStore) throws -> Int {
         var replayed = 0
         let vaultDirectory = try DirectoryHandle.open(vaultPath, followingLink: true)
         for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
@@ -216,7 +265,7 @@ public final class VaultStaging {
                 // A journal is written atomically, so a partial one cannot exist; a malformed
                 // one is not ours to act on, and is left for a person to look at.
                 guard operations.count == lines.count else { continue }
-                try apply(operations, in: vaultPath)
+                try apply(operations, in: vaultPath, keyStore: keyStore)
                 replayed += 1
             }
             vaultDirectory.removePrivateTree(name)

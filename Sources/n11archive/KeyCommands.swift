@@ -157,13 +157,34 @@ extension KeyCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the key store's identities by fingerprint.",
-            discussion: "Example:\n  n11archive key list")
+            abstract: "List the key store's identities by fingerprint (or its compartment keys by ID).",
+            discussion: """
+            Examples:
+              n11archive key list
+              n11archive key list --compartment-keys
+            With --compartment-keys, one line per compartment key: the compartment, its \
+            state (current; retired by `vault rotate-keys`, kept for older secure archives; \
+            forgotten, of which only the ID is kept; pending, made by a rotation that did not \
+            commit) and its ID, which secure archives' manifests name.
+            """)
 
         @OptionGroup var store: StoreOptions
 
+        @Flag(name: .customLong("compartment-keys"), help: "List the vault, fade and backup keys by ID and state instead.")
+        var compartmentKeys = false
+
         func run() throws {
             let keyStore = try store.loadKeyStore()
+            if compartmentKeys {
+                for ring in try keyStore.keyHistory() {
+                    let name = ring.compartment.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)
+                    Console.out("\(name) current    \(ring.current.hex)")
+                    for id in ring.retired.reversed() { Console.out("\(name) retired    \(id.hex)") }
+                    if let id = ring.pending { Console.out("\(name) pending    \(id.hex)") }
+                    for id in ring.forgotten.reversed() { Console.out("\(name) forgotten  \(id.hex)") }
+                }
+                return
+            }
             if keyStore.identities.isEmpty { Console.note("no identities; make one with `n11archive key generate`") }
             for key in keyStore.identities { Console.out(KeyFiles.fingerprint(key.publicKey)) }
         }

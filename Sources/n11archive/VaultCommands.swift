@@ -17,7 +17,7 @@ struct VaultCommand: ParsableCommand {
           n11archive vault list
           n11archive vault cat 3F2A9C1B -o photo.jpg
         """,
-        subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self, VerifyVault.self])
+        subcommands: [Add.self, List.self, Cat.self, Remove.self, Purge.self, VerifyVault.self, RotateKeys.self])
 }
 
 extension VaultCommand {

@@ -82,6 +82,37 @@ struct StrictJSONTests {
         }
     }
 
+    @Test("vaultKeys: a secure manifest names each compartment's key, read back exactly; a portable one, a missing compartment or a malformed ID is refused")
+    func vaultKeys() throws {
+        let secure = try ArchiveHeader(mode: .secure, archiveID: Array(0..<16), created: Self.header.created, kdf: nil)
+        let ids: [Compartment: [UInt8]] = [.vault: Array(0..<16), .fade: Array(16..<32)]
+        let items = [Self.item(1, name: "a"), Self.item(2, name: "b", fade: true)].map {
+            Manifest.Item(id: $0.id, kind: $0.kind, compartment: $0.compartment, name: $0.name, created: $0.created,
+                          expires: $0.expires, size: $0.size, sha256: $0.sha256, mode: .secure)
+        }
+        let manifest = Manifest(header: secure, items: items, vaultKeys: ids)
+        let text = String(decoding: manifest.serialized(), as: UTF8.self)
+        #expect(text.hasSuffix(#""mode":"secure","vaultKeys":{"fade":"101112131415161718191a1b1c1d1e1f","vault":"000102030405060708090a0b0c0d0e0f"},"version":1}"#), "\(text)")
+        let parsed = try Manifest(parsing: manifest.serialized(), header: secure)
+        #expect(parsed == manifest && parsed.vaultKeys == ids)
+        #expect(try Manifest(parsing: Manifest(header: secure, items: items).serialized(), header: secure).vaultKeys == nil,
+                "absent: an archive from before key rotation")
+
+        func refused(_ old: String, _ new: String, header: ArchiveHeader = secure) {
+            let edited = text.replacingOccurrences(of: old, with: new)
+            #expect(edited != text, "fixture lacks \(old)")
+            #expect(throws: FormatError.self, "\(new)") { try Manifest(parsing: Array(edited.utf8), header: header) }
+        }
+        refused(#""fade":"101112131415161718191a1b1c1d1e1f","#, "")                                  // an item's compartment missing
+        refused(#""vault":"000102030405060708090a0b0c0d0e0f""#, #""vault":"0001""#)                    // too short
+        refused(#""vault":"000102030405060708090a0b0c0d0e0f""#, #""vault":"00010203040506070809zz0b0c0d0e0f""#)
+        refused(#""vault":"#, #""video":"00","vault":"#)                                               // not a compartment
+        refused(#""vault":"000102030405060708090a0b0c0d0e0f""#, #""vault":"000102030405060708090a0b0c0d0e0f","vault":"000102030405060708090a0b0c0d0e0f""#)
+        // A portable archive's manifest has no vault keys.
+        let portable = Manifest(header: Self.header, items: [Self.item(1, name: "a")], vaultKeys: [.vault: Array(0..<16)])
+        #expect(throws: FormatError.self) { try Manifest(parsing: portable.serialized(), header: Self.header) }
+    }
+
     @Test("an escape that decodes to the same name is read as that name")
     func escapedName() throws {
         let bytes = try Self.edited(#""name":"a""#, #""name":"\u0061""#)

@@ -58,7 +58,7 @@ struct JournalTests {
             let expected: Set<String> = try {
                 let (old, staging, new) = try prepare(dir, store: store)
                 try staging.writeJournal()
-                try VaultStaging.apply(Array(staging.operations.prefix(applied)), in: dir + "/vault")
+                try VaultStaging.apply(Array(staging.operations.prefix(applied)), in: dir + "/vault", keyStore: store)
                 staging.abandon()
                 return Set([old.id] + new.map(\.id))
             }()
@@ -82,7 +82,7 @@ struct JournalTests {
             let operations = staging.operations
             try staging.commit()
             // The same journal again, as a crash between the last step and the cleanup would cause.
-            try VaultStaging.apply(operations, in: dir + "/vault")
+            try VaultStaging.apply(operations, in: dir + "/vault", keyStore: store)
             let reread = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
             let item = try reread.item(matching: old.id)
             #expect(item.kind == .note && item.contentTag == replacement.contentTag)
