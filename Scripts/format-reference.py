@@ -569,7 +569,16 @@ def open_stream(f, entry, key, payload_size, sink, trace=None):
 # ---------------------------------------------------------------- §6 manifest
 
 def validate_manifest(m, header):
-    check_fields(m, MANIFEST_FIELDS, set(), "manifest")
+    check_fields(m, MANIFEST_FIELDS, {"vaultKeys"}, "manifest")
+    if "vaultKeys" in m:
+        # §6: secure archives only; compartment -> 32 lower-case hex digits (a key ID).
+        keys = m["vaultKeys"]
+        if m["mode"] != "secure" or not isinstance(keys, dict):
+            raise Reject("manifest: vaultKeys only belongs in a secure archive, as an object")
+        for name, key_id in keys.items():
+            if name not in ("vault", "fade", "backup") or not isinstance(key_id, str) \
+                    or len(key_id) != 32 or not HEX_RE.fullmatch(key_id):
+                raise Reject(f"manifest: vaultKeys entry {name!r} is not a compartment's key ID")
     if not is_int(m["version"]) or m["version"] != 1:
         raise Reject(f"manifest: unsupported version {m['version']!r}")
     if m["archiveId"] != header["archiveId"]:
@@ -597,6 +606,8 @@ def validate_manifest(m, header):
             raise Reject(f"{what}: unknown kind {it['kind']!r}")
         if it["compartment"] not in ("vault", "fade", "backup"):
             raise Reject(f"{what}: unknown compartment {it['compartment']!r}")
+        if "vaultKeys" in m and it["compartment"] not in m["vaultKeys"]:
+            raise Reject(f"{what}: no key ID for its compartment in vaultKeys")
         name = it["name"]
         if not isinstance(name, str):
             raise Reject(f"{what}: name is not a string")
