@@ -9,15 +9,17 @@ import N11System
 ///
 /// File layout (little-endian):
 ///
-///     "N11KEYS\0"  version:u8=1  protection:u8 (0 none, 1 PIN)
+///     "N11KEYS\0"  version:u8 (1; 2 once keys were rotated)  protection:u8 (0 none, 1 PIN)
 ///     protection 1: ops:u32  memoryKiB:u32  salt[16]  then nonce[12] ‖ body ciphertext ‖ tag[16]
 ///                   (ChaCha20-Poly1305 under Argon2id(PIN), associated data = every byte before the nonce)
 ///     protection 0: body  SHA-256(every byte before it)[32]   (catches damage; not a secret)
 ///     body: storeID[16]  count:u32  count × (kind:u8  id[16]  key[32])
 ///
 /// kind 1/2/3 are the vault/fade/backup compartment keys (id all zero), kind 4 an archive key
-/// (id = archive ID). Writers hold the home's lock (`.lock`) and re-read the file before
-/// saving, so two processes adding archive keys never lose one.
+/// (id = archive ID), 5 an identity; version 2 adds each compartment's history (6…14:
+/// retired, pending and forgotten keys, id = the key's ID; see `CompartmentKeyRing`).
+/// Writers hold the home's lock (`.lock`) and re-read the file before saving, so two
+/// processes adding archive keys (or one rotating keys) never lose what the other saved.
 public final class KeyStore: @unchecked Sendable {
     public static let maximumFileSize = 64 << 20
 
