@@ -58,15 +58,20 @@ struct GoldenArchiveTests {
         }
     }
 
+    /// The key store that made secure-v1.nu11vlt, copied into `dir/home`. Git keeps no file
+    /// modes: the copy is given the private ones a key store needs.
+    static func goldenKeyStore(in dir: String) throws -> KeyStore {
+        let home = N11Home(root: dir + "/home")
+        try makeDirectory(home.root)
+        chmod(home.root, 0o700)
+        try writeBytes(try readBytes(golden + "/secure-v1.keystore.n11keys"), to: home.keyStorePath)
+        chmod(home.keyStorePath, 0o600)
+        return try KeyStore.load(from: home) { nil }
+    }
+
     @Test func secureV1RestoresByteExactlyWithItsKeyStore() throws {
         try withTemporaryDirectory { dir in
-            // Git keeps no file modes: give the copied key store the private ones it needs.
-            let home = N11Home(root: dir + "/home")
-            try makeDirectory(home.root)
-            chmod(home.root, 0o700)
-            try writeBytes(try readBytes(Self.golden + "/secure-v1.keystore.n11keys"), to: home.keyStorePath)
-            chmod(home.keyStorePath, 0o600)
-            let keyStore = try KeyStore.load(from: home) { nil }
+            let keyStore = try Self.goldenKeyStore(in: dir)
 
             let reader = try ArchiveReader(path: Self.golden + "/secure-v1.nu11vlt")
             #expect(reader.header.mode == .secure && reader.header.kdf == nil)

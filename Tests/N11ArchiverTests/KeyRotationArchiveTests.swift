@@ -57,12 +57,7 @@ struct KeyRotationArchiveTests {
     @Test("the golden secure v1 archive (no key IDs) restores with its key store after a rotation, by the first keys")
     func goldenAfterRotation() throws {
         try withTemporaryDirectory { dir in
-            let home = N11Home(root: dir + "/home")
-            try makeDirectory(home.root)
-            chmod(home.root, 0o700)
-            try writeBytes(try readBytes(GoldenArchiveTests.golden + "/secure-v1.keystore.n11keys"), to: home.keyStorePath)
-            chmod(home.keyStorePath, 0o600)
-            let store = try KeyStore.load(from: home) { nil }
+            let store = try GoldenArchiveTests.goldenKeyStore(in: dir)
             let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
             _ = try vault.rotateKeys(of: Set(Compartment.allCases))
 
