@@ -241,12 +241,7 @@ public final class KeyStore: @unchecked Sendable {
     /// Takes in what the file holds now (with the home's lock held): records another
     /// process added since this one loaded are kept when this one saves.
     private func reloadLocked() throws {
-        let current = try Self.parse(try Self.readFile(of: home), home: home) { parameters, salt in
-            guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
-                throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
-            }
-            return sealing.key
-        }
+        let current = try reread(try Self.readFile(of: home))
         guard current.storeID == storeID else {
             throw VaultError.keyStoreDamaged(path: path, reason: "it was replaced by another key store")
         }
@@ -254,6 +249,17 @@ public final class KeyStore: @unchecked Sendable {
         compartmentKeys = current.compartmentKeys
         archiveRecords = current.archiveRecords
         identities = current.identities
+    }
+
+    /// The file's contents parsed with the key this process already derived from the PIN
+    /// (no new prompt); a file sealed since under another PIN is refused.
+    private func reread(_ contents: SecureBytes) throws -> KeyStore {
+        try Self.parse(contents, home: home) { parameters, salt in
+            guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
+                throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
+            }
+            return sealing.key
+        }
     }
 
     public var archiveKeyCount: Int { archiveRecords.count }
@@ -379,12 +385,7 @@ public final class KeyStore: @unchecked Sendable {
         // Holding the home's lock, this process is the only writer: nothing to take in
         // (and a shared hold would wait for this process's own lock).
         guard heldLock == nil, let contents = try? Self.readSharingLock(of: home),
-              let current = try? Self.parse(contents, home: home, sealingKey: { parameters, salt in
-                  guard let sealing = self.sealing, sealing.parameters == parameters, sealing.salt == salt else {
-                      throw VaultError.keyStoreDamaged(path: self.path, reason: "it was re-sealed by another process")
-                  }
-                  return sealing.key
-              }), current.storeID == storeID else { return false }
+              let current = try? reread(contents), current.storeID == storeID else { return false }
         compartmentKeys = current.compartmentKeys
         return true
     }
@@ -484,12 +485,8 @@ public final class KeyStore: @unchecked Sendable {
             lock?.release()
             heldLock = nil
         }
-        guard let current = try? Self.parse(try Self.readFile(of: home), home: home, sealingKey: { parameters, salt in
-            guard let sealing, sealing.parameters == parameters, sealing.salt == salt else {
-                throw VaultError.keyStoreDamaged(path: path, reason: "it was re-sealed by another process")
-            }
-            return sealing.key
-        }), current.storeID == storeID, current.archiveKeyCount == 0, current.identities.isEmpty else { return false }
+        guard let current = try? reread(try Self.readFile(of: home)),
+              current.storeID == storeID, current.archiveKeyCount == 0, current.identities.isEmpty else { return false }
         guard (try? Directory.removeFile(path)) != nil else { return false }
         createdFile = false
         if createdHome, let parent = try? DirectoryHandle.open(Path.directory(of: home.root), followingLink: true),

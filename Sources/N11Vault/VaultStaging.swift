@@ -105,6 +105,8 @@ public final class VaultStaging {
     public func stage(_ item: Description, replaces: ItemMetadata?, copyingSealed sealed: ByteSource,
                       sealedUnder openKey: SecureBytes) throws -> ItemMetadata {
         try stage(item, replaces: replaces) { file, key in
+            // `KeyStore.key(for:id:)` hands out the ring's own current key, so identity says
+            // "the current key"; anything else is sealed anew, which is always correct.
             if openKey === key { return try SealedVaultItem.check(CopyingSource(sealed, to: file), as: item, key: key) }
             return try SealedVaultItem.reseal(sealed, as: item, openKey: openKey, key: key, to: file)
         }

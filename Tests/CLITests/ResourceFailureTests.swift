@@ -101,6 +101,29 @@ struct ResourceFailureTests {
         }
     }
 
+    @Test("vault rotate-keys where a second copy of the items does not fit: 74 naming the space, nothing changed")
+    func rotationNeedsSpace() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let fs = try TinyFileSystem(at: s.path("small"), kilobytes: 24 << 10)
+            let vault = ["--vault", fs.path + "/v"]
+            var files: [String] = []
+            for i in 0..<5 { files.append(try s.file("p\(i).jpg", randomBytes(1 << 20))) }
+            expectExit(try s.run(["vault", "add"] + vault + files), 0)
+            let tree = s.tree(fs.path + "/v")
+            let keys = try s.run(["key", "list", "--compartment-keys"])
+
+            let refused = try s.run(["vault", "rotate-keys"] + vault)
+            expectExit(refused, 74)
+            #expect(refused.err.contains("MiB free") && refused.err.contains("--compartment"), "\(refused)")
+            #expect(s.tree(fs.path + "/v") == tree, "the vault changed")
+            #expect(try s.run(["key", "list", "--compartment-keys"]).out == keys.out, "the key store changed")
+            // A compartment with nothing in it fits.
+            expectExit(try s.run(["vault", "rotate-keys", "--compartment", "fade"] + vault), 0)
+            expectExit(try s.run(["vault", "verify"] + vault), 0)
+        }
+    }
+
     @Test("read-only file system: add, create and cat -o fail with 74 and change nothing")
     func readOnly() throws {
         try withSandbox { s in

@@ -36,7 +36,7 @@ struct KeyRotationTests {
     /// vault (so nothing cached), with no damaged record; returns the items.
     @discardableResult
     func expectIntact(_ dir: String, _ contents: [String: [UInt8]], sourceLocation: SourceLocation = #_sourceLocation) throws -> [ItemMetadata] {
-        let store = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+        let store = try storeOnDisk(dir)
         let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
         #expect(try vault.damagedItemIDs().isEmpty, sourceLocation: sourceLocation)
         let items = try vault.items(includeExpired: true)
@@ -46,9 +46,14 @@ struct KeyRotationTests {
         return items
     }
 
+    /// The key store as its file holds it now (a fresh load, nothing cached).
+    func storeOnDisk(_ dir: String) throws -> KeyStore {
+        try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+    }
+
     /// The current key IDs of every compartment, from the file.
     func currentIDs(_ dir: String) throws -> [Compartment: [UInt8]] {
-        let store = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+        let store = try storeOnDisk(dir)
         return Dictionary(uniqueKeysWithValues: try Compartment.allCases.map { ($0, try store.currentKeyID(for: $0)) })
     }
 
@@ -79,7 +84,7 @@ struct KeyRotationTests {
             #expect(try readBytes(dir + "/vault/.n11vault") != oldMarker, "the marker is sealed under the new vault key")
 
             // The old keys are retired in the file: they open what they sealed, never write.
-            let reloaded = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+            let reloaded = try storeOnDisk(dir)
             for compartment in Compartment.allCases {
                 let history = try #require(try reloaded.keyHistory().first { $0.compartment == compartment })
                 #expect(history.retired == [before[compartment]!] && history.pending == nil && history.forgotten.isEmpty)
@@ -96,7 +101,7 @@ struct KeyRotationTests {
             }
             // A second rotation retires the first one's keys too, oldest first.
             _ = try withVault(dir, store) { try $0.rotateKeys(of: [.backup]) }
-            let twice = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+            let twice = try storeOnDisk(dir)
             let backup = try #require(try twice.keyHistory().first { $0.compartment == .backup })
             #expect(backup.retired == [before[.backup]!, after[.backup]!])
             #expect(try twice.currentKeyID(for: .vault) == after[.vault], "an unchosen compartment keeps its key")
@@ -116,12 +121,12 @@ struct KeyRotationTests {
                 staging.abandon()
             }
             #expect(try currentIDs(dir) == before)
-            let pending = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }.keyHistory().compactMap(\.pending)
+            let pending = try storeOnDisk(dir).keyHistory().compactMap(\.pending)
             #expect(pending.count == 3, "the pending keys were saved before anything was sealed under them")
             try expectIntact(dir, contents)
             #expect(snapshotFiles(dir + "/vault") == files, "the vault is byte for byte as before")
             _ = try withVault(dir, store) { try $0.rotateKeys(of: [.fade]) }
-            let history = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }.keyHistory()
+            let history = try storeOnDisk(dir).keyHistory()
             #expect(history.allSatisfy { $0.pending == nil })
             #expect(history.first { $0.compartment == .fade }?.retired == [before[.fade]!])
             try expectIntact(dir, contents)
@@ -145,7 +150,7 @@ struct KeyRotationTests {
             try expectIntact(dir, contents)
             #expect(try currentIDs(dir) == newIDs)
             for compartment in Compartment.allCases {
-                #expect(try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }.keyHistory()
+                #expect(try storeOnDisk(dir).keyHistory()
                     .first { $0.compartment == compartment }?.retired == [before[compartment]!])
             }
         }
@@ -195,7 +200,7 @@ struct KeyRotationTests {
             let second = try currentIDs(dir)
             let report = try withVault(dir, store) { try $0.rotateKeys(of: [.vault, .fade], forgetRetired: true) }
             #expect(report.forgotten == 4)
-            let reloaded = try KeyStore.load(from: N11Home(root: dir + "/home")) { nil }
+            let reloaded = try storeOnDisk(dir)
             let history = try reloaded.keyHistory()
             #expect(history.first { $0.compartment == .vault }?.forgotten == [first[.vault]!, second[.vault]!])
             #expect(history.first { $0.compartment == .vault }?.retired == [])
@@ -229,6 +234,23 @@ struct KeyRotationTests {
             #expect(now[.vault] != rotated[.vault], "the later rotation's key survived a save by a process that loaded before it")
             #expect(try writer.currentKeyID(for: .vault) == now[.vault])
             try expectIntact(dir, contents)
+        }
+    }
+
+    @Test("a key store backup carries the retired keys: the store made from it opens what they sealed")
+    func backupKeepsHistory() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            _ = try filledVault(dir, store: store)
+            let first = try currentIDs(dir)
+            _ = try withVault(dir, store) { try $0.rotateKeys(of: [.vault]) }
+            let passphrase = try SecureBytes(copying: Array("a long backup passphrase".utf8))
+            try store.writeBackup(to: dir + "/keys.n11backup", passphrase: passphrase)
+            let restored = try KeyStore.restoreBackup(from: dir + "/keys.n11backup", passphrase: passphrase,
+                                                      into: N11Home(root: dir + "/other"), pin: nil)
+            #expect(try restored.keyHistory().map(\.retired) == (try store.keyHistory().map(\.retired)))
+            #expect(try restored.key(for: .vault, id: first[.vault]!).testBytes == (try store.key(for: .vault, id: first[.vault]!).testBytes))
+            #expect(try restored.currentKeyID(for: .vault) == (try store.currentKeyID(for: .vault)))
         }
     }
 
