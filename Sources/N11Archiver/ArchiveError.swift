@@ -40,6 +40,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
     case tooLarge(String)
     case vaultItemDamaged(id: String, path: String)
+    /// Item IDs or names given to select items that pick nothing (or, for one item, more).
+    case selection(archive: String, ItemSelection.Problem)
     /// prune: a file named as the newest archive does not read as one.
     case newestUnreadable(path: String)
     /// prune: deleting an archive failed after `deletedBefore` others were deleted.
@@ -63,6 +65,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination: return .configuration
         case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
         case .tooLarge: return .other
+        case .selection(_, .prefixTooShort): return .usage
+        case .selection: return .missingInput
         case .newestUnreadable: return .damaged
         case .deleteFailed(let e, _, _): return e.kind
         case .vault(let e): return e.kind
@@ -105,6 +109,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .kdfAboveCeiling(a, ops, memory, ceiling):
             return "'\(a)' asks for Argon2id with \(memory) MiB and \(ops) passes per password attempt, above this machine's ceiling of \(ceiling) MiB; its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
+        case let .selection(a, problem): return problem.description(in: "'\(a)'")
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
         case .newestUnreadable(let p):
             return "the newest archive '\(p)' does not read as an n11archive archive, so nothing was deleted"
@@ -137,6 +142,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             let identity = "it opens with the private key of a recipient it was made for: pass --identity FILE, or import the key with `n11archive key import FILE`"
             return passwords > 0 ? identity + ", or give the password (--password-file, --password-fd, --password-command)" : identity
         case .passwordNeeded: return "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE"
+        case .selection(let a, let problem): return problem.hint(listing: "n11archive list '\(a)'")
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):
             return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"

@@ -35,7 +35,7 @@ public enum ArchiveExporter {
         let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         report.destination = root
         report.dryRun = dryRun
-        let path = archive.reader.name
+        let selected = Set(try archive.indices(of: options.selection))
 
         let destination: ExportDestination
         do { destination = try ExportDestination(root, creating: !dryRun) } catch { throw ArchiveError.writing(root, error) }
@@ -47,20 +47,28 @@ public enum ArchiveExporter {
         var taken = Set<String>()
         var conflicts: [String] = []
         do {
+            // Names are given over the whole archive, selected or not, so an item's file name
+            // does not depend on which others were asked for.
             for (index, item) in archive.manifest.items.enumerated() {
-                if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
                 let (folder, name) = exportName(for: item, avoiding: &taken)
-                let conflict = try destination.conflict(at: folder, name)
-                if conflict { conflicts.append(Path.join(Path.join(root, folder), name)) }
-                targets.append(Target(index: index, folder: folder, name: name, conflicts: conflict))
+                guard selected.contains(index) else { continue }
+                if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+                switch try destination.existing(at: folder, name, size: item.size, sha256: item.sha256Bytes) {
+                case .nothing: targets.append(Target(index: index, folder: folder, name: name, conflicts: false))
+                case .identical: report.skippedIdentical.append(item.id)
+                case .different:
+                    conflicts.append(Path.join(Path.join(root, folder), name))
+                    targets.append(Target(index: index, folder: folder, name: name, conflicts: true))
+                }
             }
         } catch { throw ArchiveError.writing(root, error) }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
 
-        let payloads = try ArchiveVerifier.startPayloads(archive, targets.map(\.index), progress: progress)
-        defer { payloads.finish() }
+        let salvage = options.salvage ? { (n: Int, error: ArchiveError) in
+            report.damaged.append(.init(archive.manifest.items[targets[n].index], error))
+        } : nil
         if dryRun {
-            try ArchiveVerifier.checkAll(archive, targets.map(\.index), payloads: payloads, keyStore: keyStore,
+            try ArchiveVerifier.checkAll(archive, targets.map(\.index), keyStore: keyStore, salvage: salvage,
                                          progress: progress) { n in
                 let item = archive.manifest.items[targets[n].index]
                 report.restored.append(item.id)
@@ -73,21 +81,30 @@ public enum ArchiveExporter {
         let staging: ExportStaging
         do { staging = try destination.makeStaging(folders: Set(targets.map(\.folder))) } catch { throw ArchiveError.writing(root, error) }
         defer { staging.remove() }
-        for (n, target) in targets.enumerated() {
+        var verified: [Target] = []
+        try ArchiveVerifier.forEachItem(archive, targets.map(\.index), progress: progress, salvage: salvage) { n, payload in
+            let target = targets[n]
             let item = archive.manifest.items[target.index]
+            let file = try staging.createFile(target.name, in: target.folder)
             do {
-                let file = try staging.createFile(target.name, in: target.folder)
-                try ArchiveVerifier.checkItem(archive, index: target.index, payload: payloads.stream(n), keyStore: keyStore,
+                try ArchiveVerifier.checkItem(archive, index: target.index, payload: payload, keyStore: keyStore,
                                               into: FileStagingSink(file), progress: progress)
+                // A photo keeps the time it was taken (added), not the time of the export.
+                try file.setModificationTime(secondsSince1970: Int64(item.created.timeIntervalSince1970.rounded(.down)))
                 try file.close()
-            } catch { throw .itemFailed(archive: path, id: item.id, error) }
+            } catch {
+                // Nothing unverified stays, even in staging: a salvage goes on without it.
+                staging.removeFile(target.name, in: target.folder)
+                throw error
+            }
+            verified.append(target)
             report.restored.append(item.id)
             report.plaintextBytes += item.size
         }
         do {
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
-            try destination.publish(staging, targets, overwrite: overwrite)
+            try destination.publish(staging, verified, overwrite: overwrite)
         } catch { throw ArchiveError.writing(root, error) }
         published = true
         progress?.finish()
@@ -206,15 +223,36 @@ final class ExportDestination {
         return handle
     }
 
-    /// Whether something is at `folder/name`. A directory there is refused even with
-    /// --overwrite; a status that cannot be read counts as a conflict, never as free.
-    func conflict(at folder: String, _ name: String) throws -> Bool {
-        guard let directory = try self.folder(folder) else { return false }
+    /// What is at `folder/name` already.
+    enum Existing { case nothing, identical, different }
+
+    /// What is at `folder/name`: nothing, a regular file with the item's size and SHA-256
+    /// (an earlier export of it: skipped), or something else (a conflict). A directory there
+    /// is refused even with --overwrite; a status or file that cannot be read counts as
+    /// different, never as free.
+    func existing(at folder: String, _ name: String, size: Int64, sha256: [UInt8]) throws -> Existing {
+        guard let directory = try self.folder(folder) else { return .nothing }
         let target = Path.join(directory.path, name)
         let status: FileStatus?
-        do { status = try directory.status(of: name) } catch { return true }
-        if status?.kind == .directory { throw ExportRefusal.conflicts(paths: [target]) }
-        return status != nil
+        do { status = try directory.status(of: name) } catch { return .different }
+        guard let status else { return .nothing }
+        if status.kind == .directory { throw ExportRefusal.conflicts(paths: [target]) }
+        guard status.kind == .regular, status.size == size else { return .different }
+        return ((try? Self.digest(of: name, in: directory)) == sha256) ? .identical : .different
+    }
+
+    /// SHA-256 of the regular file `name` in `directory`, opened without following a link.
+    private static func digest(of name: String, in directory: DirectoryHandle) throws -> [UInt8] {
+        let file = try directory.openFileForReading(name)
+        guard try file.status().kind == .regular else { throw ExportRefusal.conflicts(paths: [file.path]) }
+        let digest = try SHA256Digest()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = try file.read(into: &buffer, count: buffer.count)
+            if n == 0 { break }
+            digest.update(buffer[0..<n])
+        }
+        return try digest.finish()
     }
 
     func makeStaging(folders: Set<String>) throws -> ExportStaging {
@@ -227,7 +265,8 @@ final class ExportDestination {
         guard let root else { preconditionFailure("publishing needs the directory") }
         var undo: [ExportStaging.Move] = []
         do {
-            for folder in staging.folders.sorted() {
+            // A folder none of whose files verified (a salvage) is not published empty.
+            for folder in staging.folders.sorted() where targets.contains(where: { $0.folder == folder }) {
                 if try self.folder(folder) == nil {
                     // New folder: one rename publishes all of its files at once.
                     do {
@@ -286,6 +325,11 @@ final class ExportStaging {
 
     func createFile(_ file: String, in folder: String) throws -> FileDescriptor {
         try folderHandles[folder]!.createFile(file, mode: 0o600)
+    }
+
+    /// Removes a staged file that did not verify.
+    func removeFile(_ file: String, in folder: String) {
+        try? folderHandles[folder]?.removeFile(file)
     }
 
     func syncFileSystem() throws { try Directory.syncFileSystem(containing: directory.path) }

@@ -135,25 +135,43 @@ public final class ArchiveReader {
     /// decrypts and checks the manifest, and matches the ZIP entries against it.
     /// `password` is asked only for portable archives, `keyStore` only for secure ones.
     /// A portable archive whose Argon2id memory is above `kdfCeiling` is refused before the
-    /// password is asked for and before any key derivation runs.
+    /// password is asked for and before any key derivation runs. With `toleratingMissingItems`
+    /// (a salvage) an item whose entry is gone or has the wrong size does not stop the
+    /// archive from opening: it is recorded in `missingItems`, and reading it fails as damage.
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                        identities: () throws -> [P256PrivateKey] = { [] },
-                       kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> UnlockedArchive {
+                       kdfCeiling: KDFCeiling = .standard, toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         do {
             let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling)
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
-            // The authenticated manifest decides which entries must exist, in which order.
-            guard manifest.items.count == itemEntryCount else {
-                throw FormatError.invalidManifest("the manifest lists \(manifest.items.count) items but the archive holds \(itemEntryCount)")
-            }
-            for (item, entry) in Swift.zip(manifest.items, entries.dropFirst(EntryName.fixed.count)) {
-                guard item.entry == entry.name else { throw FormatError.invalidManifest("entry '\(entry.name)' is not where the manifest puts it") }
-                guard item.sealedSize == entry.size else { throw FormatError.invalidManifest("entry '\(entry.name)' has the wrong size") }
-            }
-            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey)
+            let entryIndices = toleratingMissingItems ? entriesByName(for: manifest) : try entriesInOrder(for: manifest)
+            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey, entryIndices: entryIndices)
         } catch { throw ArchiveError.reading(name, error) }
+    }
+
+    /// The authenticated manifest decides which entries must exist, in which order.
+    private func entriesInOrder(for manifest: Manifest) throws -> [Int?] {
+        guard manifest.items.count == itemEntryCount else {
+            throw FormatError.invalidManifest("the manifest lists \(manifest.items.count) items but the archive holds \(itemEntryCount)")
+        }
+        for (item, entry) in Swift.zip(manifest.items, entries.dropFirst(EntryName.fixed.count)) {
+            guard item.entry == entry.name else { throw FormatError.invalidManifest("entry '\(entry.name)' is not where the manifest puts it") }
+            guard item.sealedSize == entry.size else { throw FormatError.invalidManifest("entry '\(entry.name)' has the wrong size") }
+        }
+        return manifest.items.indices.map { EntryName.fixed.count + $0 }
+    }
+
+    /// Each item's entry found by name (a salvage): nil where it is missing or has the wrong
+    /// size. Entries the manifest does not list are never read.
+    private func entriesByName(for manifest: Manifest) -> [Int?] {
+        var byName: [String: Int] = [:]
+        for index in entries.indices.dropFirst(EntryName.fixed.count) { byName[entries[index].name] = index }
+        return manifest.items.map { item in
+            guard let index = byName[item.entry], entries[index].size == item.sealedSize else { return nil }
+            return index
+        }
     }
 }
 
@@ -243,12 +261,18 @@ public final class UnlockedArchive {
     public let reader: ArchiveReader
     public let manifest: Manifest
     let contentKey: SecureBytes
+    /// Each manifest item's ZIP entry; nil for one missing from a salvaged archive.
+    let entryIndices: [Int?]
 
-    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes) {
+    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes, entryIndices: [Int?]) {
         self.reader = reader
         self.manifest = manifest
         self.contentKey = contentKey
+        self.entryIndices = entryIndices
     }
+
+    /// The manifest items whose entries are missing (only a salvage opens such an archive).
+    public var missingItems: [Int] { entryIndices.indices.filter { entryIndices[$0] == nil } }
 
     public var header: ArchiveHeader { reader.header }
 
@@ -268,7 +292,10 @@ public final class UnlockedArchive {
     /// An item's payload, released chunk by chunk only as each chunk's tag verifies.
     private func payload(of index: Int, keySlot: SecureBytes) throws -> ByteSource {
         let item = manifest.items[index]
-        let entry = reader.entries[EntryName.fixed.count + index]
+        guard let entryIndex = entryIndices[index] else {
+            throw ArchiveError.damaged(archive: reader.name, what: "the entry '\(item.entry)' is missing or has the wrong size")
+        }
+        let entry = reader.entries[entryIndex]
         try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: item.entry, into: keySlot)
         // Every byte of an item entry is authenticated by its chunk tags: no CRC pass.
         return try ChunkedOpeningSource(reader.zip.open(entry, checkCRC: false), key: keySlot)

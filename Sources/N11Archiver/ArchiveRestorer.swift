@@ -16,11 +16,34 @@ public struct RestoreOptions: Sendable {
     public var dryRun: Bool
     /// The moment fade items are judged expired at.
     public var now: Date
+    /// Restore every item that verifies and report the others, instead of all or nothing.
+    public var salvage: Bool
+    /// The items to restore (everything by default).
+    public var selection: ItemSelection
 
-    public init(overwrite: Bool = false, dryRun: Bool = false, now: Date = Date()) {
+    public init(overwrite: Bool = false, dryRun: Bool = false, now: Date = Date(), salvage: Bool = false,
+                selection: ItemSelection = .init()) {
         self.overwrite = overwrite
         self.dryRun = dryRun
         self.now = now
+        self.salvage = salvage
+        self.selection = selection
+    }
+}
+
+/// An item a salvage left out: its ID, its name and why.
+public struct DamagedItem: Sendable, Equatable, Encodable {
+    public let id: String
+    public let name: String
+    public let problem: String
+}
+
+extension UnlockedArchive {
+    /// The manifest positions `selection` picks, in order; a pattern that picks nothing is an
+    /// error naming it.
+    public func indices(of selection: ItemSelection) throws(ArchiveError) -> [Int] {
+        do { return try selection.indices(in: manifest.items, id: \.id, name: \.name) }
+        catch { throw .selection(archive: reader.name, error) }
     }
 }
 
@@ -32,6 +55,8 @@ public enum ArchiveRestorer {
         public var repaired: [String] = []
         public var skippedIdentical: [String] = []
         public var skippedExpired: [String] = []
+        /// Items a salvage could not restore (damaged or missing), nothing of them written.
+        public var damaged: [DamagedItem] = []
         public var plaintextBytes: Int64 = 0
         public var destination = ""
         public var dryRun = false
@@ -45,6 +70,7 @@ public enum ArchiveRestorer {
         let (overwrite, dryRun, now) = (options.overwrite, options.dryRun, options.now)
         var report = Report()
         report.destination = vault.path
+        let selected = try archive.indices(of: options.selection)
         report.dryRun = dryRun
         let existing: [String: ItemMetadata]
         let damaged: Set<String>
@@ -56,7 +82,8 @@ public enum ArchiveRestorer {
         // Plan from the manifest (and, for items already there, their state in the vault).
         var plan: [(index: Int, replaces: ItemMetadata?, repairs: Bool)] = []
         var conflicts: [String] = []
-        for (index, item) in archive.manifest.items.enumerated() {
+        for index in selected {
+            let item = archive.manifest.items[index]
             if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
             if damaged.contains(item.id) {
                 // Its record is damaged: the archive's version repairs it.
@@ -79,11 +106,11 @@ public enum ArchiveRestorer {
         }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
-        let path = archive.reader.name
-        let payloads = try ArchiveVerifier.startPayloads(archive, plan.map(\.index), progress: progress)
-        defer { payloads.finish() }
+        let salvage = options.salvage ? { (n: Int, error: ArchiveError) in
+            report.damaged.append(.init(archive.manifest.items[plan[n].index], error))
+        } : nil
         if dryRun {
-            try ArchiveVerifier.checkAll(archive, plan.map(\.index), payloads: payloads, keyStore: vault.keyStore,
+            try ArchiveVerifier.checkAll(archive, plan.map(\.index), keyStore: vault.keyStore, salvage: salvage,
                                          progress: progress) { n in
                 let step = plan[n]
                 record(archive.manifest.items[step.index], replaces: step.replaces, repairs: step.repairs, in: &report)
@@ -94,17 +121,17 @@ public enum ArchiveRestorer {
 
         let staging: VaultStaging
         do { staging = try VaultStaging(vault: vault) } catch { throw .vault(error) }
-        for (n, step) in plan.enumerated() {
-            let item = archive.manifest.items[step.index]
-            do {
-                try stage(archive, index: step.index, payload: payloads.stream(n), replaces: step.replaces, in: staging,
-                          progress: progress)
+        do {
+            try ArchiveVerifier.forEachItem(archive, plan.map(\.index), progress: progress, salvage: salvage) { n, payload in
+                let step = plan[n]
+                let item = archive.manifest.items[step.index]
+                try stage(archive, index: step.index, payload: payload, replaces: step.replaces, in: staging, progress: progress)
                 if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
-            } catch {
-                staging.discard()
-                throw .itemFailed(archive: path, id: item.id, error)
+                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
-            record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
+        } catch {
+            staging.discard()
+            throw error
         }
         do { try staging.commit() } catch { throw .vault(error) }
         progress?.finish()
@@ -131,6 +158,12 @@ public enum ArchiveRestorer {
                               sealedUnder: try archive.compartmentKey(of: item, in: staging.vault.keyStore))
         }
         progress.complete(payload)
+    }
+}
+
+extension DamagedItem {
+    init(_ item: Manifest.Item, _ error: ArchiveError) {
+        self.init(id: item.id, name: item.name, problem: error.description)
     }
 }
 

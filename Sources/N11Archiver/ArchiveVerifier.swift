@@ -18,32 +18,48 @@ public enum ArchiveVerifier {
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         let indices = Array(archive.manifest.items.indices)
-        let payloads = try startPayloads(archive, indices, progress: progress)
-        defer { payloads.finish() }
-        try checkAll(archive, indices, payloads: payloads, keyStore: keyStore, progress: progress) { _ in }
+        try checkAll(archive, indices, keyStore: keyStore, salvage: nil, progress: progress) { _ in }
         progress?.finish()
         return Report(items: indices.count, plaintextBytes: archive.manifest.items.reduce(0) { $0 + $1.size })
     }
 
-    /// Announces the totals of items `indices` to `progress` and starts reading their payloads
-    /// on a worker (see `UnlockedArchive.payloads`); the caller calls `finish()` on it.
-    static func startPayloads(_ archive: UnlockedArchive, _ indices: [Int],
-                              progress: ArchiveProgress?) throws(ArchiveError) -> ReadAhead {
+    /// Runs `body(n, payload)` for items `indices`, in order, their payloads read on a worker
+    /// (see `UnlockedArchive.payloads`), after announcing their totals to `progress`. Without
+    /// `salvage` the first failure is thrown. With it, an item whose payload or checks fail as
+    /// damaged (or whose entry is missing) goes to `salvage` and the pass goes on from the
+    /// next item on a fresh reader; `body` must leave nothing of a failed item behind. Other
+    /// failures (a full disk, say) are thrown either way.
+    static func forEachItem(_ archive: UnlockedArchive, _ indices: [Int], progress: ArchiveProgress?,
+                            salvage: ((Int, ArchiveError) -> Void)?,
+                            _ body: (Int, ByteSource) throws -> Void) throws(ArchiveError) {
         progress?.begin(items: indices.count, bytes: indices.reduce(0) { $0 + archive.manifest.items[$1].size })
-        let payloads = archive.payloads(indices)
-        do { try payloads.start() } catch { throw .system(error) }
-        return payloads
+        var next = 0
+        while next < indices.count {
+            let first = next
+            let payloads = archive.payloads(Array(indices[first...]))
+            defer { payloads.finish() }
+            do { try payloads.start() } catch { throw .system(error) }
+            while next < indices.count {
+                let n = next
+                next += 1
+                do { try body(n, payloads.stream(n - first)) } catch {
+                    let failure = ArchiveError.itemFailed(archive: archive.reader.name, id: archive.manifest.items[indices[n]].id, error)
+                    guard let salvage, failure.kind == .damaged else { throw failure }
+                    salvage(n, failure)
+                    break   // the reader stops at a failed stream: start another after it
+                }
+            }
+        }
     }
 
-    /// Checks items `indices`, in order, from `payloads` (made by `startPayloads` for the same
-    /// indices), writing nothing; `verified(n)` follows each item that held.
-    static func checkAll(_ archive: UnlockedArchive, _ indices: [Int], payloads: ReadAhead, keyStore: KeyStore?,
-                         progress: ArchiveProgress?, verified: (Int) -> Void) throws(ArchiveError) {
-        for (n, index) in indices.enumerated() {
-            do {
-                try checkItem(archive, index: index, payload: payloads.stream(n), keyStore: keyStore, into: DiscardingSink(),
-                              progress: progress)
-            } catch { throw ArchiveError.itemFailed(archive: archive.reader.name, id: archive.manifest.items[index].id, error) }
+    /// Checks items `indices`, in order, writing nothing; `verified(n)` follows each item that
+    /// held (see `forEachItem` for `salvage`).
+    static func checkAll(_ archive: UnlockedArchive, _ indices: [Int], keyStore: KeyStore?,
+                         salvage: ((Int, ArchiveError) -> Void)?, progress: ArchiveProgress?,
+                         verified: (Int) -> Void) throws(ArchiveError) {
+        try forEachItem(archive, indices, progress: progress, salvage: salvage) { n, payload in
+            try checkItem(archive, index: indices[n], payload: payload, keyStore: keyStore, into: DiscardingSink(),
+                          progress: progress)
             verified(n)
         }
     }

@@ -139,6 +139,12 @@ public final class FileDescriptor: @unchecked Sendable {
         guard fsync(rawValue) == 0 else { throw SystemError("cannot fsync", path: path) }
     }
 
+    /// Sets the file's modification (and access) time, to the second (futimens).
+    public func setModificationTime(secondsSince1970 seconds: Int64) throws {
+        var times = [timespec(tv_sec: Int(seconds), tv_nsec: 0), timespec(tv_sec: Int(seconds), tv_nsec: 0)]
+        guard futimens(rawValue, &times) == 0 else { throw SystemError("cannot set the modification time of", path: path) }
+    }
+
     /// Asks the kernel to start writing `count` bytes at `offset` of the open file `fd` to
     /// disk, without waiting. A writer of a big file calls this as it goes, so its final
     /// fsync finds little left to do. Advisory: errors surface at that fsync, not here.
@@ -154,6 +160,8 @@ public struct FileStatus: Sendable {
     public let permissions: Glibc.mode_t
     public let owner: Glibc.uid_t
     public let size: Int64
+    /// The modification time, in whole seconds since 1970.
+    public let modifiedSeconds: Int64
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -165,6 +173,7 @@ public struct FileStatus: Sendable {
         permissions = st.st_mode & 0o7777
         owner = st.st_uid
         size = Int64(st.st_size)
+        modifiedSeconds = Int64(st.st_mtim.tv_sec)
     }
 
     /// `lstat` of a path; nil if nothing is there.

@@ -19,7 +19,7 @@ struct ArchiveInput: ParsableArguments {
     /// Opens and authenticates the archive: identities (the key store's and `--identity`
     /// files) are tried on recipient slots first, then the password; secure archives load
     /// the key store. Pass a reader already opened to avoid opening the file twice.
-    func unlock(_ opened: ArchiveReader? = nil) throws -> (UnlockedArchive, KeyStore?) {
+    func unlock(_ opened: ArchiveReader? = nil, toleratingMissingItems: Bool = false) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
         var keyStore: KeyStore? = nil
         func loadStore() throws -> KeyStore {
@@ -37,7 +37,7 @@ struct ArchiveInput: ParsableArguments {
             // A machine without a key store has no identities of its own.
             let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
             return (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
-        }, kdfCeiling: try kdfCeiling.ceiling())
+        }, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
         return (archive, keyStore)
     }
 }

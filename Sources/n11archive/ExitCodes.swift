@@ -3,6 +3,7 @@ import N11System
 
 /// The exit codes of README's table, from sysexits.h where one fits.
 extension ExitCode {
+    static let partial = ExitCode(3)         // restore --salvage left damaged items out
     static let usage = ExitCode(64)          // EX_USAGE
     static let damaged = ExitCode(65)        // EX_DATAERR: failed authentication, malformed
     static let missingInput = ExitCode(66)   // EX_NOINPUT: no such file, item or archive
@@ -26,3 +27,7 @@ extension ExitCode {
         }
     }
 }
+
+/// Thrown after a command printed its report of a partial success (`restore --salvage` that
+/// left damaged items out): the report said everything, so only the exit code remains.
+struct PartialSuccess: Error {}

@@ -11,7 +11,7 @@ struct N11Archive: ParsableCommand {
           n11archive create --portable -o vault.nu11vlt
           n11archive restore vault.nu11vlt   # on another machine, with the password
         `n11archive COMMAND --help` shows each command's options and examples.
-        Exit codes: 0 ok, 1 other failure, 64 usage, 65 damaged or tampered data, 66 missing input, \
+        Exit codes: 0 ok, 1 other failure, 3 partial (restore --salvage), 64 usage, 65 damaged or tampered data, 66 missing input, \
         73 output exists, 74 I/O error (disk full, read-only), 75 busy (locked), 77 wrong PIN or \
         password or missing key, 78 not initialised or unsafe permissions.
         """,

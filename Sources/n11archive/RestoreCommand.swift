@@ -14,14 +14,30 @@ struct Restore: ParsableCommand, HasOutputOptions {
           n11archive restore vault.nu11vlt          # into this home's vault
           n11archive restore vault.nu11vlt --vault ~/vault2 --dry-run
           n11archive restore vault.nu11vlt --export ~/photos   # plaintext files
+          n11archive restore vault.nu11vlt 3F2A --name 'IMG_*' --export ~/photos
+          n11archive restore damaged.nu11vlt --salvage   # all that verifies
         All or nothing: every tag, size and digest is verified and every item staged before any \
         becomes visible; on any failure the destination is left exactly as it was. Items that \
-        are already in the vault unchanged are skipped; one that differs stops the restore \
-        unless --overwrite. Expired fade items are reported and skipped. On a machine without \
-        a key store, restoring a portable archive creates one (like `init`).
+        are already in the vault (or export files that are already there) unchanged are \
+        skipped; one that differs stops the restore unless --overwrite. Expired fade items are \
+        reported and skipped. On a machine without a key store, restoring a portable archive \
+        creates one (like `init`). Exported files carry the item's created time as their \
+        modification time.
+        ITEM (an ID or a prefix of at least 4 characters) and --name GLOB restore only those \
+        items, with the same checks. --salvage restores every item that verifies, names each \
+        damaged or missing one and exits with 3; it never writes an unverified byte.
         """)
 
     @OptionGroup var input: ArchiveInput
+
+    @Argument(help: ArgumentHelp("Restore only these items: IDs or ID prefixes (at least 4 characters).", valueName: "ITEM"))
+    var items: [String] = []
+
+    @Option(name: .customLong("name"), help: ArgumentHelp("Restore only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
+    var names: [String] = []
+
+    @Flag(help: "Restore every item that verifies and name the damaged or missing ones (exit 3), instead of all or nothing.")
+    var salvage = false
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var outputOptions: OutputOptions
 
@@ -39,7 +55,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
     }
 
     struct Document: Encodable {
-        let outcome = "ok", command = "restore"
+        /// "ok", or "partial" when a salvage left damaged items out (exit 3).
+        let outcome: String
+        let command = "restore"
         let archive: String
         let archiveId: String
         let mode: String
@@ -54,11 +72,14 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let repaired: [String]
         let skippedIdentical: [String]
         let skippedExpired: [String]
+        let damaged: [DamagedItem]
         let createdKeyStore: Bool
         let durationSeconds: Double
     }
 
-    var options: RestoreOptions { RestoreOptions(overwrite: overwrite, dryRun: dryRun) }
+    var options: RestoreOptions {
+        RestoreOptions(overwrite: overwrite, dryRun: dryRun, salvage: salvage, selection: ItemSelection(ids: items, names: names))
+    }
 
     func run() throws {
         let reader = try input.reader(progress: outputOptions.observer("download"))
@@ -66,11 +87,11 @@ struct Restore: ParsableCommand, HasOutputOptions {
         var createdKeyStore = false
         if let export {
             try ArchiveExporter.checkDestination(export)
-            let (archive, keyStore) = try input.unlock(reader)
+            let (archive, keyStore) = try input.unlock(reader, toleratingMissingItems: salvage)
             report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, options,
                                                 progress: outputOptions.observer(dryRun ? "check" : "export"))
         } else {
-            let restored = try HomeRestorer.restore({ try input.unlock(reader) },
+            let restored = try HomeRestorer.restore({ try input.unlock(reader, toleratingMissingItems: salvage) },
                                                     into: .init(home: input.store.resolvedHome,
                                                                 vaultPath: vaultOptions.path(with: input.store),
                                                                 lockWait: vaultOptions.lockWait,
@@ -83,19 +104,27 @@ struct Restore: ParsableCommand, HasOutputOptions {
             }
         }
         if outputOptions.json {
-            try Console.json(Document(archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
+            try Console.json(Document(outcome: report.damaged.isEmpty ? "ok" : "partial", archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
                                       target: export == nil ? "vault" : "export", destination: report.destination, dryRun: dryRun,
                                       items: report.restored.count + report.replaced.count + report.repaired.count,
                                       plaintextBytes: report.plaintextBytes, restored: report.restored, replaced: report.replaced,
                                       repaired: report.repaired, skippedIdentical: report.skippedIdentical,
-                                      skippedExpired: report.skippedExpired, createdKeyStore: createdKeyStore,
-                                      durationSeconds: Output.durationSeconds))
+                                      skippedExpired: report.skippedExpired, damaged: report.damaged,
+                                      createdKeyStore: createdKeyStore, durationSeconds: Output.durationSeconds))
+            if !report.damaged.isEmpty { throw PartialSuccess() }
             return
         }
         let verb = dryRun ? "would restore" : "restored"
         if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
-        if !report.skippedIdentical.isEmpty { Console.note("skipped \(report.skippedIdentical.count) item(s) already in the vault") }
+        if !report.skippedIdentical.isEmpty {
+            Console.note("skipped \(report.skippedIdentical.count) item(s) already \(export == nil ? "in the vault" : "exported") unchanged")
+        }
         if !report.repaired.isEmpty { Console.note("repaired \(report.repaired.count) damaged item(s) from the archive") }
         Console.summary("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+        if !report.damaged.isEmpty {
+            for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
+            Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
+            throw PartialSuccess()
+        }
     }
 }

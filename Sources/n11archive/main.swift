@@ -25,6 +25,9 @@ do {
     var command = try N11Archive.parseAsRoot()
     if let chooser = command as? ChoosesOutput { Output.configure(json: chooser.json, quiet: chooser.quiet) }
     try command.run()
+} catch is PartialSuccess {
+    SpoolFiles.removeAll()
+    exit(ExitCode.partial.rawValue)
 } catch let error as CategorizedError {
     Console.error(error.description)
     if let hint = error.hint { Console.hint(hint) }

@@ -158,6 +158,7 @@ extension ArchiveError {
         case .notWrittenHere: return "notWrittenHere"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
+        case .selection: return "selection"
         case .vault: return "vault"
         case .system: return "system"
         case .caller: return "caller"
