@@ -48,17 +48,17 @@ public struct ItemSelection: Sendable, Equatable {
         return chosen.sorted()
     }
 
-    /// The one item `pattern` names: an ID, a unique ID prefix, or (failing those) a unique
-    /// name or name glob. What `vault cat` takes.
+    /// The one item `pattern` names: an ID, a unique ID prefix, or (failing those, and only
+    /// if `name` is given) a unique name or name glob. What `vault cat` takes.
     public static func single<Item>(_ pattern: String, in items: [Item], id: (Item) -> String,
-                                    name: (Item) -> String) throws(Problem) -> Int {
+                                    name: ((Item) -> String)? = nil) throws(Problem) -> Int {
         let byID: [Int]
         do { byID = try matches(ofID: pattern, in: items, id: id, allowMany: false) } catch {
             if case .ambiguous = error { throw error }
             byID = []
         }
         if let only = byID.first { return only }
-        let byName = items.indices.filter { nameMatches(pattern, name(items[$0])) }
+        let byName = name.map { name in items.indices.filter { nameMatches(pattern, name(items[$0])) } } ?? []
         switch byName.count {
         case 0:
             if pattern.count < minimumPrefixLength && isHex(pattern) { throw .prefixTooShort(pattern) }

@@ -5,6 +5,13 @@ import Glibc
 public enum Terminal {
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 
+    /// Whether this process has a controlling terminal to prompt on.
+    public static func hasControlling() -> Bool {
+        guard let tty = openControlling() else { return false }
+        try? tty.close()
+        return true
+    }
+
     /// Opens the controlling terminal for a prompt (so prompts work even with stdin redirected).
     public static func openControlling() -> FileDescriptor? {
         let fd = Glibc.open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)

@@ -8,6 +8,8 @@ public struct InputFile: Sendable {
     public let path: String
     public let name: String
     public let asNote: Bool
+    /// Its size when checked (for a progress bar's total).
+    public let size: Int64
 
     public static func check(_ path: String, asNote: Bool) throws -> InputFile {
         let status: FileStatus?
@@ -20,7 +22,7 @@ public struct InputFile: Sendable {
         default: throw VaultError.inputNotRegularFile(path: path, what: "a special file (device, FIFO or socket)")
         }
         if asNote && status.size > Int64(Vault.maximumNoteSize) { throw VaultError.noteTooLarge(path: path, limit: Vault.maximumNoteSize) }
-        return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote)
+        return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote, size: status.size)
     }
 
     /// Opens the file for reading (a note is read whole and checked to be UTF-8).

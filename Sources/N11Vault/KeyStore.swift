@@ -9,9 +9,11 @@ import N11System
 ///
 /// File layout (little-endian):
 ///
-///     "N11KEYS\0"  version:u8 (1; 2 once keys were rotated)  protection:u8 (0 none, 1 PIN)
-///     protection 1: ops:u32  memoryKiB:u32  salt[16]  then nonce[12] ‖ body ciphertext ‖ tag[16]
+///     "N11KEYS\0"  version:u8 (1; 2 once keys were rotated)  protection:u8 (0 none, 1 or 2 PIN)
+///     protection 2: ops:u32  memoryKiB:u32  salt[16]  then nonce[12] ‖ body ciphertext ‖ tag[16]
+///                   ‖ SHA-256(every byte before it)[32]   (damage is told from a wrong PIN)
 ///                   (ChaCha20-Poly1305 under Argon2id(PIN), associated data = every byte before the nonce)
+///     protection 1: as 2 without the checksum (written before; still read)
 ///     protection 0: body  SHA-256(every byte before it)[32]   (catches damage; not a secret)
 ///     body: storeID[16]  count:u32  count × (kind:u8  id[16]  key[32])
 ///

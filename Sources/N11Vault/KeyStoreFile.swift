@@ -94,16 +94,19 @@ extension KeyStore {
         switch reader.byte() {
         case 0:
             guard contents.count >= 10 + 32 else { throw damaged("truncated") }
-            let digest = try SHA256Digest()
-            let stored = contents.withUnsafeBytes { raw in
-                digest.update(raw: UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 32)]))
-                return Array(raw[(raw.count - 32)...])
-            }
-            let computed = try digest.finish()
-            guard stored == computed else { throw damaged("its checksum does not match") }
+            guard try checksumMatches(contents) else { throw damaged("its checksum does not match") }
             return try parseBody(contents.slice(10..<(contents.count - 32)), version: version, home: home, sealing: nil)
-        case 1:
-            guard contents.count >= 10 + 8 + 16 + SingleTagStream.overhead else { throw damaged("truncated") }
+        case let protection where protection == 1 || protection == 2:
+            // Protection 2 adds a checksum of the whole file, checked before the PIN is tried:
+            // a damaged file is reported as damaged, not as a wrong PIN (protection 1 files,
+            // from before, cannot tell the two apart).
+            let trailer = protection == 2 ? 32 : 0
+            guard contents.count >= 10 + 8 + 16 + SingleTagStream.overhead + trailer else { throw damaged("truncated") }
+            if protection == 2 {
+                guard try checksumMatches(contents) else {
+                    throw damaged("its checksum does not match, so the file changed on disk; the PIN was not tried")
+                }
+            }
             let ops = reader.uint32(), memoryKiB = reader.uint32()
             let salt = reader.take(16)
             let parameters: Argon2Parameters
@@ -112,7 +115,7 @@ extension KeyStore {
             let headerLength = 10 + 8 + 16
             let header = contents.withUnsafeBytes { Array($0[0..<headerLength]) }
             let key = try sealingKey(parameters, salt)
-            let sealed = contents.withUnsafeBytes { Array($0[headerLength...]) }
+            let sealed = contents.withUnsafeBytes { Array($0[headerLength..<($0.count - trailer)]) }
             let body: SecureBytes
             do { body = try AEAD.openSecret(.chacha20Poly1305, key: key, sealed: sealed, aad: header) }
             catch { throw error == .authenticationFailed ? VaultError.wrongPIN(path: path) : VaultError.crypto(error) }
@@ -120,6 +123,16 @@ extension KeyStore {
         default:
             throw damaged("unknown protection")
         }
+    }
+
+    /// Whether the last 32 bytes are the SHA-256 of everything before them.
+    private static func checksumMatches(_ contents: SecureBytes) throws -> Bool {
+        let digest = try SHA256Digest()
+        let stored = contents.withUnsafeBytes { raw in
+            digest.update(raw: UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 32)]))
+            return Array(raw[(raw.count - 32)...])
+        }
+        return stored == (try digest.finish())
     }
 
     private static func parseBody(_ body: SecureBytes, version: UInt8, home: N11Home, sealing: Sealing?) throws -> KeyStore {
@@ -191,12 +204,17 @@ extension KeyStore {
         let version: UInt8 = records.contains { $0.kind.rawValue > 5 } ? 2 : 1
         var header = Self.magic + [version]
         if let sealing {
-            header += [1]
+            header += [2]
             header += littleEndian(UInt32(sealing.parameters.opsLimit))
             header += littleEndian(UInt32(sealing.parameters.memoryBytes >> 10))
             header += sealing.salt
+            let sealed = try AEAD.sealSecret(.chacha20Poly1305, key: sealing.key, secret: body, aad: header)
+            let digest = try SHA256Digest()
+            digest.update(header[...])
+            digest.update(sealed[...])
             try file.write(header)
-            try file.write(AEAD.sealSecret(.chacha20Poly1305, key: sealing.key, secret: body, aad: header))
+            try file.write(sealed)
+            try file.write(try digest.finish())
         } else {
             header += [0]
             let digest = try SHA256Digest()

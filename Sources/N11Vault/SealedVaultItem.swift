@@ -185,7 +185,7 @@ final class TagKeepingSource: ByteSource {
 }
 
 /// Passes a source through, telling `progress` how many bytes went by.
-private final class ProgressCountingSource: ByteSource {
+final class ProgressCountingSource: ByteSource {
     private let source: ByteSource
     private let progress: VaultChangeProgress
 

@@ -294,17 +294,22 @@ public final class Vault: @unchecked Sendable {
         try staging.commit()
     }
 
-    /// Finds a live item by its full UUID or a unique prefix of at least 4 characters.
-    public func item(matching idOrPrefix: String, now: Date = Date()) throws(VaultError) -> ItemMetadata {
-        let wanted = idOrPrefix.uppercased()
+    /// Finds a live item by its full UUID or a unique prefix of at least 4 characters, and
+    /// with `orName` (what `vault cat` allows) failing those by a name or glob that only one
+    /// item matches (see `ItemSelection.single`).
+    public func item(matching pattern: String, orName: Bool = false, now: Date = Date()) throws(VaultError) -> ItemMetadata {
         let all = try allItems()
-        let matches = wanted.count >= 4 ? all.filter { $0.id.hasPrefix(wanted) } : all.filter { $0.id == wanted }
-        guard !matches.isEmpty else { throw .itemNotFound(id: idOrPrefix, vault: path) }
-        guard matches.count == 1 else {
-            if let exact = matches.first(where: { $0.id == wanted }) { return try live(exact, now: now) }
-            throw .ambiguousID(prefix: idOrPrefix, matches: matches.count)
+        let index: Int
+        do throws(ItemSelection.Problem) {
+            index = try ItemSelection.single(pattern, in: all, id: \.id, name: orName ? { $0.name } : nil)
+        } catch {
+            switch error {
+            case .prefixTooShort(let prefix): throw .prefixTooShort(prefix)
+            case .noMatch: throw .itemNotFound(id: pattern, vault: path)
+            case .ambiguous(_, let matches): throw .ambiguousID(prefix: pattern, matches: matches.count)
+            }
         }
-        return try live(matches[0], now: now)
+        return try live(all[index], now: now)
     }
 
     private func live(_ item: ItemMetadata, now: Date) throws(VaultError) -> ItemMetadata {
@@ -377,7 +382,10 @@ public final class Vault: @unchecked Sendable {
 
     /// Encrypts and stores items all at once: each is staged out of sight, and one journaled
     /// commit publishes them (see `VaultStaging`), so a failure or a kill adds none of them.
-    public func add(_ items: [NewItem], now: Date = Date()) throws(VaultError) -> [ItemMetadata] {
+    /// `progress` counts the bytes read (its totals are the caller's to announce) and each
+    /// item; `staged` follows each item as it is sealed, before the commit.
+    public func add(_ items: [NewItem], now: Date = Date(), progress: VaultChangeProgress? = nil,
+                    staged: (ItemMetadata) -> Void = { _ in }) throws(VaultError) -> [ItemMetadata] {
         precondition(lock != nil, "vault opened read-only")
         for new in items {
             try ItemMetadata.checkName(new.name)
@@ -389,16 +397,22 @@ public final class Vault: @unchecked Sendable {
         var added: [ItemMetadata] = []
         do {
             for new in items {
-                added.append(try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
-                                               name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
-                    try SealedVaultItem.sealNew(try new.open(), key: key, to: file)
-                })
+                let item = try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
+                                             name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
+                    let source = try new.open()
+                    return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
+                                                       key: key, to: file)
+                }
+                progress?.itemDone()
+                staged(item)
+                added.append(item)
             }
         } catch {
             staging.discard()
             throw VaultError.wrap(error)
         }
         try staging.commit()
+        progress?.finish()
         return added
     }
 

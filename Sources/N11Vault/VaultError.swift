@@ -23,6 +23,8 @@ public enum VaultError: CategorizedError, Sendable {
     case noteTooLarge(path: String, limit: Int)
     case itemNotFound(id: String, vault: String)
     case ambiguousID(prefix: String, matches: Int)
+    /// An ID prefix shorter than `ItemSelection.minimumPrefixLength`.
+    case prefixTooShort(String)
     case itemDamaged(id: String, path: String)
     case itemExpired(id: String)
     case outputExists(path: String)
@@ -57,7 +59,7 @@ public enum VaultError: CategorizedError, Sendable {
              .compartmentKeyForgotten, .compartmentKeyUnknown: return .authentication
         case .rotationBlockedByDamage: return .damaged
         case .notEnoughSpace: return .ioFailure
-        case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName: return .usage
+        case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName, .prefixTooShort: return .usage
         case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
         case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
         case .inputUnreadable: return .ioFailure
@@ -88,6 +90,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .noteTooLarge(let path, let limit): return "'\(path)' is larger than the \(limit >> 20) MiB a note may hold"
         case .itemNotFound(let id, let vault): return "no item '\(id)' in the vault '\(vault)'"
         case .ambiguousID(let prefix, let matches): return "'\(prefix)' matches \(matches) items"
+        case .prefixTooShort(let prefix): return ItemSelection.Problem.prefixTooShort(prefix).description(in: "the vault")
         case .itemDamaged(let id, let path): return "item \(id) ('\(path)') failed authentication: it is damaged or was modified; nothing was written"
         case .itemExpired(let id): return "item \(id) has expired (fade)"
         case .outputExists(let path): return "'\(path)' already exists"
@@ -119,7 +122,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .notInitialized: return "run `n11archive init` first, or point --home at an existing key store"
         case .alreadyInitialized: return "use another --home for a second key store"
         case .keyStoreDamaged: return "restore the key store file from your own backup of it; archives made in portable mode restore with their password alone"
-        case .keyStoreLocked: return "give the PIN with --pin-file FILE or --pin-fd N (or run on a terminal to be asked)"
+        case .keyStoreLocked: return "give the PIN with --pin-file FILE, --pin-fd N or N11_PIN_FILE (a cron or systemd job: Environment=N11_PIN_FILE=…, a 0600 file), or run on a terminal to be asked"
         case .wrongPIN: return "check the PIN and try again"
         case .wrongBackupPassphrase: return "use the passphrase given to `n11archive key backup` when the backup was made"
         case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
@@ -127,7 +130,8 @@ public enum VaultError: CategorizedError, Sendable {
         case .inputMissing: return "check the path; nothing was added"
         case .inputNotRegularFile: return "only regular files can be added; nothing was added"
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
-        case .ambiguousID: return "give more characters of the ID"
+        case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"
+        case .prefixTooShort: return "give at least \(ItemSelection.minimumPrefixLength) characters of the ID (`n11archive vault list` shows them)"
         case .itemDamaged: return "restore this item from an archive (`n11archive restore`)"
         case .outputExists: return "choose another path or pass --force to replace it"
         case .busy: return "wait for it to finish, or pass --lock-wait SECONDS"

@@ -10,6 +10,7 @@ import N11System
 /// (JSONEncoder escapes C0 itself), so a program reads every name exactly.
 enum Console {
     static func out(_ line: String) {
+        ProgressLine.clearBar()
         writeLine(escapingControlCharacters(line), to: FileHandle.standardOutput)
     }
 
@@ -72,6 +73,20 @@ enum Console {
         // Not through `out`: a JSON document carries names exactly.
         writeLine(String(decoding: try encoder.encode(value), as: UTF8.self), to: FileHandle.standardOutput)
         Output.jsonPrinted = true
+    }
+
+    /// Rows as aligned columns (the first row is the header); the last column, a name, is
+    /// not padded. Widths count characters after escaping, as they will show.
+    static func table(_ rows: [[String]]) {
+        let escaped = rows.map { $0.map(escapingControlCharacters) }
+        guard let header = escaped.first else { return }
+        let widths = header.indices.map { column in escaped.map { $0[column].count }.max() ?? 0 }
+        for row in escaped {
+            let line = row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+            writeLine(line, to: FileHandle.standardOutput)
+        }
     }
 
     static func byteCount(_ bytes: Int64) -> String {

@@ -16,6 +16,7 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --portable -o vault.nu11vlt --password-file ~/.n11pass
           n11archive create --secure -o nightly.nu11vlt --force   # this machine only
           n11archive create --secure --compartment backup -o backup.nu11vlt
+          n11archive create --secure --all-compartments -o everything.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file pw
           n11archive create --portable --recipient backup.pub --output-dir ~/backups
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
@@ -29,6 +30,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         never leaves this machine's key store. A portable archive's password is refused \
         if its estimated entropy is under 40 bits (unless --allow-weak-password) and \
         warned about under 60; `n11archive password generate` makes a strong one. \
+        By default the vault and fade compartments are archived, not backup: each create \
+        says how many items it left out that way (a warning unless --compartment was given). \
         Expired fade items are left out. The output appears only when complete; an \
         existing file is replaced only with --force.
         """)
@@ -48,9 +51,11 @@ struct Create: ParsableCommand, HasOutputOptions {
             help: ArgumentHelp("Write a new archive named after the current UTC time into DIR (for `prune`).", valueName: "DIR"))
     var outputDirectory: String?
 
-    @Option(help: ArgumentHelp("A compartment to include (repeatable): vault and fade by default, or backup alone.",
-                               valueName: "NAME"))
+    @Option(help: ArgumentHelp("A compartment to include (repeatable): vault and fade by default.", valueName: "NAME"))
     var compartment: [Compartment] = []
+
+    @Flag(name: .customLong("all-compartments"), help: "Include every compartment: vault, fade and backup.")
+    var allCompartments = false
 
     @Flag(help: "Replace FILE if it exists.") var force = false
 
@@ -78,10 +83,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
         if remote != nil && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
         if remote == nil && (keepLocal || spool != nil) { throw ValidationError("--spool and --keep-local are for a REMOTE:PATH output") }
-        let set = compartments
-        if set.contains(.backup) && set.count > 1 {
-            throw ValidationError("the backup compartment is archived on its own: use --compartment backup")
-        }
+        if allCompartments && !compartment.isEmpty { throw ValidationError("--all-compartments and --compartment exclude each other") }
         if mode == .secure && !recipients.isEmpty {
             throw ValidationError("--recipient makes a portable archive: a secure one opens only with this machine's key store")
         }
@@ -90,7 +92,9 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
     }
 
-    var compartments: Set<Compartment> { compartment.isEmpty ? [.vault, .fade] : Set(compartment) }
+    var compartments: Set<Compartment> {
+        allCompartments ? Set(Compartment.allCases) : compartment.isEmpty ? [.vault, .fade] : Set(compartment)
+    }
 
     /// The output on an rclone remote, if it is one (`-o REMOTE:FILE` or `--output-dir REMOTE:DIR`).
     var remote: RemotePath? { (outputDirectory ?? output).flatMap(RemotePath.parse) }
@@ -104,6 +108,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         let plaintextBytes: Int64
         let archiveBytes: Int64
         let skippedExpired: [String]
+        /// Live items of the compartments this archive does not include, per compartment.
+        let leftOutCompartments: [String: Int]
         /// For a REMOTE:PATH output: how the archive was uploaded and checked.
         let upload: Upload?
         let durationSeconds: Double
@@ -133,6 +139,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
         let now = Date()
+        var leftOut: [Compartment: Int] = [:]
+        for item in try vault.items(now: now) where !compartments.contains(item.compartment) { leftOut[item.compartment, default: 0] += 1 }
         func create(at path: String) throws -> ArchiveCreator.Report {
             try ArchiveCreator.create(from: vault, .init(mode: mode, compartments: compartments, output: path,
                                                          replaceExisting: force, kdf: kdf, now: now),
@@ -164,10 +172,18 @@ struct Create: ParsableCommand, HasOutputOptions {
             report = try create(at: output ?? "")
         }
         try WrittenArchives.record(report, created: now, location: published, in: store.resolvedHome)
+        // The default leaves the backup compartment out: say so every time, even with
+        // --quiet (a nightly job would otherwise never back those items up, unnoticed).
+        for (left, count) in leftOut.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let message = "\(count) item(s) in the \(left.rawValue) compartment are not in this archive; use --compartment \(left.rawValue) (or --all-compartments)"
+            if compartment.isEmpty && !allCompartments { Console.warning(message) } else { Console.note(message) }
+        }
         if outputOptions.json {
             try Console.json(Document(archive: published ?? report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
-                                      skippedExpired: report.skippedExpired, upload: upload, durationSeconds: Output.durationSeconds))
+                                      skippedExpired: report.skippedExpired,
+                                      leftOutCompartments: Dictionary(uniqueKeysWithValues: leftOut.map { ($0.key.rawValue, $0.value) }),
+                                      upload: upload, durationSeconds: Output.durationSeconds))
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }

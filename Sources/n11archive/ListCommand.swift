@@ -13,11 +13,14 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
         discussion: """
         Examples:
           n11archive list vault.nu11vlt --password-file ~/.n11pass
+          n11archive list nightly.nu11vlt --name 'IMG_*'
           n11archive list nightly.nu11vlt --json
         """)
 
     @OptionGroup var input: ArchiveInput
     @Flag(help: "Print one JSON document (also on failure).") var json = false
+    @Option(name: .customLong("name"), help: ArgumentHelp("Only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
+    var names: [String] = []
 
 
     struct Listing: Encodable {
@@ -32,16 +35,18 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
 
     func run() throws {
         let (archive, _) = try input.unlock()
+        let items = archive.manifest.items.filter { item in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
         if json {
             try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
-                                     created: archive.header.created, items: archive.manifest.items))
+                                     created: archive.header.created, items: items))
             return
         }
         let formatter = ISO8601DateFormatter()
-        for item in archive.manifest.items {
-            Console.out([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
-                         formatter.string(from: item.created), item.expires.map { "expires " + formatter.string(from: $0) } ?? "",
-                         item.name].filter { !$0.isEmpty }.joined(separator: "  "))
+        var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
+        for item in items {
+            rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
+                         formatter.string(from: item.created), item.expires.map { formatter.string(from: $0) } ?? "-", item.name])
         }
+        Console.table(rows)
     }
 }

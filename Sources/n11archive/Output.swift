@@ -25,12 +25,7 @@ struct OutputOptions: ParsableArguments {
     /// On a terminal: a bar redrawn at most 10 times a second. Otherwise only with
     /// --progress: a plain line at most once a second and one at the end.
     func observer(_ verb: String) -> ArchiveProgress? {
-        if quiet { return nil }
-        if Terminal.isTerminal(2) {
-            return ArchiveProgress(interval: 0.1) { ProgressLine.drawBar($0, verb: verb) }
-        }
-        guard progress else { return nil }
-        return ArchiveProgress(interval: 1.0) { ProgressLine.printPlain($0, verb: verb) }
+        ProgressLine.observer(verb, quiet: quiet, forced: progress)
     }
 }
 
@@ -111,8 +106,25 @@ enum ProgressLine {
         return parts.joined(separator: "  ")
     }
 
+    /// The observer for a run (see `OutputOptions.observer`), for commands without
+    /// `OutputOptions` too (`vault add`).
+    static func observer(_ verb: String, quiet: Bool, forced: Bool) -> ArchiveProgress? {
+        if quiet { return nil }
+        if Terminal.isTerminal(2) {
+            return ArchiveProgress(interval: 0.1) { drawBar($0, verb: verb) }
+        }
+        guard forced else { return nil }
+        return ArchiveProgress(interval: 1.0) { printPlain($0, verb: verb) }
+    }
+
     /// True while a bar is on screen without its final newline (a failure mid-run).
     nonisolated(unsafe) static var barOpen = false
+
+    /// Wipes an open bar off its line so that a line of output can take it; the next
+    /// report draws the bar again below.
+    static func clearBar() {
+        if barOpen { write("\r\u{1B}[K") }
+    }
 
     /// One line redrawn in place (\r, erase to end of line); a newline after the last.
     static func drawBar(_ s: ArchiveProgress.Snapshot, verb: String) {

@@ -12,7 +12,9 @@ enum SecretSource {
     case terminal
 
     /// The first source given: flag file, flag descriptor, environment file, else the
-    /// terminal if there is one. nil when nothing can supply the secret (cron without a file).
+    /// controlling terminal if there is one, whatever stdin is (`echo x | vault add --note`
+    /// still asks for the PIN on /dev/tty). nil when nothing can supply the secret (cron,
+    /// systemd and CI jobs have no controlling terminal).
     static func choose(file: String?, descriptor: Int32?, command: String? = nil, environmentFile: String,
                        environmentCommand: String? = nil) -> SecretSource? {
         let environment = ProcessInfo.processInfo.environment
@@ -21,7 +23,7 @@ enum SecretSource {
         if let command { return .command(command) }
         if let path = environment[environmentFile], !path.isEmpty { return .file(path) }
         if let name = environmentCommand, let command = environment[name], !command.isEmpty { return .command(command) }
-        if Terminal.isTerminal(0) { return .terminal }
+        if Terminal.hasControlling() { return .terminal }
         return nil
     }
 

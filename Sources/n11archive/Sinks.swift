@@ -14,5 +14,25 @@ final class StagedFileSink: UnverifiedPlaintextSink {
 final class StandardOutputSink: UnverifiedPlaintextSink {
     private let out = FileDescriptor(borrowing: 1, path: "stdout")
     func stage(_ bytes: ArraySlice<UInt8>) throws { try out.write(bytes) }
+
+    /// Binary bytes on a terminal garble it (and may drive its escape sequences): refused
+    /// unless `force`, before anything is read, as gzip and age refuse.
+    static func refuseBinaryOnTerminal(_ binary: Bool, force: Bool, what: String) throws {
+        guard binary && !force && Terminal.isTerminal(1) else { return }
+        throw CLIError(.usage, "standard output is a terminal; \(what) is binary and was not written",
+                       hint: "redirect it (> FILE), give -o FILE, or pass --force")
+    }
+}
+
+/// Where `-o` writes: FILE as given, or for `DIR/` (or an existing directory) the stored
+/// name inside DIR. A stored name is a label from a vault or archive, so "." and "..", and
+/// names of n11archive's own temp files, become the item's ID.
+enum OutputPath {
+    static func resolve(_ output: String, storedName: String, id: String) throws -> String {
+        let isDirectory = output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory)
+        guard isDirectory else { return output }
+        let safe = (storedName == "." || storedName == ".." || storedName.hasPrefix(".n11") || storedName.contains("/")) ? id : storedName
+        return Path.join(Path.withoutTrailingSlashes(output), safe)
+    }
 }
 

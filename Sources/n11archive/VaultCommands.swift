@@ -29,9 +29,11 @@ extension VaultCommand {
               n11archive vault add IMG_0001.jpg IMG_0002.heic
               n11archive vault add --note todo.txt
               echo "door code 4711" | n11archive vault add --note --name door
+              curl -s https://example.org/p.jpg | n11archive vault add - --name p.jpg
               n11archive vault add --fade 7d boarding-pass.png
               n11archive vault add --note --from-ciphio message.txt --password-file pw
-            Either every file is added or none is. With --from-ciphio each FILE (or stdin) \
+            Either every file is added or none is: each "added" line is printed as its file \
+            is encrypted, and if a later one fails none of them is added. - is stdin. With --from-ciphio each FILE (or stdin) \
             is a Ciphio text message (`n11archive text --help`), decrypted in memory \
             straight into a sealed note: the plaintext never touches the disk.
             """)
@@ -39,7 +41,8 @@ extension VaultCommand {
         @OptionGroup var store: StoreOptions
         @OptionGroup var vaultOptions: VaultOptions
 
-        @Argument(help: ArgumentHelp("Files to add. With --note and no files, the note is read from stdin.", valueName: "FILE"))
+        @Argument(help: ArgumentHelp("Files to add; - is stdin (so is no FILE with --note).", valueName: "FILE"),
+                  completion: .file())
         var files: [String] = []
 
         @Flag(help: "Add as notes (UTF-8 text) instead of photos.")
@@ -59,7 +62,11 @@ extension VaultCommand {
 
         @OptionGroup var password: PasswordOptions
 
+        @Flag(help: "Show progress even when stderr is not a terminal.")
+        var progress = false
+
         func validate() throws {
+            if files.filter({ $0 == "-" }).count > 1 { throw ValidationError("- (stdin) can be given once") }
             if files.isEmpty && !note { throw ValidationError("give one or more FILEs, or --note to read a note from stdin") }
             if fromCiphio && !note { throw ValidationError("--from-ciphio adds notes: give --note too") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
@@ -79,11 +86,11 @@ extension VaultCommand {
             let kind: ItemKind = note ? .note : .photo
 
             // Check every input before touching the vault, so a bad one changes nothing.
-            let inputs = try files.map { try InputFile.check($0, asNote: note) }
+            let inputs = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
             if fromCiphio {
                 // Every message is opened before the vault is: a wrong password adds nothing.
                 let secret = try password.read(confirm: false)
-                let sources = files.isEmpty ? [nil] : files.map { Optional($0) }
+                let sources = files.isEmpty ? [nil] : files.map { $0 == "-" ? nil : Optional($0) }
                 let notes = try sources.map { file -> Vault.NewItem in
                     var raw = try TextCommand.readInput(file)
                     let message = String(decoding: raw, as: UTF8.self)
@@ -101,17 +108,31 @@ extension VaultCommand {
                 return
             }
             let vault = try vaultOptions.open(with: store, forWriting: true)
-            let items: [Vault.NewItem]
-            if inputs.isEmpty {
-                let text = try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin"))
-                items = [.init(source: MemorySource(text), kind: .note, name: name ?? "note", compartment: target, expires: expires)]
-            } else {
-                items = inputs.map { .init(opening: $0.open, kind: kind, name: name ?? $0.name, compartment: target, expires: expires) }
+            let stdin = FileDescriptor(borrowing: 0, path: "stdin")
+            var items: [Vault.NewItem] = []
+            for input in inputs.isEmpty ? [nil] : inputs {
+                if let input {
+                    items.append(.init(opening: input.open, kind: kind, name: name ?? input.name, compartment: target, expires: expires))
+                } else if note {
+                    items.append(.init(source: MemorySource(try InputFile.readNote(from: stdin)), kind: .note, name: name ?? "note",
+                                       compartment: target, expires: expires))
+                } else {
+                    // A photo from stdin streams through, however large.
+                    items.append(.init(source: stdin, kind: .photo, name: name ?? "stdin", compartment: target, expires: expires))
+                }
             }
+            let observer = ProgressLine.observer("add", quiet: false, forced: progress)
+            observer?.begin(items: items.count, bytes: inputs.reduce(0) { $0 + ($1?.size ?? 0) })
             // All or nothing, even if killed: one journaled commit (see VaultStaging).
-            let added = try vault.add(items, now: now)
-            for item in added {
-                Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
+            var printed = 0
+            do {
+                _ = try vault.add(items, now: now, progress: observer) { item in
+                    Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
+                    printed += 1
+                }
+            } catch {
+                if printed > 0 { Console.error("none of the \(printed) item(s) listed above was added: adding is all or nothing") }
+                throw error
             }
         }
     }
@@ -134,6 +155,9 @@ extension VaultCommand {
 
         @Option(help: ArgumentHelp("Only items of this compartment.", valueName: "NAME"))
         var compartment: Compartment?
+
+        @Option(name: .customLong("name"), help: ArgumentHelp("Only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
+        var names: [String] = []
 
         struct Listing: Encodable {
             let command = "vault list"
@@ -159,7 +183,10 @@ extension VaultCommand {
         func run() throws {
             let vault = try vaultOptions.open(with: store, forWriting: false)
             let now = Date()
-            let all = try vault.items(includeExpired: true, now: now).filter { compartment == nil || $0.compartment == compartment }
+            let all = try vault.items(includeExpired: true, now: now).filter { item in
+                (compartment == nil || item.compartment == compartment)
+                    && (names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) })
+            }
             let live = all.filter { !$0.isExpired(at: now) }
             let hidden = all.count - live.count
             if json {
@@ -180,12 +207,7 @@ extension VaultCommand {
                              formatter.string(from: item.created), item.expires.map { formatter.string(from: $0) } ?? "-",
                              item.name])
             }
-            let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
-            for row in rows {
-                Console.out(row.enumerated().map { i, cell in
-                    i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-                }.joined(separator: "  "))
-            }
+            Console.table(rows)
             if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }
             try reportDamaged(in: vault)
         }
@@ -198,41 +220,48 @@ extension VaultCommand {
             Examples:
               n11archive vault cat 3F2A9C1B > photo.jpg
               n11archive vault cat 3F2A9C1B -o photo.jpg
+              n11archive vault cat 'IMG_0001.jpg' -o ~/Pictures/   # keeps the name
             The item's tag is verified before anything is written: with -o the file appears only \
             if the item is intact; to stdout, the item is checked in a first pass and decrypted \
-            in a second, from the same open file.
+            in a second, from the same open file. A photo is not written to a terminal unless \
+            --force.
             """)
 
         @OptionGroup var store: StoreOptions
         @OptionGroup var vaultOptions: VaultOptions
 
-        @Argument(help: ArgumentHelp("The item's ID, or a unique prefix of at least 4 characters.", valueName: "ID"))
+        @Argument(help: ArgumentHelp("The item: its ID, a unique ID prefix (4+ characters), or a name (or glob) only it has.", valueName: "ITEM"))
         var id: String
 
-        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the plaintext to FILE (mode 0600).", valueName: "FILE"))
+        @Option(name: [.short, .customLong("output")],
+                help: ArgumentHelp("Write the plaintext to FILE (mode 0600); DIR/ keeps the stored name; - is stdout.", valueName: "FILE"),
+                completion: .file())
         var output: String?
 
-        @Flag(help: "Replace FILE if it exists.")
+        @Flag(help: "Replace FILE if it exists; write a photo to a terminal.")
         var force = false
 
         func run() throws {
             let vault = try vaultOptions.open(with: store, forWriting: false)
-            let item = try vault.item(matching: id)
-            if let output {
-                if !force, (try? FileStatus.of(output)) ?? nil != nil {
-                    throw CLIError(.outputExists, "'\(output)' already exists; nothing was written", hint: "pass --force to replace it")
-                }
-                // Plaintext a killed `cat -o` left here (its writer is gone): remove it first.
-                AtomicFile.removeLeftovers(in: Path.directory(of: Path.absolute(output)))
-                let file = try AtomicFile(path: output, mode: 0o600)
-                try vault.read(item, into: StagedFileSink(file))
-                do { try file.commit(replaceExisting: force) }
-                catch let error as SystemError where error.errno == EEXIST {
-                    throw CLIError(.outputExists, "'\(output)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")
-                }
-            } else {
+            let item = try vault.item(matching: id, orName: true)
+            guard let output, output != "-" else {
+                try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: force, what: "item \(item.id)")
                 try vault.verifyThenRead(item, into: StandardOutputSink())
+                return
             }
+            let path = try OutputPath.resolve(output, storedName: item.name, id: item.id)
+            if !force, (try? FileStatus.of(path)) ?? nil != nil {
+                throw CLIError(.outputExists, "'\(path)' already exists; nothing was written", hint: "pass --force to replace it")
+            }
+            // Plaintext a killed `cat -o` left here (its writer is gone): remove it first.
+            AtomicFile.removeLeftovers(in: Path.directory(of: Path.absolute(path)))
+            let file = try AtomicFile(path: path, mode: 0o600)
+            try vault.read(item, into: StagedFileSink(file))
+            do { try file.commit(replaceExisting: force) }
+            catch let error as SystemError where error.errno == EEXIST {
+                throw CLIError(.outputExists, "'\(path)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")
+            }
+            if path != output { Console.note("wrote \(item.id) to '\(path)'") }
         }
     }
 

@@ -113,8 +113,14 @@ final class Sandbox: @unchecked Sendable {
             for p in envp { free(p) }
         }
 
+        // A session of its own: the child has no controlling terminal, as under cron, so a
+        // test behaves the same run from a terminal or from CI (prompts go to /dev/tty).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, 0x80)   // POSIX_SPAWN_SETSID (glibc; not exported to Swift)
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, n11archiveBinary, &actions, nil, argv, envp)
+        let rc = posix_spawn(&pid, n11archiveBinary, &actions, &attributes, argv, envp)
         guard rc == 0 else {
             throw RunnerError(description: "cannot start \(n11archiveBinary): \(String(cString: strerror(rc))) — build it first, or set N11_TEST_BINARY")
         }

@@ -39,8 +39,10 @@ struct AmbiguousPrefixTests {
             #expect(try vault.item(matching: "ABCD1").id == a.id)
             #expect(try vault.item(matching: "abcd2").id == b.id)
             #expect(try vault.item(matching: a.id.lowercased()).id == a.id)
-            // Three characters are never a prefix.
-            expectVaultError("itemNotFound") { _ = try vault.item(matching: "ABC") }
+            // Three characters are never a prefix, and the message says so (a usage error).
+            let short = expectVaultError("prefixTooShort") { _ = try vault.item(matching: "ABC") }
+            #expect(short?.kind == .usage)
+            #expect(short?.description.contains("too short") == true)
         }
     }
 }

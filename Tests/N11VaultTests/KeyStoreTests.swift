@@ -302,13 +302,51 @@ struct KeyStoreTests {
             // Header: magic(8) version(1) protection(1) ops:u32 memoryKiB:u32 (little-endian).
             let bytes = try readBytes(home.keyStorePath)
             let word = { (at: Int) in (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[at + $1]) << (8 * UInt32($1)) } }
-            #expect(bytes[9] == 1 && word(10) == 3 && word(14) == 256 << 10, "ops \(word(10)), memory \(word(14)) KiB")
+            #expect(bytes[9] == 2 && word(10) == 3 && word(14) == 256 << 10, "ops \(word(10)), memory \(word(14)) KiB")
 
             // A store an earlier version sealed with a 4-digit PIN at the interactive cost.
             let old = N11Home(root: dir + "/old")
             _ = try KeyStore.create(in: old, pin: secret("2580"), sealedWith: .interactive)
             let loaded = try KeyStore.load(from: old) { try secret("2580") }
             #expect(loaded.isPINProtected)
+        }
+    }
+
+    @Test("damage anywhere in a PIN-sealed store is reported as damage before the PIN is asked for, not as a wrong PIN",
+          arguments: [40, 60, 100, 150, -1])
+    func sealedDamageBeforePIN(offset: Int) throws {
+        try withTemporaryDirectory { dir in
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
+            let size = try readBytes(home.keyStorePath).count
+            try flipByte(in: home.keyStorePath, at: offset < 0 ? size + offset : offset)
+            let before = try readBytes(home.keyStorePath)
+            let provider = PINProvider("12345678")
+            let error = expectVaultError("keyStoreDamaged") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
+            #expect(error?.kind == .damaged)
+            #expect(error?.description.contains("the PIN was not tried") == true, "\(String(describing: error))")
+            #expect(provider.calls == 0, "the PIN was asked for although the file is damaged")
+            #expect(try readBytes(home.keyStorePath) == before)
+        }
+    }
+
+    @Test("a PIN-sealed store without the checksum (protection 1, as written before) still opens with its PIN")
+    func protectionOneStillOpens() throws {
+        try withTemporaryDirectory { dir in
+            let (home, store) = try makeHome(in: dir)
+            let plain = try readBytes(home.keyStorePath)
+            // Its body sealed as protection 1 did: header (magic, version, 1, ops, memory, salt) as associated data.
+            let parameters = Argon2Parameters.interactive
+            let salt = randomBytes(16)
+            var header = Array(plain[0..<9]) + [1]
+            header += littleEndian(UInt32(parameters.opsLimit)) + littleEndian(UInt32(parameters.memoryBytes >> 10)) + salt
+            let key = try Argon2id.deriveKey(password: try secret("12345678"), salt: salt, parameters: parameters)
+            let body = try SecureBytes(copying: plain[10..<(plain.count - 32)])
+            let sealed = try AEAD.sealSecret(.chacha20Poly1305, key: key, secret: body, aad: header)
+            try writeBytes(header + sealed, to: home.keyStorePath)
+            let loaded = try KeyStore.load(from: home) { try secret("12345678") }
+            #expect(loaded.isPINProtected)
+            #expect(loaded.key(for: .vault).withUnsafeBytes { Array($0) } == store.key(for: .vault).withUnsafeBytes { Array($0) })
+            expectVaultError("wrongPIN") { _ = try KeyStore.load(from: home) { try secret("87654321") } }
         }
     }
 

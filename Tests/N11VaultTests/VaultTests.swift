@@ -441,9 +441,9 @@ struct VaultTests {
                     #expect(try vault.item(matching: six.lowercased()).id == item.id)
                 }
                 // Fewer than 4 characters are never a prefix, even if unique.
-                let e = expectVaultError("itemNotFound") { _ = try vault.item(matching: String(item.id.prefix(3))) }
-                #expect(e?.kind == .missingInput)
-                expectVaultError("itemNotFound") { _ = try vault.item(matching: String(item.id.prefix(1))) }
+                let e = expectVaultError("prefixTooShort") { _ = try vault.item(matching: String(item.id.prefix(3))) }
+                #expect(e?.kind == .usage)
+                expectVaultError("prefixTooShort") { _ = try vault.item(matching: String(item.id.prefix(1))) }
             }
             expectVaultError("itemNotFound") { _ = try vault.item(matching: UUID().uuidString) }
             expectVaultError("itemNotFound") { _ = try vault.item(matching: "") }
