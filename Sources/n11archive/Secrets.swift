@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import N11Crypto
 import N11System
 
@@ -48,6 +49,7 @@ enum SecretSource {
                 throw CLIError(.missingInput, "cannot read the \(what) file '\(path)': \((error as? SystemError)?.reason ?? "\(error)")",
                                hint: "check the path given with --\(what.lowercased())-file (or $N11_\(what.uppercased())_FILE); nothing was changed")
             }
+            Self.warnIfOpen(fd, what: what)
             secret = try SecureBytes.readSecret(from: fd)
         case .descriptor(let n):
             secret = try SecureBytes.readSecret(from: FileDescriptor(borrowing: n, path: "file descriptor \(n)"))
@@ -67,6 +69,18 @@ enum SecretSource {
         }
         guard secret.count > 0 else { throw CLIError(.usage, "the \(what) is empty") }
         return secret
+    }
+
+    /// A secret file that others can read (or that is not the user's) is named in a warning
+    /// that survives --quiet: ssh refuses such key files; refusing here would break cron jobs
+    /// that worked before, so the secret is still used. Pipes and devices are not checked.
+    private static func warnIfOpen(_ fd: FileDescriptor, what: String) {
+        guard let status = try? fd.status(), status.kind == .regular else { return }
+        if status.permissions & 0o077 != 0 {
+            Console.warning("the \(what) file '\(fd.path)' can be read by others (mode \(String(status.permissions, radix: 8))); run `chmod 600 '\(fd.path)'`")
+        } else if status.owner != geteuid() {
+            Console.warning("the \(what) file '\(fd.path)' belongs to uid \(status.owner), not to you")
+        }
     }
 
     /// How long a password command may take to exit once its first line was read; then it

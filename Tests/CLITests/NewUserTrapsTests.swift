@@ -1,0 +1,154 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// What a new user tripped over (issue 15): items by name, `-` for stdin and stdout, no
+// binary onto a terminal, listings with a header, the backup compartment that a default
+// create leaves out, prompts on /dev/tty whatever stdin is, and `vault add` reporting as
+// it goes.
+
+/// Runs a shell command line on a pseudo-terminal (util-linux `script`), typing `lines`.
+func runShellOnTerminal(_ commandLine: String, typing lines: [String], home: String) throws -> (String, Int32) {
+    let typing = lines.map { "sleep 0.8; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    let escaped = commandLine.replacingOccurrences(of: "\"", with: "\\\"")
+    process.arguments = ["-c", "(\(typing.isEmpty ? "true" : typing); sleep 0.8) | script -qec \"\(escaped)\" /dev/null"]
+    process.environment = ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "N11": n11archiveBinary]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let transcript = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (String(decoding: transcript, as: UTF8.self), process.terminationStatus)
+}
+
+@Suite("n11archive CLI: what a new user tripped over")
+struct NewUserTrapsTests {
+
+    @Test("vault add - reads a photo from stdin; vault cat takes a unique name, -o DIR/ keeps the name, -o - is stdout")
+    func namesAndDashes() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let photo = randomBytes(70_000)
+            let added = try s.run(["vault", "add", "-", "--name", "sunset.jpg"], stdin: photo)
+            expectExit(added, 0)
+            #expect(added.out.hasPrefix("added ") && added.out.contains("photo  vault  sunset.jpg"), "\(added)")
+            expectExit(try s.run(["vault", "add", try s.file("sunrise.jpg", [1, 2, 3])]), 0)
+
+            let byName = try s.run(["vault", "cat", "sunset.jpg"])
+            expectExit(byName, 0)
+            #expect(byName.stdout == photo)
+            let byGlob = try s.run(["vault", "cat", "sunse*", "-o", "-"])
+            #expect(byGlob.stdout == photo, "\(byGlob)")
+            let ambiguous = try s.run(["vault", "cat", "sun*"])
+            expectExit(ambiguous, 66)
+            #expect(ambiguous.err.contains("'sun*' matches 2 items"), "\(ambiguous)")
+            #expect(ambiguous.stdout.isEmpty)
+
+            let dir = s.path("pictures")
+            mkdir(dir, 0o700)
+            let intoDir = try s.run(["vault", "cat", "sunset.jpg", "-o", dir + "/"])
+            expectExit(intoDir, 0)
+            #expect(try readBytes(dir + "/sunset.jpg") == photo)
+            // An existing directory without the slash is the same; the file is then there: 73.
+            expectExit(try s.run(["vault", "cat", "sunset.jpg", "-o", dir]), 73)
+            expectExit(try s.run(["vault", "cat", "sunset.jpg", "-o", dir, "--force"]), 0)
+
+            // Two `-` are refused before anything is read.
+            expectExit(try s.run(["vault", "add", "-", "-"], stdin: [1]), 64)
+        }
+    }
+
+    @Test("list and vault list filter by --name GLOB under an aligned header")
+    func listingsByName() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let vaultList = try s.run(["vault", "list", "--name", "*.jpg"])
+            expectExit(vaultList, 0)
+            let rows = vaultList.out.split(separator: "\n")
+            #expect(rows.first?.hasPrefix("ID ") == true && rows.first?.hasSuffix("NAME") == true, "\(vaultList)")
+            #expect(rows.count == 5, "four photos and the header: \(vaultList)")
+            #expect(!vaultList.out.contains("plan.txt"))
+
+            let password = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+            let listed = try s.run(["list", archive, "--password-file", password, "--name", "plan.*"])
+            expectExit(listed, 0)
+            let lines = listed.out.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2, "\(listed)")
+            // Columns line up: NAME starts at the same place in the header and the row.
+            let nameColumn = try #require(lines[0].range(of: "NAME")).lowerBound.utf16Offset(in: lines[0])
+            let planColumn = try #require(lines[1].range(of: "plan.txt")).lowerBound.utf16Offset(in: lines[1])
+            #expect(nameColumn == planColumn, "\(listed)")
+        }
+    }
+
+    @Test("create says on every run (even --quiet) how many backup-compartment items it left out; --all-compartments takes them")
+    func backupCompartmentNote() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("a.jpg", [1, 2])]), 0)
+            expectExit(try s.run(["vault", "add", "--compartment", "backup", try s.file("b.jpg", [3]), try s.file("c.jpg", [4])]), 0)
+            let password = try s.passwordFile()
+            let plain = try s.run(["create", "--portable", "-o", s.path("d.nu11vlt"), "--password-file", password, "--quiet"] + fastKDF)
+            expectExit(plain, 0)
+            #expect(plain.err.contains("warning: 2 item(s) in the backup compartment are not in this archive; use --compartment backup (or --all-compartments)"), "\(plain)")
+
+            let json = try s.run(["create", "--portable", "-o", s.path("j.nu11vlt"), "--password-file", password, "--json"] + fastKDF)
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [String: Any])
+            #expect((document["leftOutCompartments"] as? [String: Int]) == ["backup": 2], "\(json)")
+
+            let all = s.path("all.nu11vlt")
+            let everything = try s.run(["create", "--portable", "--all-compartments", "-o", all, "--password-file", password] + fastKDF)
+            expectExit(everything, 0)
+            #expect(!everything.err.contains("not in this archive"), "\(everything)")
+            let listed = try s.run(["list", all, "--password-file", password, "--json"])
+            let items = try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+            #expect(items.compactMap { $0["compartment"] as? String }.sorted() == ["backup", "backup", "vault"])
+
+            expectExit(try s.run(["create", "--portable", "--all-compartments", "--compartment", "vault", "-o", s.path("x.nu11vlt"),
+                                  "--password-file", password]), 64)
+        }
+    }
+
+    @Test("vault add prints each added line as it goes, and shows progress with --progress")
+    func addReportsAsItGoes() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let files = try (0..<3).map { try s.file("p\($0).jpg", randomBytes(300_000)) }
+            let added = try s.run(["vault", "add", "--progress"] + files)
+            expectExit(added, 0)
+            #expect(added.out.split(separator: "\n").filter { $0.hasPrefix("added ") }.count == 3, "\(added)")
+            #expect(added.err.contains("n11archive: add ") && added.err.contains("3/3 items"), "\(added)")
+        }
+    }
+
+    @Test("prompts read the controlling terminal even when stdin is a pipe; a photo is not written to a terminal unless --force",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux script"))
+    func terminalTraps() throws {
+        try withSandbox { s in
+            let pinFile = try s.file("pin", Array("86420975\n".utf8))
+            chmod(pinFile, 0o600)
+            expectExit(try s.run(["init", "--pin", "--pin-file", pinFile]), 0)
+            // stdin is the note; the PIN comes from /dev/tty.
+            let (typed, status) = try runShellOnTerminal("echo 'door code 4711' | $N11 vault add --note --name door",
+                                                         typing: ["86420975"], home: s.home)
+            #expect(status == 0, "\(typed)")
+            #expect(typed.contains("Enter PIN:") && typed.contains("added "), "\(typed)")
+            let pin = ["--pin-file", s.path("pin")]
+            #expect(try s.run(["vault", "cat", "door"] + pin).out == "door code 4711\n")
+
+            expectExit(try s.run(["vault", "add", try s.file("raw.jpg", [0x1B, 0x5B, 0x32, 0x4A, 0x00, 0xFF])] + pin), 0)
+            let (refused, _) = try runShellOnTerminal("$N11 vault cat raw.jpg --pin-file '\(s.path("pin"))'; echo exit=\\$?",
+                                                      typing: [], home: s.home)
+            #expect(refused.contains("standard output is a terminal") && refused.contains("exit=64"), "\(refused)")
+            let (forced, _) = try runShellOnTerminal("$N11 vault cat raw.jpg --force --pin-file '\(s.path("pin"))'; echo exit=\\$?",
+                                                     typing: [], home: s.home)
+            #expect(forced.contains("exit=0"), "\(forced)")
+        }
+    }
+}
