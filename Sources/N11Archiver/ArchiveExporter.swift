@@ -41,7 +41,11 @@ public enum ArchiveExporter {
         do { destination = try ExportDestination(root, creating: !dryRun) } catch { throw ArchiveError.writing(root, error) }
         var published = false
         // A failed export into a directory this run made leaves no directory behind either.
-        defer { if !published { destination.removeIfCreated() } }
+        let interrupted = Interruption.onInterrupt { destination.removeIfCreated() }
+        defer {
+            Interruption.cancel(interrupted)
+            if !published { destination.removeIfCreated() }
+        }
 
         var targets: [Target] = []
         var taken = Set<String>()
@@ -104,7 +108,8 @@ public enum ArchiveExporter {
         do {
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
-            try destination.publish(staging, verified, overwrite: overwrite)
+            // Ctrl-C waits for the moves (and, on failure, their undoing) to end.
+            try Interruption.critical { try destination.publish(staging, verified, overwrite: overwrite) }
         } catch { throw ArchiveError.writing(root, error) }
         published = true
         progress?.finish()
@@ -304,6 +309,8 @@ final class ExportStaging {
     private let name: String
     private let parent: DirectoryHandle
     private var folderHandles: [String: DirectoryHandle] = [:]
+    /// Removes the staged plaintext if Ctrl-C or SIGTERM ends the export.
+    private var interruptCleanup: Interruption.Token?
 
     /// One move into the export directory, as it is undone.
     enum Move {
@@ -315,7 +322,14 @@ final class ExportStaging {
         self.parent = parent
         self.folders = folders
         name = AtomicFile.tempName(for: "export")
-        try parent.makeSubdirectory(name, mode: 0o700)
+        // Registered before the directory exists, so no moment has it without its cleanup.
+        let staged = name
+        let cleanup = Interruption.onInterrupt { parent.removePrivateTree(staged) }
+        interruptCleanup = cleanup
+        do { try parent.makeSubdirectory(name, mode: 0o700) } catch {
+            Interruption.cancel(cleanup)
+            throw error
+        }
         directory = try parent.openSubdirectory(name)
         for folder in folders {
             try directory.makeSubdirectory(folder, mode: 0o700)
@@ -369,7 +383,10 @@ final class ExportStaging {
 
     /// Removes the staging directory and what is left in it (files replaced by the export,
     /// or everything after a failure).
-    func remove() { parent.removePrivateTree(name) }
+    func remove() {
+        parent.removePrivateTree(name)
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+    }
 }
 
 /// Why an export refuses its destination, before anything is written.

@@ -65,18 +65,24 @@ public enum HomeRestorer {
         }
         defer { keyStore.releaseHomeLock() }
         var vault: Vault? = nil
+        // Take back what this run made, and only that: the vault if this run created it
+        // (decided by the vault under its lock), then the new key store if no vault of it
+        // is left. A vault or key store another process made meanwhile is never touched.
+        // On a failure, and on Ctrl-C or SIGTERM before the restore returns.
+        func takeBack() {
+            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
+            vault = nil
+            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
+        }
+        let interrupted = Interruption.onInterrupt { takeBack() }
+        defer { Interruption.cancel(interrupted) }
         do {
             vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
                                    lockWait: destination.lockWait)
             let report = try ArchiveRestorer.restore(archive, into: vault!, options, progress: progress)
             return Report(restore: report, createdKeyStore: createdKeyStore ? keyStore.path : nil)
         } catch {
-            // Take back what this run made, and only that: the vault if this run created it
-            // (decided by the vault under its lock), then the new key store if no vault of it
-            // is left. A vault or key store another process made meanwhile is never touched.
-            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
-            vault = nil
-            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
+            takeBack()
             throw error
         }
     }

@@ -13,6 +13,8 @@ public final class AtomicFile: @unchecked Sendable {
     public let tempPath: String
     public let descriptor: FileDescriptor
     private var finished = false
+    /// Removes the temp file if Ctrl-C or SIGTERM ends the process first (`Interruption`).
+    private var interruptCleanup: Interruption.Token?
 
     public init(path: String, mode: Glibc.mode_t = 0o600) throws {
         finalPath = path
@@ -21,12 +23,19 @@ public final class AtomicFile: @unchecked Sendable {
         var attempt = 0
         while true {
             let candidate = Path.join(dir, AtomicFile.tempName(for: base))
+            // Registered before the file exists, so no moment has it without its cleanup.
+            let cleanup = Interruption.onInterrupt { _ = unlink(candidate) }
             do {
                 descriptor = try FileDescriptor.createExclusive(candidate, mode: mode)
                 tempPath = candidate
+                interruptCleanup = cleanup
                 break
             } catch let error as SystemError where error.errno == EEXIST && attempt < 8 {
+                Interruption.cancel(cleanup)
                 attempt += 1
+            } catch {
+                Interruption.cancel(cleanup)
+                throw error
             }
         }
         // The umask may have narrowed the mode; never widen, but make sure it is exactly `mode`.
@@ -44,6 +53,7 @@ public final class AtomicFile: @unchecked Sendable {
             try descriptor.close()
             try Self.publish(tempPath, to: finalPath, replaceExisting: replaceExisting)
             finished = true
+            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
             try Directory.sync(Path.directory(of: finalPath))
         } catch {
             if !finished { abort() }
@@ -74,6 +84,7 @@ public final class AtomicFile: @unchecked Sendable {
         finished = true
         try? descriptor.close()
         _ = unlink(tempPath)
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
 
     /// Writes `bytes` to `path` atomically in one call.

@@ -63,7 +63,7 @@ public final class ChildProcess: @unchecked Sendable {
         let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, envp)
+        let rc = SpawnAttributes.withDefaultSignals { posix_spawnp(&pid, arguments[0], &actions, $0, argv, envp) }
         guard rc == 0 else {
             Glibc.close(readEnd)
             throw SystemError("cannot run", path: arguments[0], errno: rc)

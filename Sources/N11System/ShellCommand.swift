@@ -47,7 +47,7 @@ public final class ShellCommand {
         defer { arguments.forEach { free($0) } }
         var argv = arguments + [nil]
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/bin/sh", &actions, nil, &argv, environ)
+        let rc = SpawnAttributes.withDefaultSignals { posix_spawn(&pid, "/bin/sh", &actions, $0, &argv, environ) }
         guard rc == 0 else {
             Glibc.close(readEnd)
             throw SystemError("cannot run /bin/sh for", path: command, errno: rc)

@@ -49,6 +49,16 @@ public enum Terminal {
     }
 }
 
+extension Terminal {
+    /// Puts back a terminal whose echo a prompt turned off (`Interruption`'s thread, before
+    /// it cleans up and the process ends).
+    static func restoreAfterInterruption() {
+        guard var state = pending else { return }
+        _ = tcsetattr(state.fd, TCSANOW, &state.settings)
+        _ = write(state.fd, "\n", 1)
+    }
+}
+
 /// Puts the terminal back, then lets the signal do what it would have done.
 private func restoreAndDie(_ signalNumber: Int32) {
     if var state = Terminal.pending {

@@ -23,6 +23,8 @@ public final class VaultStaging {
     public let directory: String
     private(set) var operations: [Operation] = []
     private var finished = false
+    /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
+    private var interruptCleanup: Interruption.Token?
 
     /// One step of a commit, as the journal records it (paths relative to the vault).
     enum Operation: Equatable {
@@ -69,7 +71,14 @@ public final class VaultStaging {
         precondition(vault.isWritable, "staging needs the vault opened for writing")
         self.vault = vault
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
-        do { try Directory.ensure(directory, mode: 0o700) } catch { throw VaultError.wrap(error) }
+        // Registered before the directory exists, so no moment has it without its cleanup.
+        let staged = directory
+        interruptCleanup = Interruption.onInterrupt { Directory.removePrivateTree(staged) }
+        do { try Directory.ensure(directory, mode: 0o700) } catch {
+            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+            finished = true
+            throw VaultError.wrap(error)
+        }
     }
 
     deinit { if !finished { discard() } }
@@ -202,12 +211,17 @@ public final class VaultStaging {
     public func commit() throws(VaultError) {
         precondition(!finished)
         finished = true
-        do { try writeJournal() } catch { throw VaultError.wrap(error) }
-        // The commit point has passed: from here a failure (or a crash) is finished by the
-        // next process that opens the vault for writing, and the user must know not to retry.
-        do { try Self.apply(operations, in: vault.path, keyStore: vault.keyStore) }
-        catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
-        Directory.removePrivateTree(directory)
+        // Ctrl-C waits for the journal and its steps: a commit is never cut in half by us
+        // (a SIGKILL can cut it; the next writer then finishes it from the journal).
+        try Interruption.critical { () throws(VaultError) in
+            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+            do { try writeJournal() } catch { throw VaultError.wrap(error) }
+            // The commit point has passed: from here a failure (or a crash) is finished by the
+            // next process that opens the vault for writing, and the user must know not to retry.
+            do { try Self.apply(operations, in: vault.path, keyStore: vault.keyStore) }
+            catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
+            Directory.removePrivateTree(directory)
+        }
         vault.forgetCachedItems()
     }
 
@@ -225,6 +239,7 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         Directory.removePrivateTree(directory)
     }
 

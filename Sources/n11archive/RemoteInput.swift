@@ -14,6 +14,7 @@ enum SpoolFiles {
         guard !registered else { return }
         registered = true
         atexit { SpoolFiles.removeAll() }
+        Interruption.onInterrupt { SpoolFiles.removeAll() }
     }
 
     static func removeAll() {

@@ -4,6 +4,8 @@ import N11System
 
 // Secrets are about to be held: keep them out of core dumps before anything else runs.
 ProcessHardening.disableCoreDumps()
+// Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
+Interruption.install()
 LocalTimeZone.pinToZoneFile()
 
 // The one place where a failure becomes an exit code (README's table) and, with --json, the

@@ -109,7 +109,12 @@ struct ArchiveCLITests {
                 let folder = name.hasSuffix(".txt") ? "Notes" : "Photos"
                 #expect(try readBytes("\(export)/\(folder)/\(name)") == bytes, "\(name)")
             }
-            // Exporting again onto the same files is a conflict: 73, nothing rewritten.
+            // Exporting again onto the same files skips them all; onto a changed file it is a
+            // conflict: 73, nothing rewritten.
+            let exportedAgain = try s.run(["restore", archive, "--password-file", pw, "--export", export])
+            expectExit(exportedAgain, 0)
+            #expect(exportedAgain.err.contains("skipped \(originals.count) item(s) already exported unchanged"), "\(exportedAgain)")
+            try writeBytes([0x21], to: "\(export)/Notes/plan.txt")
             let before = s.tree(export)
             expectExit(try s.run(["restore", archive, "--password-file", pw, "--export", export]), 73)
             #expect(s.tree(export) == before)

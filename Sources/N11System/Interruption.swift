@@ -1,0 +1,118 @@
+import Glibc
+
+/// Ctrl-C, SIGTERM and SIGHUP take back what the run made instead of leaving it behind:
+/// hidden temp files of an archive being written, a vault's or an export's staging, and on
+/// a fresh home the key store and vault a restore created.
+///
+/// `install()` blocks those signals before any other thread exists (every thread inherits
+/// the mask) and starts one thread that waits for them with sigwait. That thread is an
+/// ordinary thread, so the cleanups it runs may allocate, open directories and take locks,
+/// which a signal handler may not. It waits for any critical section the main thread is in
+/// (a commit that must not be cut in half), runs the registered cleanups newest first, then
+/// lets the signal end the process as it would have (the shell sees "killed by SIGINT").
+///
+/// Children started with `SpawnAttributes` get the default signal mask back, so Ctrl-C
+/// reaches them as usual.
+public enum Interruption {
+    public static let signals = [SIGINT, SIGTERM, SIGHUP]
+
+    /// A registered cleanup, removed with `cancel(_:)` once its work was published or undone.
+    public struct Token: Hashable, Sendable { let id: Int }
+
+    nonisolated(unsafe) private static var cleanups: [(id: Int, action: () -> Void)] = []
+    nonisolated(unsafe) private static var nextID = 0
+    nonisolated(unsafe) private static var installed = false
+    /// Guards `cleanups` and marks critical sections: the waiting thread takes it before it
+    /// cleans up, so it never runs in the middle of one.
+    nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_mutex_t> = {
+        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE))
+        pthread_mutex_init(lock, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+        return lock
+    }()
+
+    /// Blocks the signals and starts the waiting thread. Call first thing in main, before
+    /// any thread is started. Idempotent.
+    public static func install() {
+        guard !installed else { return }
+        installed = true
+        var set = signalSet()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        var thread = pthread_t()
+        _ = pthread_create(&thread, nil, { _ in
+            Interruption.waitForSignal()
+            return nil
+        }, nil)
+        pthread_detach(thread)
+    }
+
+    /// Runs `action` if the process is interrupted before `cancel` is called with the token.
+    @discardableResult
+    public static func onInterrupt(_ action: @escaping () -> Void) -> Token {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        nextID += 1
+        cleanups.append((nextID, action))
+        return Token(id: nextID)
+    }
+
+    public static func cancel(_ token: Token) {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        cleanups.removeAll { $0.id == token.id }
+    }
+
+    /// Runs `body` to its end before any cleanup can start (a commit that publishes).
+    public static func critical<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        return try body()
+    }
+
+    private static func signalSet() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signalNumber in signals { sigaddset(&set, signalNumber) }
+        return set
+    }
+
+    private static func waitForSignal() {
+        var set = signalSet()
+        var received: Int32 = 0
+        while sigwait(&set, &received) != 0 {}
+        pthread_mutex_lock(lock)
+        Terminal.restoreAfterInterruption()
+        for cleanup in cleanups.reversed() { cleanup.action() }
+        cleanups.removeAll()
+        // Die of the signal itself: default action, unblocked in this thread, raised here.
+        signal(received, SIG_DFL)
+        var one = sigset_t()
+        sigemptyset(&one)
+        sigaddset(&one, received)
+        pthread_sigmask(SIG_UNBLOCK, &one, nil)
+        raise(received)
+        _exit(128 + received)
+    }
+}
+
+/// posix_spawn attributes that give a child the default signal dispositions and an empty
+/// signal mask (a mask is inherited across exec, and ours blocks Ctrl-C; see `Interruption`).
+public enum SpawnAttributes {
+    public static func withDefaultSignals<T>(_ body: (UnsafePointer<posix_spawnattr_t>) throws -> T) rethrows -> T {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signalNumber in Interruption.signals + [SIGPIPE, SIGQUIT] { sigaddset(&defaults, signalNumber) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return try body(&attributes)
+    }
+}

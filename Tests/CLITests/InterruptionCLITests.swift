@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// Ctrl-C (SIGINT) and SIGTERM in the middle of create, restore and export: the process ends
+// by that signal, and nothing it made is left: no hidden temp archive, no staging, and on a
+// fresh home no key store or vault.
+
+/// Starts n11archive, waits until `ready()` says it is mid-work (or it exits), sends
+/// `signal`, and returns how it ended: the exit code, or 128 + the signal that ended it.
+private func interrupt(_ arguments: [String], home: String, signal: Int32, when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: n11archiveBinary)
+    process.arguments = arguments
+    var environment = ProcessInfo.processInfo.environment
+    environment["N11_HOME"] = home
+    environment["N11_PIN_FILE"] = nil
+    process.environment = environment
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    var sawWork = false
+    let deadline = Date().addingTimeInterval(60)
+    while process.isRunning && Date() < deadline {
+        if ready() { sawWork = true; break }
+        usleep(2_000)
+    }
+    kill(process.processIdentifier, signal)
+    process.waitUntilExit()
+    let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    return (status, sawWork)
+}
+
+private func hidden(in directory: String) -> [String] {
+    listing(of: directory).filter { $0.hasPrefix(".n11tmp-") || $0.hasPrefix(".n11staging-") }
+}
+
+@Suite("n11archive CLI: Ctrl-C and SIGTERM clean up")
+struct InterruptionCLITests {
+    /// A vault with one large photo and its portable archive.
+    private func prepare(_ s: Sandbox) throws -> (archive: String, password: String) {
+        try s.initialize()
+        let big = s.path("big.jpg")
+        let fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var block = randomBytes(1 << 20)
+        for _ in 0..<192 { block[0] &+= 1; _ = write(fd, block, block.count) }
+        close(fd)
+        expectExit(try s.run(["vault", "add", big]), 0)
+        unlink(big)
+        let password = try s.passwordFile()
+        let archive = s.path("big.nu11vlt")
+        expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+        return (archive, password)
+    }
+
+    @Test("SIGINT during create leaves no hidden temp archive and no output", arguments: [SIGINT, SIGTERM])
+    func create(signal: Int32) throws {
+        try withSandbox { s in
+            _ = try prepare(s)
+            let out = s.path("out")
+            mkdir(out, 0o700)
+            let (status, sawWork) = try interrupt(["create", "--portable", "-o", out + "/new.nu11vlt", "--password-file", s.path("password")] + fastKDF,
+                                                  home: s.home, signal: signal) { !hidden(in: out).isEmpty }
+            #expect(sawWork, "the temp archive never appeared")
+            #expect(status == 128 + signal, "exit \(status)")
+            #expect(listing(of: out).isEmpty, "\(listing(of: out))")
+        }
+    }
+
+    @Test("SIGTERM during a restore onto a fresh home leaves no key store, vault or staging")
+    func restoreFreshHome() throws {
+        try withSandbox { s in
+            let (archive, password) = try prepare(s)
+            let home2 = s.path("home2")
+            let (status, sawWork) = try interrupt(["restore", archive, "--password-file", password], home: home2, signal: SIGTERM) {
+                !hidden(in: home2 + "/vault").isEmpty
+            }
+            #expect(sawWork, "the staging never appeared")
+            #expect(status == 128 + SIGTERM, "exit \(status)")
+            #expect(!exists(home2 + "/keystore.n11keys"), "the key store this run made is still there")
+            #expect(!exists(home2 + "/vault"), "\(listing(of: home2 + "/vault"))")
+        }
+    }
+
+    @Test("SIGINT during an export leaves no staged plaintext and no directory it made")
+    func export() throws {
+        try withSandbox { s in
+            let (archive, password) = try prepare(s)
+            let dir = s.path("exported")
+            let (status, sawWork) = try interrupt(["restore", archive, "--export", dir, "--password-file", password], home: s.home, signal: SIGINT) {
+                !hidden(in: dir).isEmpty
+            }
+            #expect(sawWork)
+            #expect(status == 128 + SIGINT, "exit \(status)")
+            #expect(!exists(dir), "\(listing(of: dir))")
+        }
+    }
+}
