@@ -14,6 +14,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case notAnArchive(archive: String, why: String)
     case unsupported(archive: String, why: String)
     case archiveMissing(path: String)
+    /// The archive path names a directory or device, not a file.
+    case notAFile(path: String, what: String)
     case outputExists(path: String)
     case conflicts(ids: [String])
     case exportConflicts(paths: [String])
@@ -60,7 +62,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
-        case .archiveMissing: return .missingInput
+        case .archiveMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
         case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
@@ -87,6 +89,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .notAnArchive(let a, let why): return "'\(a)' is not an n11archive archive (\(why))"
         case .unsupported(let a, let why): return "'\(a)': \(why)"
         case .archiveMissing(let p): return "'\(p)' does not exist"
+        case let .notAFile(p, what): return "'\(p)' is \(what), not an archive file"
         case .outputExists(let p): return "'\(p)' already exists; nothing was written"
         case .conflicts(let ids):
             return "\(ids.count) item(s) in the vault differ from the archive's items of the same ID (\(ids.prefix(3).joined(separator: ", "))\(ids.count > 3 ? ", …" : "")); nothing was restored"
@@ -128,6 +131,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
         case .damaged: return "use another copy of the archive; nothing was written"
         case .archiveMissing: return "check the archive's path and name; nothing was changed"
+        case .notAFile: return "give the path of a .nu11vlt file (`n11archive archives DIR` lists the archives in a directory)"
         case .outputExists: return "pass --force to replace it, or choose another path"
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
@@ -204,7 +208,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as ArchiveError: return e
         case let e as FormatError:
             if case .unsupportedVersion = e { return .unsupported(archive: archive, why: e.description) }
-            if case .notAnArchive = e { return .notAnArchive(archive: archive, why: e.description) }
+            if case .notAnArchive(let why) = e { return .notAnArchive(archive: archive, why: why) }
             return .damaged(archive: archive, what: e.description)
         case let e as ContainerError: return .damaged(archive: archive, what: e.description)
         case let e as CryptoError:

@@ -41,7 +41,11 @@ public final class ArchiveReader {
         self.name = name
         do {
             guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: name) }
-            guard status.kind == .regular else { throw ArchiveError.notAnArchive(archive: name, why: "not a regular file") }
+            switch status.kind {
+            case .regular: break
+            case .directory: throw ArchiveError.notAFile(path: name, what: "a directory")
+            default: throw ArchiveError.notAFile(path: name, what: "a device, FIFO or socket")
+            }
             fileSize = status.size
             var magic = [UInt8](repeating: 0, count: 4)
             let fd = try FileDescriptor.openForReading(path)

@@ -10,6 +10,9 @@ public enum HomeRestorer {
         public let restore: ArchiveRestorer.Report
         /// The key store this run created, if it did.
         public let createdKeyStore: String?
+        /// A dry run that only verified the archive: no key store here, or one whose PIN was
+        /// not given (a dry run never prompts), so the vault was not compared.
+        public var vaultNotCompared = false
     }
 
     /// Where to restore and how: `vaultPath` in `home`; `loadKeyStore` loads the home's key
@@ -42,19 +45,32 @@ public enum HomeRestorer {
         let hasKeyStore = ((try? FileStatus.of(destination.home.keyStorePath)) ?? nil) != nil
         let (archive, unlockedStore) = try unlock()
         let portable = archive.header.mode == .portable
-        if !hasKeyStore && portable && options.dryRun {
-            let verified = try ArchiveVerifier.verify(archive, keyStore: nil, progress: progress)
+        func verifyOnly() throws -> Report {
+            let selected = try archive.indices(of: options.selection)
             var report = ArchiveRestorer.Report()
             report.dryRun = true
             report.destination = destination.vaultPath
-            report.restored = archive.manifest.items.map(\.id)
-            report.plaintextBytes = verified.plaintextBytes
-            return Report(restore: report, createdKeyStore: nil)
+            try ArchiveVerifier.checkAll(archive, selected, keyStore: nil, salvage: options.salvage ? { n, error in
+                report.damaged.append(DamagedItem(archive.manifest.items[selected[n]], error))
+            } : nil, progress: progress) { n in
+                report.restored.append(archive.manifest.items[selected[n]].id)
+                report.plaintextBytes += archive.manifest.items[selected[n]].size
+            }
+            progress?.finish()
+            var result = Report(restore: report, createdKeyStore: nil)
+            result.vaultNotCompared = true
+            return result
         }
+        if !hasKeyStore && portable && options.dryRun { return try verifyOnly() }
         var createdKeyStore = false
         let keyStore: KeyStore
         if let unlockedStore {
             keyStore = unlockedStore
+        } else if portable && options.dryRun {
+            // A dry run of a portable archive needs no key store (README): a PIN-protected
+            // one whose PIN was not given is not prompted for, the archive is only verified.
+            do { keyStore = try destination.loadKeyStore() }
+            catch VaultError.keyStoreLocked { return try verifyOnly() }
         } else if !hasKeyStore && portable {
             // Held locked until the restore is done: nobody can start using keys that a
             // failed restore takes back.
@@ -83,6 +99,10 @@ public enum HomeRestorer {
             return Report(restore: report, createdKeyStore: createdKeyStore ? keyStore.path : nil)
         } catch {
             takeBack()
+            // The key store the message would name is gone again: say what happened instead.
+            if createdKeyStore, case VaultError.vaultMismatch(let vaultPath, _) = error {
+                throw VaultError.vaultNeedsItsKeyStore(vault: vaultPath, home: destination.home.root)
+            }
             throw error
         }
     }

@@ -33,6 +33,10 @@ public final class AtomicFile: @unchecked Sendable {
             } catch let error as SystemError where error.errno == EEXIST && attempt < 8 {
                 Interruption.cancel(cleanup)
                 attempt += 1
+            } catch let error as SystemError {
+                Interruption.cancel(cleanup)
+                // Name the file the user asked for, not our hidden temp name beside it.
+                throw SystemError("cannot create", path: path, errno: error.errno)
             } catch {
                 Interruption.cancel(cleanup)
                 throw error

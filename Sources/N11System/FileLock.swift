@@ -15,6 +15,10 @@ public final class FileLock: @unchecked Sendable {
         self.descriptor = descriptor
     }
 
+    /// Called once when an acquire starts to wait (lock path, holder, seconds it will wait
+    /// at most): the CLI says so, since a silent wait looks like a hang.
+    nonisolated(unsafe) public static var willWait: ((String, Int32?, Double) -> Void)?
+
     /// Tries to take the lock, waiting up to `waitSeconds` (0: do not wait).
     public static func acquire(_ path: String, shared: Bool = false, waitSeconds: Double = 0) throws -> Outcome {
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -31,6 +35,7 @@ public final class FileLock: @unchecked Sendable {
                 throw SystemError("cannot lock", path: path)
             }
             if waited >= waitSeconds { return .heldBy(pid: readHolder(descriptor)) }
+            if waited == 0 { willWait?(path, readHolder(descriptor), waitSeconds) }
             usleep(100_000)
             waited += 0.1
         }

@@ -47,6 +47,8 @@ public final class Vault: @unchecked Sendable {
         do {
             let status = try FileStatus.of(vault.path, followLinks: true)
             if let status, status.kind != .directory { throw VaultError.notAVault(path: vault.path) }
+            // Reading a vault that is not there is a missing input, not a wrong directory.
+            if status == nil && !forWriting { throw VaultError.vaultMissing(path: vault.path) }
             // Decide before creating anything (even the lock file) in a directory that is not ours.
             if status != nil, !(try vault.isNewOrUnfinished()), ((try? FileStatus.of(vault.markerPath)) ?? nil) == nil {
                 throw VaultError.notAVault(path: vault.path)

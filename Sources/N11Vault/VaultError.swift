@@ -15,7 +15,12 @@ public enum VaultError: CategorizedError, Sendable {
     case wrongBackupPassphrase(path: String)
     case pinRejected(String)
     case vaultMismatch(vault: String, keyStore: String)
+    /// A restore onto a home without a key store, into an existing vault made by another key
+    /// store (the key store this restore created was removed again).
+    case vaultNeedsItsKeyStore(vault: String, home: String)
     case notAVault(path: String)
+    /// A vault to read that does not exist.
+    case vaultMissing(path: String)
     case inputMissing(path: String)
     case inputNotRegularFile(path: String, what: String)
     case inputUnreadable(path: String, reason: String)
@@ -55,13 +60,13 @@ public enum VaultError: CategorizedError, Sendable {
         case .notInitialized, .unsafePermissions: return .configuration
         case .alreadyInitialized, .outputExists: return .outputExists
         case .keyStoreDamaged, .itemDamaged: return .damaged
-        case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch,
+        case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch, .vaultNeedsItsKeyStore,
              .compartmentKeyForgotten, .compartmentKeyUnknown: return .authentication
         case .rotationBlockedByDamage: return .damaged
         case .notEnoughSpace: return .ioFailure
         case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName, .prefixTooShort: return .usage
         case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
-        case .inputMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
+        case .inputMissing, .vaultMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
         case .inputUnreadable: return .ioFailure
         case .busy: return .busy
         case .commitPending: return .ioFailure
@@ -82,7 +87,10 @@ public enum VaultError: CategorizedError, Sendable {
         case .wrongBackupPassphrase(let path): return "wrong passphrase for the key store backup '\(path)' (or it was changed); nothing was changed"
         case .pinRejected(let why): return why
         case .vaultMismatch(let vault, let keyStore): return "the vault '\(vault)' was not made with the key store '\(keyStore)'"
+        case let .vaultNeedsItsKeyStore(vault, home):
+            return "the vault '\(vault)' was made with another key store, and '\(home)' has none; nothing was restored and no key store was left behind"
         case .notAVault(let path): return "'\(path)' exists but is not an n11archive vault"
+        case .vaultMissing(let path): return "there is no vault at '\(path)'"
         case .inputMissing(let path): return "'\(path)' does not exist"
         case .inputNotRegularFile(let path, let what): return "'\(path)' is \(what), not a regular file"
         case .inputUnreadable(let path, let reason): return "cannot read '\(path)': \(reason)"
@@ -121,6 +129,8 @@ public enum VaultError: CategorizedError, Sendable {
         switch self {
         case .notInitialized: return "run `n11archive init` first, or point --home at an existing key store"
         case .alreadyInitialized: return "use another --home for a second key store"
+        case .vaultNeedsItsKeyStore: return "restore into a new directory (--vault DIR), or use the home whose key store made that vault (--home)"
+        case .vaultMissing: return "check the path given with --vault; `vault add` and `restore` create a vault there"
         case .keyStoreDamaged: return "restore the key store file from your own backup of it; archives made in portable mode restore with their password alone"
         case .keyStoreLocked: return "give the PIN with --pin-file FILE, --pin-fd N or N11_PIN_FILE (a cron or systemd job: Environment=N11_PIN_FILE=…, a 0600 file), or run on a terminal to be asked"
         case .wrongPIN: return "check the PIN and try again"

@@ -42,7 +42,10 @@ struct Create: ParsableCommand, HasOutputOptions {
     @OptionGroup var recipients: RecipientOptions
     @OptionGroup var outputOptions: OutputOptions
 
-    @Flag var mode: ArchiveMode
+    /// Optional to the parser, required by `validate`: a mistyped flag (`--portabel`) is
+    /// then reported as what it is, not as a missing mode.
+    @Flag var chosenMode: ArchiveMode?
+    var mode: ArchiveMode { chosenMode ?? .portable }
 
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"))
     var output: String?
@@ -70,13 +73,28 @@ struct Create: ParsableCommand, HasOutputOptions {
           help: "Accept a portable-archive password whose estimated entropy is under 40 bits.")
     var allowWeakPassword = false
 
-    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for portable archives (default 3).", valueName: "N"))
+    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for portable archives.", valueName: "N"))
     var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
 
-    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for portable archives (default 256).", valueName: "MIB"))
+    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for portable archives.", valueName: "MIB"))
     var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
 
     func validate() throws {
+        guard chosenMode != nil else {
+            // The parser runs this before it reports unknown options: name a mistyped mode.
+            if let typo = CommandLine.arguments.first(where: { word in
+                word.hasPrefix("--") && ["--portable", "--secure"].contains { Suggestion.distance(word, $0) <= 2 }
+            }), let meant = Suggestion.closest(to: typo, among: ["--portable", "--secure"]) {
+                throw ValidationError("unknown option '\(typo)'; did you mean '\(meant)'?")
+            }
+            throw ValidationError("give --portable (restores anywhere, with a password or a recipient's key) or --secure (restores only on this machine)")
+        }
+        if chosenMode == .secure && password.flagGiven {
+            throw ValidationError("a secure archive is sealed with this machine's key store and takes no password: drop the password option, or use --portable")
+        }
+        if let output, RemotePath.parse(output) == nil, output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
+            throw ValidationError("'\(output)' is a directory: give a file name (-o \(Path.join(Path.withoutTrailingSlashes(output), "vault.nu11vlt"))), or --output-dir \(output) for a dated name")
+        }
         guard (output == nil) != (outputDirectory == nil) else {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
         }

@@ -27,11 +27,13 @@ struct StoreOptions: ParsableArguments {
         SecretSource.choose(file: pinFile, descriptor: pinFD, environmentFile: "N11_PIN_FILE")
     }
 
-    /// Loads the key store, asking for the PIN only if it is sealed with one.
-    func loadKeyStore() throws -> KeyStore {
+    /// Loads the key store, asking for the PIN only if it is sealed with one (and, without
+    /// `prompting`, only from a file or descriptor, never on the terminal).
+    func loadKeyStore(prompting: Bool = true) throws -> KeyStore {
         let home = resolvedHome
         return try KeyStore.load(from: home) {
             guard let source = pinSource else { return nil }
+            if !prompting, case .terminal = source { return nil }
             return try source.read(what: "PIN")
         }
     }

@@ -7,7 +7,8 @@ import N11Format
 /// How a portable archive's password is supplied. Deliberately no `--password VALUE`.
 struct PasswordOptions: ParsableArguments {
     @Option(name: .customLong("password-file"),
-            help: ArgumentHelp("Read the archive password from the first line of FILE ($N11_PASSWORD_FILE also works).", valueName: "FILE"))
+            help: ArgumentHelp("Read the archive password from the first line of FILE ($N11_PASSWORD_FILE also works).", valueName: "FILE"),
+            completion: .file())
     var passwordFile: String?
 
     @Option(name: .customLong("password-fd"), help: ArgumentHelp("Read the archive password from file descriptor N.", valueName: "N"))
@@ -21,6 +22,9 @@ struct PasswordOptions: ParsableArguments {
         let given = [passwordFile != nil, passwordFD != nil, passwordCommand != nil].filter { $0 }.count
         if given > 1 { throw ValidationError("give only one of --password-file, --password-fd and --password-command") }
     }
+
+    /// Whether a password flag was given (the environment's sources may be set for other commands).
+    var flagGiven: Bool { passwordFile != nil || passwordFD != nil || passwordCommand != nil }
 
     /// A source the user named (flag or environment), as opposed to the terminal.
     var explicitSource: SecretSource? {

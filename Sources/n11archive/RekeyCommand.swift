@@ -41,9 +41,9 @@ struct Rekey: ParsableCommand {
     @Flag(name: .customLong("remove-recipients"), help: "Remove every recipient slot.") var removeRecipients = false
     @Flag(name: .customLong("allow-weak-password"), help: "Accept an added password whose estimated entropy is under 40 bits.")
     var allowWeakPassword = false
-    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for the added password (default 3).", valueName: "N"))
+    @Option(name: .customLong("kdf-ops"), help: ArgumentHelp("Argon2id passes for the added password.", valueName: "N"))
     var kdfOps: UInt64 = Argon2Parameters.moderate.opsLimit
-    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for the added password (default 256).", valueName: "MIB"))
+    @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for the added password.", valueName: "MIB"))
     var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
     @Option(name: .short, help: ArgumentHelp("Write the rekeyed archive to OUT instead of replacing FILE.", valueName: "OUT"))
     var output: String?

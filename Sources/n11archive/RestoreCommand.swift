@@ -95,9 +95,12 @@ struct Restore: ParsableCommand, HasOutputOptions {
                                                     into: .init(home: input.store.resolvedHome,
                                                                 vaultPath: vaultOptions.path(with: input.store),
                                                                 lockWait: vaultOptions.lockWait,
-                                                                loadKeyStore: { try input.store.loadKeyStore() }),
+                                                                loadKeyStore: { try input.store.loadKeyStore(prompting: !dryRun) }),
                                                     options, progress: outputOptions.observer(dryRun ? "check" : "restore"))
             report = restored.restore
+            if restored.vaultNotCompared && ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil {
+                Console.note("the key store is PIN-protected and no PIN was given (--pin-file): verified the archive without comparing it with the vault")
+            }
             if let created = restored.createdKeyStore {
                 createdKeyStore = true
                 Console.note("no key store was in '\(input.store.resolvedHome.root)': created \(created) for the restored vault")

@@ -106,9 +106,12 @@ enum SecretSource {
             // The shell's report of a command it ran that SIGPIPE ended (`yes pw`).
             return secret
         case .exited(let status) where status != 0:
-            throw CLIError(.authentication, "the \(what) command failed (exit status \(status))")
+            // No secret came: a password source that does not work, like a missing password
+            // file (64), not a wrong password (77).
+            throw CLIError(.usage, "the \(what) command failed (exit status \(status)); no \(what) was read",
+                           hint: "run the command given with --\(what.lowercased())-command by hand to see why")
         case .signaled(let signal) where signal != SIGPIPE:
-            throw CLIError(.authentication, "the \(what) command was ended by signal \(signal)")
+            throw CLIError(.usage, "the \(what) command was ended by signal \(signal); no \(what) was read")
         default:
             // Exited 0, ended by SIGPIPE when we stopped reading, or killed after it printed
             // its line and did not exit in time: the line is the secret.

@@ -6,6 +6,9 @@ import N11System
 ProcessHardening.disableCoreDumps()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
+FileLock.willWait = { lock, holder, seconds in
+    Console.note("\(holder.map { "process \($0)" } ?? "another process") holds '\(lock)'; waiting up to \(Int(seconds.rounded(.up))) s for it to finish…")
+}
 LocalTimeZone.pinToZoneFile()
 
 // The one place where a failure becomes an exit code (README's table) and, with --json, the
@@ -35,13 +38,12 @@ do {
     if let hint = error.hint { Console.hint(hint) }
     fail(code: ExitCode(for: error.kind).rawValue, message: error.description, hint: error.hint)
 } catch {
-    // Argument parsing errors, --help and --version: ArgumentParser prints them and picks
-    // the code (64 for usage errors, 0 for help).
+    // --help and --version: ArgumentParser prints them (exit 0). Usage errors: in our own
+    // form (`n11archive: error: …`), with a "did you mean" for a mistyped command.
     let code = N11Archive.exitCode(for: error)
-    if Output.json && code != .success {
-        let message = N11Archive.message(for: error)
-        Console.error(message)
-        fail(code: code.rawValue, message: message, hint: "see `n11archive \(Output.commandName(from: arguments)) --help`")
-    }
-    N11Archive.exit(withError: error)
+    guard code != .success else { N11Archive.exit(withError: error) }
+    let (message, hint) = UsageProblem.describe(error, arguments: Array(arguments.dropFirst()))
+    Console.error(message)
+    Console.hint(hint)
+    fail(code: ExitCode.usage.rawValue, message: message, hint: hint)
 }

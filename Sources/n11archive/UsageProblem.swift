@@ -1,0 +1,58 @@
+import ArgumentParser
+
+/// A usage error in n11archive's own words: the parser's message (lower-cased first letter,
+/// as every other error), and a hint that names the closest command for a mistyped one.
+enum UsageProblem {
+    static func describe(_ error: any Error, arguments: [String]) -> (message: String, hint: String) {
+        var message = N11Archive.message(for: error)
+        if let first = message.first, first.isUppercase, !message.hasPrefix("ID") {
+            message = first.lowercased() + message.dropFirst()
+        }
+        let (path, unknown, choices) = commandPath(of: arguments)
+        let command = (["n11archive"] + path).joined(separator: " ")
+        if let unknown, let meant = Suggestion.closest(to: unknown, among: choices) {
+            return ("unknown command '\(unknown)'", "did you mean `\(command) \(meant)`? (`\(command) --help` lists the commands)")
+        }
+        if let unknown { return ("unknown command '\(unknown)'", "`\(command) --help` lists the commands") }
+        return (message, "see `\(command) --help`")
+    }
+
+    /// The subcommands named in `arguments`, and the first word that should have been a
+    /// subcommand and is none (with the names it could have been).
+    private static func commandPath(of arguments: [String]) -> (path: [String], unknown: String?, choices: [String]) {
+        var command: ParsableCommand.Type = N11Archive.self
+        var path: [String] = []
+        for word in arguments where !word.hasPrefix("-") {
+            let subcommands = command.configuration.subcommands
+            guard !subcommands.isEmpty else { break }
+            let names = subcommands.map { $0._commandName }
+            guard let index = names.firstIndex(of: word) else { return (path, word, names) }
+            command = subcommands[index]
+            path.append(word)
+        }
+        return (path, nil, [])
+    }
+}
+
+/// "Did you mean": the closest word by edit distance, if it is close enough to be a typo.
+enum Suggestion {
+    static func closest(to word: String, among candidates: [String]) -> String? {
+        let scored = candidates.map { ($0, distance(word, $0)) }.min { $0.1 < $1.1 }
+        guard let (best, score) = scored, score <= max(2, word.count / 3) || best.hasPrefix(word) else { return nil }
+        return best
+    }
+
+    /// Levenshtein distance.
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var previous = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(1, b.count) where !b.isEmpty {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return a.isEmpty ? b.count : previous[b.count]
+    }
+}

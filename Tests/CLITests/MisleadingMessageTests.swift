@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// The misleading messages a new user met (issue 15), each pinned: what it says now, and
+// the exit code README gives.
+
+@Suite("n11archive CLI: messages that used to mislead")
+struct MisleadingMessageTests {
+
+    @Test("--vault on a missing directory is a missing vault (66), not 'exists but is not a vault'")
+    func missingVault() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let run = try s.run(["vault", "list", "--vault", s.path("nowhere")])
+            expectExit(run, 66)
+            #expect(run.err.contains("there is no vault at '\(s.path("nowhere"))'") && !run.err.contains("exists"), "\(run)")
+        }
+    }
+
+    @Test("create -o DIR is refused before any work (64) and names a file to give; no output appears")
+    func outputDirectory() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let dir = s.path("dir")
+            mkdir(dir, 0o700)
+            let run = try s.run(["create", "--portable", "-o", dir, "--password-file", try s.passwordFile()] + fastKDF)
+            expectExit(run, 64)
+            #expect(run.err.contains("is a directory") && !run.err.contains("--force"), "\(run)")
+            #expect(listing(of: dir).isEmpty)
+        }
+    }
+
+    @Test("usage errors read `n11archive: error:`, a mistyped command or flag gets a did-you-mean")
+    func usageErrors() throws {
+        try withSandbox { s in
+            let typo = try s.run(["create", "--portabel", "-o", s.path("x.nu11vlt")])
+            expectExit(typo, 64)
+            #expect(typo.err.contains("n11archive: error: unknown option '--portabel'; did you mean '--portable'?"), "\(typo)")
+            let command = try s.run(["retore", "x.nu11vlt"])
+            expectExit(command, 64)
+            #expect(command.err.contains("n11archive: error: unknown command 'retore'"), "\(command)")
+            #expect(command.err.contains("did you mean `n11archive restore`?"), "\(command)")
+            let sub = try s.run(["vault", "lst"])
+            #expect(sub.err.contains("did you mean `n11archive vault list`?"), "\(sub)")
+            for run in [typo, command, sub] { #expect(!run.err.contains("Error:"), "\(run)") }
+        }
+    }
+
+    @Test("create --secure with a password option is refused (64), not ignored")
+    func securePassword() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let out = s.path("s.nu11vlt")
+            let run = try s.run(["create", "--secure", "-o", out, "--password-file", try s.passwordFile()])
+            expectExit(run, 64)
+            #expect(run.err.contains("takes no password"), "\(run)")
+            #expect(!exists(out))
+        }
+    }
+
+    @Test("a plain ZIP is named once as no archive; a directory as an archive is 66; an output in a missing directory names it")
+    func archivePaths() throws {
+        try withSandbox { s in
+            let zip = s.path("plain.zip")
+            #expect(try ChildRun.run("/usr/bin/env", ["python3", "-c", "import zipfile,sys; zipfile.ZipFile(sys.argv[1],'w').writestr('a','b')", zip]) == 0)
+            let plain = try s.run(["info", zip])
+            expectExit(plain, 65)
+            #expect(plain.err.components(separatedBy: "not an n11archive archive").count == 2, "\(plain)")
+
+            let directory = try s.run(["info", s.root])
+            expectExit(directory, 66)
+            #expect(directory.err.contains("is a directory, not an archive file"), "\(directory)")
+
+            _ = try s.fillVault()
+            let target = s.path("missing-dir/x.nu11vlt")
+            let unwritable = try s.run(["create", "--portable", "-o", target, "--password-file", try s.passwordFile()] + fastKDF)
+            #expect(unwritable.status != 0)
+            #expect(unwritable.err.contains("'\(s.path("missing-dir"))'") && !unwritable.err.contains(".n11tmp"), "\(unwritable)")
+        }
+    }
+
+    @Test("a restore onto a fresh home into another key store's vault says so, without naming the key store it removed")
+    func restoreIntoForeignVault() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let password = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+            let home2 = s.path("home2")
+            let run = try s.run(["restore", archive, "--vault", s.vault, "--password-file", password], environment: ["N11_HOME": home2])
+            expectExit(run, 77)
+            #expect(run.err.contains("was made with another key store") && !run.err.contains("keystore.n11keys"), "\(run)")
+            #expect(!exists(home2 + "/keystore.n11keys"))
+        }
+    }
+
+    @Test("restore --dry-run of a portable archive needs no PIN: it verifies and says it did not compare with the vault")
+    func dryRunWithoutPIN() throws {
+        try withSandbox { s in
+            let pin = try s.file("pin", Array("86420975\n".utf8))
+            chmod(pin, 0o600)
+            expectExit(try s.run(["init", "--pin", "--pin-file", pin]), 0)
+            expectExit(try s.run(["vault", "add", try s.file("a.jpg", [1, 2, 3]), "--pin-file", pin]), 0)
+            let password = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password, "--pin-file", pin] + fastKDF), 0)
+            let dry = try s.run(["restore", archive, "--dry-run", "--password-file", password])
+            expectExit(dry, 0)
+            #expect(dry.err.contains("without comparing it with the vault") && dry.out.contains("would restore 1 item(s)"), "\(dry)")
+        }
+    }
+
+    @Test("a password file readable by others is warned about; help gives each default once; --lock-wait says it waits")
+    func smallThings() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let open = try s.file("open-password", Array("correct horse battery staple\n".utf8))
+            chmod(open, 0o644)
+            let archive = s.path("a.nu11vlt")
+            let made = try s.run(["create", "--portable", "-o", archive, "--password-file", open] + fastKDF)
+            expectExit(made, 0)
+            #expect(made.err.contains("warning: the password file '\(open)' can be read by others (mode 644); run `chmod 600"), "\(made)")
+
+            let help = try s.run(["create", "--help"])
+            #expect(!help.out.contains("(default 3)") && help.out.contains("(default: 3)"), "\(help.out)")
+
+            // Another process holds the vault's lock for two seconds.
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+            holder.arguments = [s.vault + "/.lock", "sleep", "2"]
+            try holder.run()
+            usleep(300_000)
+            let waited = try s.run(["vault", "add", try s.file("late.jpg", [9]), "--lock-wait", "1"])
+            holder.waitUntilExit()
+            expectExit(waited, 75)
+            #expect(waited.err.contains("waiting up to 1 s for it to finish"), "\(waited)")
+        }
+    }
+}
