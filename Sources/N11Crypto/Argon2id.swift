@@ -1,3 +1,4 @@
+import Glibc
 internal import CSodium
 
 /// Argon2id cost parameters, bounded before anything is allocated (DESIGN.md §3.6): a
@@ -42,6 +43,11 @@ public struct Argon2Parameters: Sendable, Equatable, CustomStringConvertible {
 public enum Argon2id {
     public static let saltLength = Int(crypto_pwhash_SALTBYTES)   // 16
 
+    /// Told before and after each derivation (the parameters; then the seconds it took), so
+    /// the CLI can show the seconds Argon2id takes as a phase of its own rather than a
+    /// progress bar that seems stuck at 0. Set once, by the CLI, before any work.
+    nonisolated(unsafe) public static var observer: ((Argon2Parameters, Double?) -> Void)?
+
     /// Derives `outputLength` bytes from `password` into locked memory.
     public static func deriveKey(password: SecureBytes, salt: [UInt8], parameters: Argon2Parameters,
                                  outputLength: Int = 32) throws(CryptoError) -> SecureBytes {
@@ -51,6 +57,14 @@ public enum Argon2id {
             throw .invalidParameter("Argon2id output length \(outputLength)")
         }
         let key = try SecureBytes(count: outputLength)
+        observer?(parameters, nil)
+        var started = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &started)
+        defer {
+            var ended = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ended)
+            observer?(parameters, Double(ended.tv_sec - started.tv_sec) + Double(ended.tv_nsec - started.tv_nsec) / 1e9)
+        }
         let rc = key.withUnsafeMutableBytes { out in
             password.withUnsafeBytes { pw in
                 salt.withUnsafeBytes { s in

@@ -5,6 +5,13 @@ import Glibc
 public enum Terminal {
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 
+    /// The width of the terminal on `fd` now (it may be resized between two calls), or nil.
+    public static func columns(_ fd: Int32) -> Int? {
+        var size = winsize()
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
     /// Whether this process has a controlling terminal to prompt on.
     public static func hasControlling() -> Bool {
         guard let tty = openControlling() else { return false }

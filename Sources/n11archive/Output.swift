@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import N11Archiver
+import N11Crypto
 import N11System
 
 /// How much a command says, for the commands that do long work (create, verify, restore,
@@ -127,9 +128,50 @@ enum ProgressLine {
     }
 
     /// One line redrawn in place (\r, erase to end of line); a newline after the last.
+    /// It never wraps: the terminal's width is read at each redraw, so a resize applies at
+    /// once (see `fitted`).
     static func drawBar(_ s: ArchiveProgress.Snapshot, verb: String) {
-        write("\r\(verb) \(text(s, barWidth: 24))\u{1B}[K\(s.finished ? "\n" : "")")
+        let line = fitted(s, verb: verb, columns: Terminal.columns(2) ?? 80)
+        write("\r\(line)\u{1B}[K\(s.finished ? "\n" : "")")
         barOpen = !s.finished
+    }
+
+    /// The progress line within `columns - 1` characters (a line that fills the last column
+    /// wraps on some terminals): the bar shrinks first, then the rate and the ETA go, then
+    /// the byte counts, and as a last resort the text is cut.
+    static func fitted(_ s: ArchiveProgress.Snapshot, verb: String, columns: Int) -> String {
+        let room = max(10, columns - 1)
+        // items, bytes, rate, then the ETA (or the time taken)
+        let full = text(s, barWidth: nil).components(separatedBy: "  ")
+        let variants: [[String]] = [full, Array(full.prefix(2)) + full.suffix(1), Array(full.prefix(2)), Array(full.prefix(1))]
+        for parts in variants {
+            let words = parts.joined(separator: "  ")
+            // "verb [bar]  words": the bar takes what is left, 10 to 24 marks.
+            let spare = room - verb.count - 1 - words.count - 2 - 2
+            if spare >= 10 { return "\(verb) " + bar(s, width: min(24, spare)) + "  " + words }
+            if verb.count + 1 + words.count <= room { return "\(verb) " + words }
+        }
+        return String("\(verb) \(full[0])".prefix(room))
+    }
+
+    private static func bar(_ s: ArchiveProgress.Snapshot, width: Int) -> String {
+        let fraction = s.totalBytes > 0 ? Double(s.bytes) / Double(s.totalBytes)
+                                        : (s.totalItems > 0 ? Double(s.items) / Double(s.totalItems) : 1)
+        let filled = min(width, Int(fraction * Double(width)))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]"
+    }
+
+    /// Argon2id, as a phase of its own: on a terminal a line that the bar then replaces, with
+    /// `--progress` a plain line; its time once it is done.
+    static func keyDerivation(_ parameters: Argon2Parameters, seconds: Double?, terminal: Bool) {
+        let what = "deriving the key (Argon2id, \(parameters.memoryBytes >> 20) MiB, \(parameters.opsLimit) pass\(parameters.opsLimit == 1 ? "" : "es"))"
+        if terminal {
+            let line = seconds.map { what + String(format: ": %.1f s", $0) } ?? what + "…"
+            write("\r" + String(line.prefix(max(10, (Terminal.columns(2) ?? 80) - 1))) + "\u{1B}[K")
+            barOpen = true
+        } else if let seconds {
+            write("n11archive: " + what + String(format: ": %.1f s\n", seconds))
+        }
     }
 
     /// Ends an unfinished bar's line, so an error message starts on a line of its own.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import N11Crypto
 import N11System
 
 // Secrets are about to be held: keep them out of core dumps before anything else runs.
@@ -29,6 +30,12 @@ func fail(code: Int32, message: String, hint: String?) -> Never {
 do {
     var command = try N11Archive.parseAsRoot()
     if let chooser = command as? ChoosesOutput { Output.configure(json: chooser.json, quiet: chooser.quiet) }
+    // Argon2id takes seconds: shown as a phase of its own wherever progress is shown.
+    let forcedProgress = (command as? HasOutputOptions)?.outputOptions.progress ?? false
+    if !Output.quiet && (Terminal.isTerminal(2) || forcedProgress) {
+        let terminal = Terminal.isTerminal(2)
+        Argon2id.observer = { parameters, seconds in ProgressLine.keyDerivation(parameters, seconds: seconds, terminal: terminal) }
+    }
     try command.run()
 } catch is PartialSuccess {
     SpoolFiles.removeAll()

@@ -127,6 +127,27 @@ struct NewUserTrapsTests {
         }
     }
 
+    @Test("on a 50-column terminal every progress line fits (nothing wraps) and Argon2id shows as a phase of its own",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux script"))
+    func progressFitsTheTerminal() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let password = try s.passwordFile()
+            let (transcript, status) = try runShellOnTerminal(
+                "stty cols 50 rows 20; $N11 create --portable -o '\(s.path("a.nu11vlt"))' --password-file '\(password)' --kdf-ops 1 --kdf-memory 8",
+                typing: [], home: s.home)
+            #expect(status == 0, "\(transcript)")
+            #expect(transcript.contains("deriving the key (Argon2id, 8 MiB, 1 pass)"), "\(transcript)")
+            #expect(transcript.contains("create 5/5 items"), "no progress was drawn: \(transcript)")
+            let drawn = transcript.replacingOccurrences(of: "\u{1B}[K", with: "")
+                .components(separatedBy: CharacterSet(charactersIn: "\r\n"))
+            // Messages and the summary are ordinary lines; what is redrawn in place must fit.
+            for line in drawn where !line.hasPrefix("n11archive: ") && !line.hasPrefix("created ") {
+                #expect(line.count <= 49, "a progress line wider than the terminal: '\(line)'")
+            }
+        }
+    }
+
     @Test("prompts read the controlling terminal even when stdin is a pipe; a photo is not written to a terminal unless --force",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux script"))
     func terminalTraps() throws {
