@@ -8,8 +8,8 @@ import N11Vault
 
 /// What every command that reads an archive shares: which archive, and how to unlock it.
 struct ArchiveInput: ParsableArguments {
-    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE")) var file: String
-    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"))
+    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE"), completion: .file()) var file: String
+    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"), completion: .directory)
     var spool: String?
     @OptionGroup var store: StoreOptions
     @OptionGroup var password: PasswordOptions

@@ -17,7 +17,7 @@ struct Archives: ParsableCommand, ChoosesOutput {
         archive are fetched.
         """)
 
-    @Argument(help: ArgumentHelp("The directory: a path, or REMOTE:PATH on an rclone remote.", valueName: "DIR"))
+    @Argument(help: ArgumentHelp("The directory: a path, or REMOTE:PATH on an rclone remote.", valueName: "DIR"), completion: .directory)
     var directory: String
     @Flag(help: "Print one JSON document (also on failure).") var json = false
 

@@ -47,11 +47,11 @@ struct Create: ParsableCommand, HasOutputOptions {
     @Flag var chosenMode: ArchiveMode?
     var mode: ArchiveMode { chosenMode ?? .portable }
 
-    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"))
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("The archive to write.", valueName: "FILE"), completion: .file())
     var output: String?
 
     @Option(name: .customLong("output-dir"),
-            help: ArgumentHelp("Write a new archive named after the current UTC time into DIR (for `prune`).", valueName: "DIR"))
+            help: ArgumentHelp("Write a new archive named after the current UTC time into DIR (for `prune`).", valueName: "DIR"), completion: .directory)
     var outputDirectory: String?
 
     @Option(help: ArgumentHelp("A compartment to include (repeatable): vault and fade by default.", valueName: "NAME"))
@@ -63,7 +63,7 @@ struct Create: ParsableCommand, HasOutputOptions {
     @Flag(help: "Replace FILE if it exists.") var force = false
 
     @Option(help: ArgumentHelp("For a REMOTE:PATH output: where the archive is made and checked before it is uploaded (default: HOME/spool, 0700).",
-                               valueName: "DIR"))
+                               valueName: "DIR"), completion: .directory)
     var spool: String?
 
     @Flag(name: .customLong("keep-local"), help: "For a REMOTE:PATH output: keep the spooled copy after the upload.")

@@ -11,9 +11,9 @@ struct Info: ParsableCommand, ChoosesOutput {
         abstract: "Show what can be known about an archive without any secret.",
         discussion: "Example:\n  n11archive info vault.nu11vlt")
 
-    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE")) var file: String
+    @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE"), completion: .file()) var file: String
     @OptionGroup var store: StoreOptions
-    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"))
+    @Option(help: ArgumentHelp("Where a remote archive is fetched to first (default: HOME/spool, 0700).", valueName: "DIR"), completion: .directory)
     var spool: String?
     @Flag(help: "Print one JSON document (also on failure).") var json = false
 

@@ -88,7 +88,7 @@ extension KeyCommand {
             """)
 
         @OptionGroup var store: StoreOptions
-        @Option(name: .short, help: ArgumentHelp("Write to FILE (never replacing one) instead of standard output.", valueName: "FILE"))
+        @Option(name: .short, help: ArgumentHelp("Write to FILE (never replacing one) instead of standard output.", valueName: "FILE"), completion: .file())
         var output: String?
         @Flag(help: "Write a standard SubjectPublicKeyInfo PEM instead of FileLock's raw point.") var standard = false
         @Option(help: ArgumentHelp("Which identity, by fingerprint prefix (when the key store holds several).", valueName: "HEX"))
@@ -120,7 +120,7 @@ extension KeyCommand {
 
         @OptionGroup var store: StoreOptions
         @OptionGroup var passphrase: PassphraseOptions
-        @Option(name: .short, help: ArgumentHelp("The file to write (required; never replaced).", valueName: "FILE"))
+        @Option(name: .short, help: ArgumentHelp("The file to write (required; never replaced).", valueName: "FILE"), completion: .file())
         var output: String
         @Option(help: ArgumentHelp("Which identity, by fingerprint prefix.", valueName: "HEX"))
         var fingerprint: String?
@@ -145,7 +145,7 @@ extension KeyCommand {
 
         @OptionGroup var store: StoreOptions
         @OptionGroup var passphrase: PassphraseOptions
-        @Argument(help: ArgumentHelp("The private key file.", valueName: "FILE")) var file: String
+        @Argument(help: ArgumentHelp("The private key file.", valueName: "FILE"), completion: .file()) var file: String
 
         func run() throws {
             let key = try KeyFiles.identity(inFile: file) { try passphrase.read(for: file, confirm: false) }
@@ -192,7 +192,7 @@ extension KeyCommand {
 
     /// Where a new PIN comes from: --new-pin-file/--new-pin-fd, else the terminal (twice).
     struct NewPINOptions: ParsableArguments {
-        @Option(name: .customLong("new-pin-file"), help: ArgumentHelp("Read the new PIN from the first line of FILE.", valueName: "FILE"))
+        @Option(name: .customLong("new-pin-file"), help: ArgumentHelp("Read the new PIN from the first line of FILE.", valueName: "FILE"), completion: .file())
         var newPINFile: String?
         @Option(name: .customLong("new-pin-fd"), help: ArgumentHelp("Read the new PIN from file descriptor N.", valueName: "N"))
         var newPINFD: Int32?
@@ -260,7 +260,7 @@ extension KeyCommand {
 
         @OptionGroup var store: StoreOptions
         @OptionGroup var passphrase: PassphraseOptions
-        @Option(name: .short, help: ArgumentHelp("The backup file to write.", valueName: "FILE")) var output: String
+        @Option(name: .short, help: ArgumentHelp("The backup file to write.", valueName: "FILE"), completion: .file()) var output: String
 
         func run() throws {
             if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
@@ -285,7 +285,7 @@ extension KeyCommand {
         @OptionGroup var store: StoreOptions
         @OptionGroup var passphrase: PassphraseOptions
         @OptionGroup var newPIN: NewPINOptions
-        @Argument(help: ArgumentHelp("The backup file.", valueName: "FILE")) var file: String
+        @Argument(help: ArgumentHelp("The backup file.", valueName: "FILE"), completion: .file()) var file: String
         @Flag(help: "Seal the restored key store under a new PIN.") var pin = false
 
         func run() throws {

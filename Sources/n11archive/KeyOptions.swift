@@ -9,7 +9,7 @@ import N11Vault
 struct PassphraseOptions: ParsableArguments {
     @Option(name: .customLong("passphrase-file"),
             help: ArgumentHelp("Read a private key file's passphrase from the first line of FILE ($N11_PASSPHRASE_FILE also works).",
-                               valueName: "FILE"))
+                               valueName: "FILE"), completion: .file())
     var passphraseFile: String?
 
     @Option(name: .customLong("passphrase-fd"), help: ArgumentHelp("Read a private key file's passphrase from file descriptor N.", valueName: "N"))
@@ -45,7 +45,7 @@ struct PassphraseOptions: ParsableArguments {
 struct IdentityOptions: ParsableArguments {
     @Option(name: .customLong("identity"),
             help: ArgumentHelp("A P-256 private key file (PKCS#8 PEM, as `key export-private` writes) that may open the archive; repeatable.",
-                               valueName: "FILE"))
+                               valueName: "FILE"), completion: .file())
     var identityFiles: [String] = []
 
     @OptionGroup var passphrase: PassphraseOptions
@@ -62,11 +62,11 @@ struct IdentityOptions: ParsableArguments {
 struct RecipientOptions: ParsableArguments {
     @Option(name: .customLong("recipient"),
             help: ArgumentHelp("Encrypt to the P-256 public key in FILE (PEM, as `key export-public` or FileLock write); repeatable. With recipients only, no password is asked.",
-                               valueName: "FILE"))
+                               valueName: "FILE"), completion: .file())
     var recipientFiles: [String] = []
 
     @Option(name: .customLong("recipients-file"),
-            help: ArgumentHelp("Encrypt to every public key in FILE (PEM blocks, or one base64 key per line); repeatable.", valueName: "FILE"))
+            help: ArgumentHelp("Encrypt to every public key in FILE (PEM blocks, or one base64 key per line); repeatable.", valueName: "FILE"), completion: .file())
     var recipientsFiles: [String] = []
 
     var isEmpty: Bool { recipientFiles.isEmpty && recipientsFiles.isEmpty }

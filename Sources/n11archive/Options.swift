@@ -8,11 +8,11 @@ import N11Vault
 struct StoreOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The n11archive home (key store and default vault).",
                                discussion: "Default: $N11_HOME, else $XDG_DATA_HOME/n11archive, else ~/.local/share/n11archive.",
-                               valueName: "DIR"))
+                               valueName: "DIR"), completion: .directory)
     var home: String?
 
     @Option(name: .customLong("pin-file"),
-            help: ArgumentHelp("Read the key store PIN from the first line of FILE ($N11_PIN_FILE also works).", valueName: "FILE"))
+            help: ArgumentHelp("Read the key store PIN from the first line of FILE ($N11_PIN_FILE also works).", valueName: "FILE"), completion: .file())
     var pinFile: String?
 
     @Option(name: .customLong("pin-fd"),
@@ -41,7 +41,7 @@ struct StoreOptions: ParsableArguments {
 
 /// Which vault to use and how long to wait for another process that is changing it.
 struct VaultOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The vault directory (default: the home's vault).", valueName: "DIR"))
+    @Option(help: ArgumentHelp("The vault directory (default: the home's vault).", valueName: "DIR"), completion: .directory)
     var vault: String?
 
     @Option(name: .customLong("lock-wait"),

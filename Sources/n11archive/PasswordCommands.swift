@@ -41,7 +41,7 @@ extension PasswordCommand {
         @Flag(name: .customLong("no-symbols"), help: "Leave out ASCII punctuation.") var noSymbols = false
 
         @Option(name: [.short, .customLong("output")],
-                help: ArgumentHelp("Write the password to a new FILE (mode 0600); an existing FILE is never replaced.", valueName: "FILE"))
+                help: ArgumentHelp("Write the password to a new FILE (mode 0600); an existing FILE is never replaced.", valueName: "FILE"), completion: .file())
         var output: String?
 
         var classes: CharacterClasses {

@@ -27,7 +27,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
         (size and SHA-256, see `verify --as-written`), and the newest is checked that way.
         """)
 
-    @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"))
+    @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"), completion: .directory)
     var directory: String
 
     @Option(name: .customLong("keep-last"), help: ArgumentHelp("Keep the N newest archives.", valueName: "N"))
@@ -91,7 +91,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
         let durationSeconds: Double
     }
 
-    @Option(help: ArgumentHelp("For a REMOTE:DIR: where archives are fetched to be checked (default: HOME/spool, 0700).", valueName: "DIR"))
+    @Option(help: ArgumentHelp("For a REMOTE:DIR: where archives are fetched to be checked (default: HOME/spool, 0700).", valueName: "DIR"), completion: .directory)
     var spool: String?
 
     func run() throws {

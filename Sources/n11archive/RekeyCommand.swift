@@ -26,14 +26,14 @@ struct Rekey: ParsableCommand {
         """)
 
     @OptionGroup var input: ArchiveInput
-    @Option(name: .customLong("add-recipient"), help: ArgumentHelp("Add a slot for the P-256 public key in FILE; repeatable.", valueName: "FILE"))
+    @Option(name: .customLong("add-recipient"), help: ArgumentHelp("Add a slot for the P-256 public key in FILE; repeatable.", valueName: "FILE"), completion: .file())
     var addRecipient: [String] = []
-    @Option(name: .customLong("add-recipients-file"), help: ArgumentHelp("Add a slot for every public key in FILE; repeatable.", valueName: "FILE"))
+    @Option(name: .customLong("add-recipients-file"), help: ArgumentHelp("Add a slot for every public key in FILE; repeatable.", valueName: "FILE"), completion: .file())
     var addRecipientsFile: [String] = []
 
     @Flag(name: .customLong("add-password"), help: "Add a password slot (the new password is asked, or read from --new-password-file/--new-password-fd).")
     var addPassword = false
-    @Option(name: .customLong("new-password-file"), help: ArgumentHelp("Read the added password from the first line of FILE.", valueName: "FILE"))
+    @Option(name: .customLong("new-password-file"), help: ArgumentHelp("Read the added password from the first line of FILE.", valueName: "FILE"), completion: .file())
     var newPasswordFile: String?
     @Option(name: .customLong("new-password-fd"), help: ArgumentHelp("Read the added password from file descriptor N.", valueName: "N"))
     var newPasswordFD: Int32?

@@ -41,7 +41,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var outputOptions: OutputOptions
 
-    @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault.", valueName: "DIR"))
+    @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault.", valueName: "DIR"), completion: .directory)
     var export: String?
 
     @Flag(name: .customLong("dry-run"), help: "Verify and report what would be restored, writing nothing.")

@@ -19,9 +19,9 @@ struct Seal: ParsableCommand {
         appears only when complete; an existing file is replaced only with --force.
         """)
 
-    @Option(help: ArgumentHelp("The recipient's public key (PEM, as FileLock or `key export-public` write).", valueName: "FILE"))
+    @Option(help: ArgumentHelp("The recipient's public key (PEM, as FileLock or `key export-public` write).", valueName: "FILE"), completion: .file())
     var to: String
-    @Argument(help: ArgumentHelp("The file to encrypt.", valueName: "FILE")) var input: String
+    @Argument(help: ArgumentHelp("The file to encrypt.", valueName: "FILE"), completion: .file()) var input: String
     @Option(name: .short, help: ArgumentHelp("The package to write.", valueName: "OUT")) var output: String
     @Flag(help: "Replace OUT if it exists.") var force = false
 
@@ -45,7 +45,7 @@ struct Unseal: ParsableCommand {
         put it where only you can read it.
         """)
 
-    @Argument(help: ArgumentHelp("The package.", valueName: "FILE")) var input: String
+    @Argument(help: ArgumentHelp("The package.", valueName: "FILE"), completion: .file()) var input: String
     @Option(name: .short, help: ArgumentHelp("The plaintext file to write.", valueName: "OUT")) var output: String
     @Flag(help: "Replace OUT if it exists.") var force = false
     @OptionGroup var store: StoreOptions

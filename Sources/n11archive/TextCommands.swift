@@ -51,7 +51,7 @@ extension TextCommand {
             abstract: "Encrypt text (a file, or standard input) into a Ciphio message on standard output.",
             discussion: "Example:\n  n11archive text encrypt note.txt --algorithm gcm --password-file pw")
 
-        @Argument(help: ArgumentHelp("The text (default: standard input).", valueName: "FILE")) var file: String?
+        @Argument(help: ArgumentHelp("The text (default: standard input).", valueName: "FILE"), completion: .file()) var file: String?
         @Option(help: ArgumentHelp("gcm (default, authenticated), cbc or ctr.", valueName: "ALG"))
         var algorithm: String = "gcm"
         @OptionGroup var password: PasswordOptions
@@ -76,7 +76,7 @@ extension TextCommand {
             abstract: "Decrypt a Ciphio message (a file, or standard input) to standard output.",
             discussion: "Example:\n  n11archive text decrypt message.txt --password-file pw")
 
-        @Argument(help: ArgumentHelp("The message (default: standard input).", valueName: "FILE")) var file: String?
+        @Argument(help: ArgumentHelp("The message (default: standard input).", valueName: "FILE"), completion: .file()) var file: String?
         @OptionGroup var password: PasswordOptions
 
         func run() throws {

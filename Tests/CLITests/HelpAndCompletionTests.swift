@@ -122,6 +122,34 @@ struct HelpAndCompletionTests {
         }
     }
 
+    @Test("every FILE or DIR argument completes paths (so completion never breaks file completion), and bash offers them")
+    func pathCompletions() throws {
+        try withSandbox { s in
+            let dump = try s.run(["--experimental-dump-help"])
+            let root = try #require((try JSONSerialization.jsonObject(with: Data(dump.stdout)) as? [String: Any])?["command"] as? [String: Any])
+            var checked = 0
+            func walk(_ command: [String: Any], _ path: [String]) {
+                for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                    guard let value = argument["valueName"] as? String, value == "FILE" || value == "DIR" else { continue }
+                    let kind = (argument["completionKind"] as? [String: Any])?.keys.first
+                    #expect(kind == (value == "FILE" ? "file" : "directory"), "\(path.joined(separator: " ")) \(value): \(String(describing: kind))")
+                    checked += 1
+                }
+                for sub in command["subcommands"] as? [[String: Any]] ?? [] {
+                    walk(sub, path + [sub["commandName"] as? String ?? "?"])
+                }
+            }
+            walk(root, [])
+            #expect(checked > 50, "only \(checked) path arguments found")
+            let bash = try s.run(["--generate-completion-script", "bash"]).out
+            let restore = try #require(bash.range(of: "_n11archive_restore() {")).upperBound
+            let end = try #require(bash.range(of: "\n}\n", range: restore..<bash.endIndex)).lowerBound
+            let body = String(bash[restore..<end])
+            #expect(body.contains("'--export')\n        __n11archive_add_completions -d"), "\(body)")
+            #expect(body.contains("1)\n        __n11archive_add_completions -f"), "the archive argument completes files: \(body)")
+        }
+    }
+
     @Test("the man page from swift-argument-parser's generate-manual names every command with its abstract",
           .enabled(if: FileManager.default.isExecutableFile(atPath: generateManualTool),
                    "generate-manual-tool is not built next to the binary: run Scripts/completions-and-man (Scripts/test does) or set N11_GENERATE_MANUAL"))
