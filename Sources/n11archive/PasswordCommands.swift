@@ -25,11 +25,15 @@ extension PasswordCommand {
               n11archive password generate                   # 24 characters, all classes
               n11archive password generate --length 32 --no-symbols
               n11archive password generate -o ~/.n11pass     # a new file, mode 0600
+              n11archive password generate --words 6         # six EFF words
             The password alone goes to stdout (or FILE), the entropy to stderr:
             "entropy: 157 bits (Very Strong)" is length × log2(pool size), exact here \
             because every character is drawn uniformly and independently (there is \
             no "one of each class" rule). Weak < 40 bits, Moderate < 60, Strong < 100, \
-            Very Strong ≥ 100. Pools: a–z, A–Z, 0–9, the 32 ASCII punctuation marks.
+            Very Strong ≥ 100. Pools: a–z, A–Z, 0–9, the 32 ASCII punctuation marks. \
+            --words N makes a passphrase of N words from the EFF large wordlist (7,776 \
+            words, 12.9 bits each, by the Electronic Frontier Foundation, CC BY 3.0 US) \
+            joined by -: six words give 77 bits and are easy to type at a restore prompt.
             """)
 
         @Option(help: ArgumentHelp("Number of characters (1–\(PasswordGenerator.maximumLength)).", valueName: "N"))
@@ -39,6 +43,10 @@ extension PasswordCommand {
         @Flag(name: .customLong("no-lower"), help: "Leave out a–z.") var noLower = false
         @Flag(name: .customLong("no-digits"), help: "Leave out 0–9.") var noDigits = false
         @Flag(name: .customLong("no-symbols"), help: "Leave out ASCII punctuation.") var noSymbols = false
+
+        @Option(help: ArgumentHelp("A passphrase of N words from the EFF large wordlist instead (1–\(PassphraseGenerator.maximumWords); 6 is 77 bits).",
+                                   valueName: "N"))
+        var words: Int?
 
         @Option(name: [.short, .customLong("output")],
                 help: ArgumentHelp("Write the password to a new FILE (mode 0600); an existing FILE is never replaced.", valueName: "FILE"), completion: .file())
@@ -54,6 +62,13 @@ extension PasswordCommand {
         }
 
         func validate() throws {
+            if let words {
+                guard (1...PassphraseGenerator.maximumWords).contains(words) else {
+                    throw ValidationError("--words must be 1 to \(PassphraseGenerator.maximumWords), not \(words)")
+                }
+                let characterOptions = length != PasswordGenerator.defaultLength || noUpper || noLower || noDigits || noSymbols
+                if characterOptions { throw ValidationError("--words makes a passphrase: --length and --no-… are for character passwords") }
+            }
             guard (1...PasswordGenerator.maximumLength).contains(length) else {
                 throw ValidationError("--length must be 1 to \(PasswordGenerator.maximumLength), not \(length)")
             }
@@ -63,7 +78,8 @@ extension PasswordCommand {
         }
 
         func run() throws {
-            let generator = try PasswordGenerator(length: length, classes: classes)
+            let generator: any SecretGenerator = try words.map { try PassphraseGenerator(words: $0) }
+                ?? PasswordGenerator(length: length, classes: classes)
             if let output {
                 try write(generator, to: output)
             } else {
@@ -77,7 +93,7 @@ extension PasswordCommand {
 
         /// A new 0600 file that appears only complete (AtomicFile), and never over an existing
         /// one: a password file someone already uses must not be lost to a typo.
-        private func write(_ generator: PasswordGenerator, to path: String) throws {
+        private func write(_ generator: any SecretGenerator, to path: String) throws {
             if (try? FileStatus.of(path)) ?? nil != nil {
                 throw CLIError(.outputExists, "'\(path)' already exists; no password was written",
                                hint: "choose another FILE, or remove that one first if it is no longer needed")
@@ -115,3 +131,12 @@ enum WeakPasswordPolicy {
         }
     }
 }
+
+/// What `password generate` draws from: characters or words.
+protocol SecretGenerator {
+    var entropy: PasswordEntropy { get }
+    func generate() throws(CryptoError) -> SecureBytes
+}
+
+extension PasswordGenerator: SecretGenerator {}
+extension PassphraseGenerator: SecretGenerator {}

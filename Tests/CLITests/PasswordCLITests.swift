@@ -11,6 +11,26 @@ struct PasswordCLITests {
     static let symbols = Set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~".utf8)
     static let alphanumerics = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789".utf8)
 
+    @Test("password generate --words N prints N EFF words joined by '-' with the entropy labels; bad combinations are 64")
+    func passphrase() throws {
+        try withSandbox { s in
+            let run = try s.run(["password", "generate", "--words", "6"])
+            expectExit(run, 0)
+            let words = run.out.trimmingCharacters(in: .newlines).split(separator: "-")
+            #expect(words.count == 6, "\(run)")
+            #expect(words.allSatisfy { $0.allSatisfy { $0.isLowercase } }, "\(run)")
+            #expect(run.err.contains("entropy: 77 bits (Strong)"), "\(run)")
+            let file = s.path("phrase")
+            expectExit(try s.run(["password", "generate", "--words", "8", "-o", file]), 0)
+            #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "-").count == 8)
+            // The passphrase is a good portable-archive password as it is.
+            _ = try s.fillVault()
+            expectExit(try s.run(["create", "--portable", "-o", s.path("a.nu11vlt"), "--password-file", file] + fastKDF), 0)
+            expectExit(try s.run(["password", "generate", "--words", "0"]), 64)
+            expectExit(try s.run(["password", "generate", "--words", "6", "--no-symbols"]), 64)
+        }
+    }
+
     @Test("password generate: the password alone on stdout, its entropy on stderr")
     func generate() throws {
         try withSandbox { s in
