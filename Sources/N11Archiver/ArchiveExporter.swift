@@ -116,6 +116,19 @@ public enum ArchiveExporter {
         return report
     }
 
+    /// Writes one item's plaintext to `sink` (`restore FILE ITEM --export -`). Standard
+    /// output cannot be staged, so the item is read twice: a first pass checks every tag, its
+    /// size and digest writing nothing, and only then a second pass (each chunk verified
+    /// again as it is read) writes it. Returns the item.
+    public static func exportOne(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?,
+                                 to sink: UnverifiedPlaintextSink) throws(ArchiveError) -> Manifest.Item {
+        try ArchiveVerifier.checkAll(archive, [index], keyStore: keyStore, salvage: nil, progress: nil) { _ in }
+        try ArchiveVerifier.forEachItem(archive, [index], progress: nil, salvage: nil) { _, payload in
+            try ArchiveVerifier.checkItem(archive, index: index, payload: payload, keyStore: keyStore, into: sink)
+        }
+        return archive.manifest.items[index]
+    }
+
     /// Refuses an export directory that is a link or another user's, or whose `Photos` or
     /// `Notes` is, before any password is asked for: `export` checks again (and for real,
     /// on descriptors) when it runs; this only spares a person the prompt and the wait.

@@ -19,6 +19,7 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --secure --all-compartments -o everything.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file pw
           n11archive create --portable --recipient backup.pub --output-dir ~/backups
+          n11archive create --portable -o - --password-file pw | ssh host 'cat > v.nu11vlt'
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
         -2, -3, … if that name exists), the form `n11archive prune` looks for. \
         Portable archives restore anywhere with the password (Argon2id + AES-256-GCM) or, \
@@ -60,7 +61,7 @@ struct Create: ParsableCommand, HasOutputOptions {
     @Flag(name: .customLong("all-compartments"), help: "Include every compartment: vault, fade and backup.")
     var allCompartments = false
 
-    @Flag(help: "Replace FILE if it exists.") var force = false
+    @Flag(help: "Replace FILE if it exists; with -o -, write to a terminal.") var force = false
 
     @Option(help: ArgumentHelp("For a REMOTE:PATH output: where the archive is made and checked before it is uploaded (default: HOME/spool, 0700).",
                                valueName: "DIR"), completion: .directory)
@@ -92,7 +93,10 @@ struct Create: ParsableCommand, HasOutputOptions {
         if chosenMode == .secure && password.flagGiven {
             throw ValidationError("a secure archive is sealed with this machine's key store and takes no password: drop the password option, or use --portable")
         }
-        if let output, RemotePath.parse(output) == nil, output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
+        if output == "-" && Terminal.isTerminal(1) && !force {
+            throw ValidationError("-o - writes the archive to standard output, which is a terminal: redirect it (> FILE, | ssh …), or pass --force")
+        }
+        if let output, output != "-", RemotePath.parse(output) == nil, output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
             throw ValidationError("'\(output)' is a directory: give a file name (-o \(Path.join(Path.withoutTrailingSlashes(output), "vault.nu11vlt"))), or --output-dir \(output) for a dated name")
         }
         guard (output == nil) != (outputDirectory == nil) else {
@@ -100,7 +104,10 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
         if remote != nil && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
-        if remote == nil && (keepLocal || spool != nil) { throw ValidationError("--spool and --keep-local are for a REMOTE:PATH output") }
+        if remote == nil && (keepLocal || (spool != nil && output != "-")) {
+            throw ValidationError("--spool and --keep-local are for a REMOTE:PATH output (and --spool for -o -)")
+        }
+        if output == "-" && outputOptions.json { throw ValidationError("-o - puts the archive on standard output, so --json cannot go there too") }
         if allCompartments && !compartment.isEmpty { throw ValidationError("--all-compartments and --compartment exclude each other") }
         if mode == .secure && !recipients.isEmpty {
             throw ValidationError("--recipient makes a portable archive: a secure one opens only with this machine's key store")
@@ -186,6 +193,9 @@ struct Create: ParsableCommand, HasOutputOptions {
                                                 waitSeconds: vaultOptions.lockWait) {
                 try create(at: try DatedArchive.freePath(in: outputDirectory, at: now))
             }
+        } else if output == "-" {
+            report = try createToStandardOutput(create: create)
+            published = "-"
         } else {
             report = try create(at: output ?? "")
         }
@@ -206,7 +216,34 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
         let opens = recipientKeys.isEmpty ? "" : ", for \(recipientKeys.count) recipient(s)\(withPassword ? " and a password" : "")"
+        // With -o - stdout carries the archive: the summary goes to stderr.
+        if published == "-" {
+            Console.note("wrote to standard output: \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.archiveBytes)), archive \(report.archiveID)")
+            return
+        }
         Console.summary("created \(published ?? report.path): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+    }
+
+    /// `-o -`: the archive is made whole in the spool (a ZIP is written with seeks, and only a
+    /// complete, checked archive may leave), then copied to standard output and removed.
+    private func createToStandardOutput(create: (String) throws -> ArchiveCreator.Report) throws -> ArchiveCreator.Report {
+        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
+        let local = Path.join(spoolDirectory, AtomicFile.tempName(for: "stdout.nu11vlt"))
+        let cleanup = Interruption.onInterrupt { _ = unlink(local) }
+        defer {
+            _ = unlink(local)
+            Interruption.cancel(cleanup)
+        }
+        let report = try create(local)
+        let source = try FileDescriptor.openForReading(local)
+        let stdout = FileDescriptor(borrowing: 1, path: "standard output")
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = try source.read(into: &buffer, count: buffer.count)
+            if n == 0 { break }
+            try stdout.write(buffer[0..<n])
+        }
+        return report
     }
 
     /// Makes the archive in the spool, records it, and publishes it on the remote (upload

@@ -41,7 +41,8 @@ struct Restore: ParsableCommand, HasOutputOptions {
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var outputOptions: OutputOptions
 
-    @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault.", valueName: "DIR"), completion: .directory)
+    @Option(help: ArgumentHelp("Write plaintext files into DIR instead of restoring into a vault (- : the one ITEM to stdout).", valueName: "DIR"),
+            completion: .directory)
     var export: String?
 
     @Flag(name: .customLong("dry-run"), help: "Verify and report what would be restored, writing nothing.")
@@ -52,6 +53,12 @@ struct Restore: ParsableCommand, HasOutputOptions {
 
     func validate() throws {
         if export != nil && vaultOptions.vault != nil { throw ValidationError("--export and --vault exclude each other") }
+        if export == "-" {
+            if items.count + names.count != 1 { throw ValidationError("--export - writes one item to standard output: name it (ITEM or --name)") }
+            if outputOptions.json || dryRun || salvage || overwrite {
+                throw ValidationError("--export - writes the item's bytes alone: no --json, --dry-run, --salvage or --overwrite")
+            }
+        }
     }
 
     struct Document: Encodable {
@@ -85,6 +92,10 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let reader = try input.reader(progress: outputOptions.observer("download"))
         let report: ArchiveRestorer.Report
         var createdKeyStore = false
+        if export == "-" {
+            try exportToStandardOutput(reader)
+            return
+        }
         if let export {
             try ArchiveExporter.checkDestination(export)
             let (archive, keyStore) = try input.unlock(reader, toleratingMissingItems: salvage)
@@ -129,5 +140,19 @@ struct Restore: ParsableCommand, HasOutputOptions {
             Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
             throw PartialSuccess()
         }
+    }
+
+    /// `restore FILE ITEM --export -`: the one item's plaintext on stdout, after it verified.
+    private func exportToStandardOutput(_ reader: ArchiveReader) throws {
+        let (archive, keyStore) = try input.unlock(reader)
+        let selected = try archive.indices(of: ItemSelection(ids: items, names: names))
+        guard selected.count == 1 else {
+            throw CLIError(.usage, "--export - writes one item, and that selection names \(selected.count)",
+                           hint: "`n11archive list \(input.file)` shows the IDs and names")
+        }
+        let item = archive.manifest.items[selected[0]]
+        try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: false, what: "item \(item.id)")
+        _ = try ArchiveExporter.exportOne(archive, index: selected[0], keyStore: keyStore, to: StandardOutputSink())
+        Console.note("wrote \(item.id) '\(item.name)' (\(Console.byteCount(item.size))) to standard output")
     }
 }

@@ -62,6 +62,37 @@ struct NewUserTrapsTests {
         }
     }
 
+    @Test("create -o - streams a whole archive to stdout (summary on stderr); restore FILE ITEM --export - writes one verified item")
+    func standardOutput() throws {
+        try withSandbox { s in
+            let photo = randomBytes(150_000)
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", "-", "--name", "p.jpg"], stdin: photo), 0)
+            expectExit(try s.run(["vault", "add", try s.file("q.jpg", randomBytes(3000))]), 0)
+            let password = try s.passwordFile()
+            let piped = try s.run(["create", "--portable", "-o", "-", "--password-file", password] + fastKDF)
+            expectExit(piped, 0)
+            #expect(piped.err.contains("wrote to standard output: portable, 2 item(s)"), "\(piped)")
+            let archive = try s.file("piped.nu11vlt", piped.stdout)
+            expectExit(try s.run(["verify", archive, "--password-file", password]), 0)
+            #expect(listing(of: s.home + "/spool").isEmpty, "the spooled copy stayed")
+            expectExit(try s.run(["create", "--portable", "-o", "-", "--json", "--password-file", password]), 64)
+
+            let one = try s.run(["restore", archive, "--name", "p.jpg", "--export", "-", "--password-file", password])
+            expectExit(one, 0)
+            #expect(one.stdout == photo)
+            expectExit(try s.run(["restore", archive, "--name", "*.jpg", "--export", "-", "--password-file", password]), 64)
+            // A damaged item: 65, and not one byte of it on stdout.
+            let listed = try s.run(["list", archive, "--password-file", password, "--json"])
+            let items = try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+            let id = try #require(items.first { $0["name"] as? String == "p.jpg" }?["id"] as? String)
+            let damaged = try s.damageItem(id, in: archive)
+            let refused = try s.run(["restore", damaged, id, "--export", "-", "--password-file", password])
+            expectExit(refused, 65)
+            #expect(refused.stdout.isEmpty)
+        }
+    }
+
     @Test("list and vault list filter by --name GLOB under an aligned header")
     func listingsByName() throws {
         try withSandbox { s in
