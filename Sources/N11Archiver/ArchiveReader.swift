@@ -141,7 +141,7 @@ public final class ArchiveReader {
     /// A portable archive whose Argon2id memory is above `kdfCeiling` is refused before the
     /// password is asked for and before any key derivation runs. With `toleratingMissingItems`
     /// (a salvage) an item whose entry is gone or has the wrong size does not stop the
-    /// archive from opening: it is recorded in `missingItems`, and reading it fails as damage.
+    /// archive from opening: reading it fails as damage.
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                        identities: () throws -> [P256PrivateKey] = { [] },
                        kdfCeiling: KDFCeiling = .standard, toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
@@ -274,9 +274,6 @@ public final class UnlockedArchive {
         self.contentKey = contentKey
         self.entryIndices = entryIndices
     }
-
-    /// The manifest items whose entries are missing (only a salvage opens such an archive).
-    public var missingItems: [Int] { entryIndices.indices.filter { entryIndices[$0] == nil } }
 
     public var header: ArchiveHeader { reader.header }
 

@@ -166,8 +166,16 @@ public final class VaultStaging {
         let key = sealingKey ?? vault.keyStore.key(for: item.compartment)
         let stagingName = Path.lastComponent(of: directory)
         let contentName = "\(item.id).content", metaName = "\(item.id).meta"
-        let content = try FileDescriptor.createExclusive(Path.join(directory, contentName), mode: 0o600)
-        let written = try write(content, key)
+        let contentPath = Path.join(directory, contentName)
+        let content = try FileDescriptor.createExclusive(contentPath, mode: 0o600)
+        let written: (tag: [UInt8], size: Int64, sha256: String)
+        do { written = try write(content, key) } catch {
+            // What was written of an item that failed its checks goes at once (a salvage
+            // carries on with the next item; nothing of this one may stay, even out of sight).
+            try? content.close()
+            _ = unlink(contentPath)
+            throw error
+        }
         // No fsync per file: `writeJournal` makes every staged file durable with one syncfs
         // before the commit point.
         try content.close()

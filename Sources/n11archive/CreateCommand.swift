@@ -19,7 +19,7 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --secure --all-compartments -o everything.nu11vlt
           n11archive create --portable --output-dir ~/backups --password-file pw
           n11archive create --portable --recipient backup.pub --output-dir ~/backups
-          n11archive create --portable -o - --password-file pw | ssh host 'cat > v.nu11vlt'
+          n11archive create --portable -o - --password-file pw | ssh h 'cat > a'
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
         -2, -3, … if that name exists), the form `n11archive prune` looks for. \
         Portable archives restore anywhere with the password (Argon2id + AES-256-GCM) or, \

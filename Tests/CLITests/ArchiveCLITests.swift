@@ -139,7 +139,7 @@ struct ArchiveCLITests {
         }
     }
 
-    @Test("no password as a flag value, none from nowhere, none empty; a failing command is 77")
+    @Test("no password as a flag value, none from nowhere, none empty; a failing command is 64 (no password was read)")
     func passwordRefusals() throws {
         try withSandbox { s in
             _ = try s.fillVault()
@@ -158,9 +158,9 @@ struct ArchiveCLITests {
             #expect(empty.status != 0, "\(empty)")
             #expect(empty.err.contains("empty"), "\(empty)")
             #expect(!exists(archive))
-            // A password command that fails.
+            // A password command that fails: no password came, like a missing password file.
             let failing = try s.run(["create", "--portable", "-o", archive, "--password-command", "exit 3"] + fastKDF)
-            expectExit(failing, 77)
+            expectExit(failing, 64)
             #expect(!exists(archive))
             #expect(listing(of: s.root).allSatisfy { !$0.hasPrefix(".n11tmp-") }, "no temp file left behind")
         }

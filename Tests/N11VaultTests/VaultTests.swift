@@ -264,8 +264,10 @@ struct VaultTests {
 
             try writeBytes([1], to: dir + "/plain-file")
             expectVaultError("notAVault") { _ = try Vault.open(at: dir + "/plain-file", keyStore: store, forWriting: true) }
-            // Read-only opening never creates a vault.
-            expectVaultError("notAVault") { _ = try Vault.open(at: dir + "/absent", keyStore: store, forWriting: false) }
+            // Read-only opening never creates a vault, and says it is missing (66), not that
+            // something is there.
+            let absent = expectVaultError("vaultMissing") { _ = try Vault.open(at: dir + "/absent", keyStore: store, forWriting: false) }
+            #expect(absent?.kind == .missingInput)
             #expect(!exists(dir + "/absent"))
             // An empty directory becomes a vault.
             #expect(mkdir(dir + "/empty", 0o700) == 0)
