@@ -129,7 +129,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword: return "check the password; an archive's password cannot be recovered"
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
-        case .damaged: return "use another copy of the archive; nothing was written"
+        case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies)"
         case .archiveMissing: return "check the archive's path and name; nothing was changed"
         case .notAFile: return "give the path of a .nu11vlt file (`n11archive archives DIR` lists the archives in a directory)"
         case .outputExists: return "pass --force to replace it, or choose another path"

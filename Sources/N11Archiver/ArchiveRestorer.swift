@@ -162,8 +162,15 @@ public enum ArchiveRestorer {
 }
 
 extension DamagedItem {
+    /// The reason alone ("authentication failed …"): the message already names the archive
+    /// and the item.
     init(_ item: Manifest.Item, _ error: ArchiveError) {
-        self.init(id: item.id, name: item.name, problem: error.description)
+        var problem = error.description
+        if case .damaged(_, let what) = error {
+            let prefix = "item \(item.id): "
+            problem = what.hasPrefix(prefix) ? String(what.dropFirst(prefix.count)) : what
+        }
+        self.init(id: item.id, name: item.name, problem: problem)
     }
 }
 

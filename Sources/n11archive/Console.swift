@@ -80,6 +80,7 @@ enum Console {
     static func table(_ rows: [[String]]) {
         let escaped = rows.map { $0.map(escapingControlCharacters) }
         guard let header = escaped.first else { return }
+        ProgressLine.clearBar()
         let widths = header.indices.map { column in escaped.map { $0[column].count }.max() ?? 0 }
         for row in escaped {
             let line = row.enumerated().map { i, cell in

@@ -121,7 +121,9 @@ extension VaultCommand {
                     items.append(.init(source: stdin, kind: .photo, name: name ?? "stdin", compartment: target, expires: expires))
                 }
             }
-            let observer = ProgressLine.observer("add", quiet: false, forced: progress)
+            // Stdin has no size to measure progress against: no bar for it.
+            let observer = inputs.contains(where: { $0 == nil }) || inputs.isEmpty ? nil
+                : ProgressLine.observer("add", quiet: false, forced: progress)
             observer?.begin(items: items.count, bytes: inputs.reduce(0) { $0 + ($1?.size ?? 0) })
             // All or nothing, even if killed: one journaled commit (see VaultStaging).
             var printed = 0
