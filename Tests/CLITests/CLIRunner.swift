@@ -184,3 +184,18 @@ func writeText(_ text: String, to path: String) throws {
 func isUUID(_ text: String) -> Bool {
     UUID(uuidString: text) != nil && text == text.uppercased() && text.count == 36
 }
+
+/// Runs `sh -c command` to its end: its stdout and stderr together, and its exit status.
+func runShell(_ command: String, environment: [String: String]? = nil) throws -> (output: String, status: Int32) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", command]
+    if let environment { process.environment = environment }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()   // drained before waiting
+    process.waitUntilExit()
+    return (String(decoding: data, as: UTF8.self), process.terminationStatus)
+}

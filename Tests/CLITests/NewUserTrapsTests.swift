@@ -8,22 +8,6 @@ import N11TestSupport
 // create leaves out, prompts on /dev/tty whatever stdin is, and `vault add` reporting as
 // it goes.
 
-/// Runs a shell command line on a pseudo-terminal (util-linux `script`), typing `lines`.
-func runShellOnTerminal(_ commandLine: String, typing lines: [String], home: String) throws -> (String, Int32) {
-    let typing = lines.map { "sleep 0.8; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    let escaped = commandLine.replacingOccurrences(of: "\"", with: "\\\"")
-    process.arguments = ["-c", "(\(typing.isEmpty ? "true" : typing); sleep 0.8) | script -qec \"\(escaped)\" /dev/null"]
-    process.environment = ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "N11": n11archiveBinary]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let transcript = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (String(decoding: transcript, as: UTF8.self), process.terminationStatus)
-}
 
 @Suite("n11archive CLI: what a new user tripped over")
 struct NewUserTrapsTests {

@@ -26,32 +26,8 @@ private let toolchainRoot: String? = {
 
 private let canHideToolchain: Bool = {
     guard geteuid() == 0, toolchainRoot != nil, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else { return false }
-    return shellStatus("unshare --mount --propagation private true") == 0
+    return (try? runShell("unshare --mount --propagation private true"))?.status == 0
 }()
-
-private func shellStatus(_ command: String) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", command]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
-}
-
-private func shellOutput(_ command: String) throws -> (String, Int32) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", command]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (String(decoding: data, as: UTF8.self), process.terminationStatus)
-}
 
 @Suite("The self-contained binary",
        .enabled(if: !staticBinary.isEmpty, "set N11_STATIC_BINARY to the --static-swift-stdlib build (Scripts/test does)"))
@@ -59,7 +35,7 @@ struct StaticBinaryTests {
 
     @Test("it links no Swift library: only libc, libsodium, libcrypto and libzip (and what they need)")
     func linkedLibraries() throws {
-        let (ldd, status) = try shellOutput("ldd '\(staticBinary)'")
+        let (ldd, status) = try runShell("ldd '\(staticBinary)'")
         #expect(status == 0, "\(ldd)")
         #expect(!ldd.contains("libswift") && !ldd.contains("libFoundation") && !ldd.contains("not found"), "\(ldd)")
         for needed in ["libsodium", "libcrypto", "libzip"] { #expect(ldd.contains(needed), "\(needed): \(ldd)") }
@@ -87,7 +63,7 @@ struct StaticBinaryTests {
             "$bin" vault cat photo.jpg -o '\(s.path("back.jpg"))'
             echo round-trip-done
             """
-            let (output, status) = try shellOutput("unshare --mount --propagation private sh -c '\(script.replacingOccurrences(of: "'", with: "'\\''"))'")
+            let (output, status) = try runShell("unshare --mount --propagation private sh -c '\(script.replacingOccurrences(of: "'", with: "'\\''"))'")
             #expect(status == 0 && output.contains("round-trip-done"), "\(output)")
             #expect(try readBytes(s.path("back.jpg")) == readBytes(photo))
         }

@@ -7,19 +7,16 @@ import N11TestSupport
 /// one by one, each after a pause (the prompt flushes type-ahead, as getpass does).
 /// Returns the terminal's transcript and the exit status.
 func runOnTerminal(_ arguments: [String], typing lines: [String], home: String) throws -> (String, Int32) {
-    let command = ([n11archiveBinary] + arguments).map { "'\($0)'" }.joined(separator: " ")
+    try runShellOnTerminal((["$N11"] + arguments.map { "'\($0)'" }).joined(separator: " "), typing: lines, home: home)
+}
+
+/// Runs a shell command line on a pseudo-terminal (util-linux `script`), typing `lines`
+/// one by one, each after a pause; `$N11` in it is the binary under test.
+func runShellOnTerminal(_ commandLine: String, typing lines: [String], home: String) throws -> (String, Int32) {
     let typing = lines.map { "sleep 0.8; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", "(\(typing); sleep 0.8) | script -qec \"\(command)\" /dev/null"]
-    process.environment = ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb"]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let transcript = output.fileHandleForReading.readDataToEndOfFile()   // drained before waiting
-    process.waitUntilExit()
-    return (String(decoding: transcript, as: UTF8.self), process.terminationStatus)
+    let escaped = commandLine.replacingOccurrences(of: "\"", with: "\\\"")
+    return try runShell("(\(typing.isEmpty ? "true" : typing); sleep 0.8) | script -qec \"\(escaped)\" /dev/null",
+                        environment: ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "N11": n11archiveBinary])
 }
 
 @Suite("Terminal prompts", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"),
