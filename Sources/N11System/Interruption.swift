@@ -42,10 +42,16 @@ public enum Interruption {
         var set = signalSet()
         pthread_sigmask(SIG_BLOCK, &set, nil)
         var thread = pthread_t()
-        _ = pthread_create(&thread, nil, { _ in
+        let started = pthread_create(&thread, nil, { _ in
             Interruption.waitForSignal()
             return nil
         }, nil)
+        guard started == 0 else {
+            // Without the waiting thread nobody would take the signals: Ctrl-C must still
+            // work, so they go back to their default action (no cleanup, as before).
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            return
+        }
         pthread_detach(thread)
     }
 

@@ -182,6 +182,10 @@ struct NewUserTrapsTests {
             let (refused, _) = try runShellOnTerminal("$N11 vault cat raw.jpg --pin-file '\(s.path("pin"))'; echo exit=\\$?",
                                                       typing: [], home: s.home)
             #expect(refused.contains("standard output is a terminal") && refused.contains("exit=64"), "\(refused)")
+            // An archive is binary too: not onto the terminal without --force.
+            let (archiveRefused, _) = try runShellOnTerminal("$N11 create --secure -o - --pin-file '\(s.path("pin"))'; echo exit=\\$?",
+                                                             typing: [], home: s.home)
+            #expect(archiveRefused.contains("standard output, which is a terminal") && archiveRefused.contains("exit=64"), "\(archiveRefused)")
             let (forced, _) = try runShellOnTerminal("$N11 vault cat raw.jpg --force --pin-file '\(s.path("pin"))'; echo exit=\\$?",
                                                      typing: [], home: s.home)
             #expect(forced.contains("exit=0"), "\(forced)")

@@ -129,6 +129,27 @@ struct RestoreSelectionCLITests {
         }
     }
 
+    @Test("a secure archive with one damaged item: --salvage brings every other item back into a fresh vault of the same home")
+    func salvageSecure() throws {
+        try withSandbox { s in
+            let (_, _, items) = try s.archiveOfPhotos(4)
+            let archive = s.path("secure.nu11vlt")
+            expectExit(try s.run(["create", "--secure", "-o", archive]), 0)
+            let victim = items[3]
+            let damaged = try s.damageItem(victim.id, in: archive)
+            let vault2 = s.path("vault2")
+            expectExit(try s.run(["restore", damaged, "--vault", vault2]), 65)
+            let salvaged = try s.run(["restore", damaged, "--vault", vault2, "--salvage", "--json"])
+            expectExit(salvaged, 3)
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(salvaged.stdout)) as? [String: Any])
+            #expect((document["damaged"] as? [[String: Any]])?.map { $0["id"] as? String } == [victim.id], "\(salvaged)")
+            #expect((document["restored"] as? [String])?.count == 3)
+            for item in items where item.id != victim.id {
+                #expect(try s.run(["vault", "cat", item.id, "--vault", vault2]).stdout == item.bytes, "\(item.name)")
+            }
+        }
+    }
+
     @Test("a missing entry: restore refuses (65); --salvage names it as missing and restores the rest (3)")
     func salvageMissingItem() throws {
         try withSandbox { s in
