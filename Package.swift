@@ -20,9 +20,12 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZip", pkgConfig: "libzip",
                        providers: [.apt(["libzip-dev"])]),
+        // The vault catalogue (N11Vault/VaultCatalogue): one transactional file of item records.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
 
         .systemLibrary(name: "CLinux"),
-        .target(name: "N11System", dependencies: ["CLinux"]),
+        .target(name: "N11System", dependencies: ["CLinux", "CSQLite"]),
         .target(name: "N11Crypto", dependencies: ["CSodium", "CLibCrypto", "N11System"]),
         .target(name: "N11Format", dependencies: ["N11System"]),
         .target(name: "N11Container", dependencies: ["CZip", "N11System"]),

@@ -126,7 +126,7 @@ public enum ArchiveRestorer {
                 let step = plan[n]
                 let item = archive.manifest.items[step.index]
                 try stage(archive, index: step.index, payload: payload, replaces: step.replaces, in: staging, progress: progress)
-                if step.repairs && step.replaces == nil { staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
+                if step.repairs && step.replaces == nil { try staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
                 record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
         } catch {

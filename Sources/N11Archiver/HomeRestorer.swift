@@ -94,11 +94,11 @@ public enum HomeRestorer {
         defer { Interruption.cancel(interrupted) }
         do {
             vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
-                                   lockWait: destination.lockWait)
+                                   lockWait: destination.lockWait, claim: { vault = $0 })
             let report = try ArchiveRestorer.restore(archive, into: vault!, options, progress: progress)
             return Report(restore: report, createdKeyStore: createdKeyStore ? keyStore.path : nil)
         } catch {
-            takeBack()
+            Interruption.critical { takeBack() }
             // The key store the message would name is gone again: say what happened instead.
             if createdKeyStore, case VaultError.vaultMismatch(let vaultPath, _) = error {
                 throw VaultError.vaultNeedsItsKeyStore(vault: vaultPath, home: destination.home.root)

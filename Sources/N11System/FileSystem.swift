@@ -9,6 +9,12 @@ public enum FileSystem {
         guard unlink(path) == 0 || (missingIsDone && errno == ENOENT) else { throw SystemError("cannot remove", path: path) }
     }
 
+    /// Whether the file system holding `path` is mounted read-only.
+    public static func isReadOnly(containing path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) == 0 && (info.f_flag & UInt(ST_RDONLY)) != 0
+    }
+
     /// rmdir(2): removes an empty directory; never a recursive removal.
     public static func removeEmptyDirectory(_ path: String, missingIsDone: Bool = true) throws(SystemError) {
         guard rmdir(path) == 0 || (missingIsDone && errno == ENOENT) else {

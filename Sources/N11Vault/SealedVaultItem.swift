@@ -21,15 +21,16 @@ public final class SealedVaultItem {
     private let file: FileDescriptor
     private let key: SecureBytes
 
-    /// Opens the content file of `item` in the vault at `vaultPath`, checking its size and tag.
-    init(_ item: ItemMetadata, vaultPath: String, keyStore: KeyStore) throws(VaultError) {
+    /// Opens the content file of `item`, the first of `paths` that exists (where a committed
+    /// change left it, then its place: `Vault.contentPaths`), checking its size and tag.
+    init(_ item: ItemMetadata, paths: [String], keyStore: KeyStore) throws(VaultError) {
         metadata = item
-        path = Path.join(vaultPath, item.relativePath)
-        // The key the record opened under (a retired one only while a rotation's journal is
-        // being applied, or for a reader that started before it).
+        path = paths.last ?? ""
+        // The key the record opened under (a retired one only while a rotation's pending steps
+        // are being carried out, or for a reader that started before it).
         key = item.keyID.isEmpty ? keyStore.key(for: item.compartment) : try keyStore.key(for: item.compartment, id: item.keyID)
         do {
-            file = try FileDescriptor.openForReading(path)
+            file = try Self.openFirst(of: paths)
             let status = try file.status()
             guard status.kind == .regular, status.size == item.size + Int64(Self.overhead) else {
                 throw VaultError.itemDamaged(id: item.id, path: path)
@@ -43,6 +44,13 @@ public final class SealedVaultItem {
         } catch let error as SystemError where error.isNotFound {
             throw .itemDamaged(id: item.id, path: path)
         } catch { throw VaultError.wrap(error) }
+    }
+
+    private static func openFirst(of paths: [String]) throws -> FileDescriptor {
+        for candidate in paths.dropLast() {
+            do { return try FileDescriptor.openForReading(candidate) } catch let error as SystemError where error.isNotFound { continue }
+        }
+        return try FileDescriptor.openForReading(paths.last ?? "")
     }
 
     // MARK: out of the vault

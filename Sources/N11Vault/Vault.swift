@@ -8,12 +8,13 @@ import N11System
 ///     .n11vault              marker: vault ID and a check sealed under the vault key
 ///     Photos/{UUID}.n11      12-byte nonce ‖ ChaCha20-Poly1305 ciphertext ‖ 16-byte tag
 ///     Notes/{UUID}.n11note   the same, for UTF-8 notes
-///     Meta/{UUID}.n11meta    the item's metadata, sealed under its compartment's key
+///     Catalogue.sqlite       one row per item: its metadata, sealed under its compartment's
+///                            key (`VaultCatalogue`; v1 vaults kept Meta/{UUID}.n11meta files)
 ///     .lock                  held while a process changes the vault
 ///
-/// Every file appears atomically. An item exists once its metadata file exists; a content
-/// file without metadata is the remains of an interrupted add and is removed by the next
-/// process that opens the vault for writing.
+/// An item exists once its row has committed, and only its content file's name is fixed:
+/// content is written out of sight and moved into place by the committed change's pending
+/// steps (`VaultStaging`), which the next writer finishes if the process was killed.
 public final class Vault: @unchecked Sendable {
     public let path: String
     public let keyStore: KeyStore
@@ -22,10 +23,13 @@ public final class Vault: @unchecked Sendable {
     private var created = (directory: false, layout: false)
     private var cachedItems: [ItemMetadata]?
     private var cachedDamaged: [String] = []
+    /// The item records; nil for a v1 vault opened to read (its records are still files).
+    private(set) var catalogue: VaultCatalogue?
+    /// Content files a committed change has not moved into place yet: final relative path →
+    /// where the file is now. Read with the items, so both are one state of the vault.
+    private var pendingMoves: [String: String] = [:]
 
     static let markerName = ".n11vault"
-    static let metaDirectory = "Meta"
-    static let metaExtension = "n11meta"
     static let markerMagic = Array("N11VAULT".utf8)
     static let markerCheck = Array("n11archive vault key check".utf8)
     /// Notes are text: read whole into memory, so they are bounded.
@@ -41,8 +45,12 @@ public final class Vault: @unchecked Sendable {
     /// Opens the vault at `path`. With `forWriting`, the vault lock is taken (waiting up to
     /// `lockWait` seconds), leftovers of interrupted runs are cleaned, and a missing or empty
     /// directory becomes a new vault.
+    ///
+    /// `claim` receives the vault in the same critical section (`Interruption.critical`) that
+    /// creates and finishes it, so a Ctrl-C finds it either not made yet or in the caller's
+    /// hands (a restore into a new home takes it back then).
     public static func open(at path: String, keyStore: KeyStore, forWriting: Bool,
-                            lockWait: Double = 0) throws(VaultError) -> Vault {
+                            lockWait: Double = 0, claim: ((Vault) -> Void)? = nil) throws(VaultError) -> Vault {
         let vault = Vault(path: Path.absolute(path), keyStore: keyStore)
         do {
             let status = try FileStatus.of(vault.path, followLinks: true)
@@ -58,17 +66,22 @@ public final class Vault: @unchecked Sendable {
                 // the same new vault must not both try to write its marker.
                 if status == nil { vault.created.directory = try Directory.ensure(vault.path, mode: 0o700) }
                 try vault.takeLock(wait: lockWait)
-                if try vault.isNewOrUnfinished() {
+            }
+        } catch { throw VaultError.wrap(error) }
+        try Interruption.critical { () throws(VaultError) in
+            do {
+                if forWriting, try vault.isNewOrUnfinished() {
                     vault.created.layout = true
                     try vault.createLayout()
                 }
+                guard ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil else { throw VaultError.notAVault(path: vault.path) }
+                try vault.checkMarker()
+                if forWriting { try vault.removeLeftovers() } else { try vault.openCatalogueToRead() }
+            } catch {
+                if vault.lock != nil { vault.removeIfCreated() }
+                throw VaultError.wrap(error)
             }
-            guard ((try? FileStatus.of(vault.markerPath)) ?? nil) != nil else { throw VaultError.notAVault(path: vault.path) }
-            try vault.checkMarker()
-            if forWriting { try vault.removeLeftovers() }
-        } catch {
-            if vault.lock != nil { vault.removeIfCreated() }
-            throw VaultError.wrap(error)
+            claim?(vault)
         }
         return vault
     }
@@ -82,14 +95,23 @@ public final class Vault: @unchecked Sendable {
     public func removeIfCreated() -> Bool {
         precondition(lock != nil, "vault opened read-only")
         guard created.layout else { return false }
-        let layout = [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory]
-        // Anything in an item directory (a commit that got past its commit point, say) keeps
-        // the vault. Checked under the lock, so nobody adds to it meanwhile.
+        let layout = [ItemKind.photo.directory, ItemKind.note.directory]
+        // Anything in an item directory or the catalogue (a commit that got past its commit
+        // point, say) keeps the vault. Checked under the lock, so nobody adds to it meanwhile.
         for sub in layout where !((try? Directory.entries(of: Path.join(path, sub), sorted: false)) ?? []).isEmpty { return false }
+        // What has committed, through a connection of its own: this may run on the interrupt
+        // thread while the main thread's change is open on the vault's connection.
+        if catalogue != nil {
+            guard let committed = try? VaultCatalogue.open(in: path, forWriting: false), (try? committed.count()) == 0,
+                  (try? committed.pendingOperations())?.isEmpty == true else { return false }
+        }
         // The marker first: without it the rest is an unfinished layout, which the next open
         // completes; with it but without item directories it would be a broken vault.
         guard (try? FileSystem.removeFile(markerPath)) != nil else { return false }
         created.layout = false
+        // Unlinked even if a connection is still open (the main thread's, interrupted): the
+        // process is on its way out, and nothing was committed to them.
+        VaultCatalogue.removeFiles(in: path)
         AtomicFile.removeLeftovers(in: path)
         // rmdir, never a recursive removal.
         for sub in layout where (try? FileSystem.removeEmptyDirectory(Path.join(path, sub))) == nil { return false }
@@ -110,21 +132,26 @@ public final class Vault: @unchecked Sendable {
 
     /// Empty, or holding only what an interrupted `createLayout` leaves (empty item
     /// directories, the marker's temp file, no marker yet).
+    /// (A catalogue without a marker holds no item: items are added only to a vault whose
+    /// marker exists. An empty Meta/ is an unfinished v1 layout.)
     private func isNewOrUnfinished() throws -> Bool {
-        let layout: Set<String> = [".lock", ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory]
-        for name in try Directory.entries(of: path) where !name.hasPrefix(AtomicFile.tempPrefix) {
-            guard layout.contains(name) else { return false }
-            if name != ".lock", !(try Directory.entries(of: Path.join(path, name))).isEmpty { return false }
+        let directories: Set<String> = [ItemKind.photo.directory, ItemKind.note.directory, MetaDirectory.name]
+        let files = Set([".lock"] + VaultCatalogue.fileNames)
+        for name in try Directory.entries(of: path) where !name.hasPrefix(AtomicFile.tempPrefix) && !files.contains(name) {
+            guard directories.contains(name), (try Directory.entries(of: Path.join(path, name))).isEmpty else { return false }
         }
         return true
     }
 
     private func createLayout() throws {
         try Directory.ensure(path, mode: 0o700)
-        AtomicFile.removeLeftovers(in: path)   // an interrupted earlier attempt's marker
-        for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
+        AtomicFile.removeLeftovers(in: path)   // an interrupted earlier attempt's marker or catalogue
+        for sub in [ItemKind.photo.directory, ItemKind.note.directory] {
             try Directory.ensure(Path.join(path, sub), mode: 0o700)
         }
+        if MetaDirectory.exists(in: path) { try FileSystem.removeEmptyDirectory(MetaDirectory.path(in: path)) }
+        VaultCatalogue.removeFiles(in: path)
+        try VaultCatalogue.createEmpty(in: path)
         let vaultID = SecureRandom.bytes(16)
         let header = Self.markerMagic + [1] + vaultID
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
@@ -171,16 +198,36 @@ public final class Vault: @unchecked Sendable {
         }
     }
 
-    /// Temp files of killed writers and interrupted commits (finished or discarded). Content
-    /// files are only ever removed through a commit journal, never by guessing that one is
-    /// an orphan: a listing that fails (permissions, EMFILE) must not look like "no items".
+    /// What killed writers left, under the lock, before anything looks at the items: a v1
+    /// vault's interrupted commits are finished and it is migrated; a committed change's
+    /// pending steps are carried out; anything staged but never committed, and temp files,
+    /// are thrown away. Content files are only ever removed by a committed step, never by
+    /// guessing that one is an orphan.
     private func removeLeftovers() throws {
-        for sub in [ItemKind.photo.directory, ItemKind.note.directory, Self.metaDirectory] {
+        for sub in [ItemKind.photo.directory, ItemKind.note.directory] {
             AtomicFile.removeLeftovers(in: Path.join(path, sub))
         }
+        let catalogueFile = Path.join(path, VaultCatalogue.fileName)
+        if ((try? FileStatus.of(catalogueFile)) ?? nil) == nil {
+            guard MetaDirectory.exists(in: path) else { throw VaultError.notAVault(path: path) }
+            AtomicFile.removeLeftovers(in: MetaDirectory.path(in: path))
+            try VaultStaging.recoverVersion1(in: path, keyStore: keyStore)
+            try MetaDirectory.migrate(vaultPath: path)
+        }
         AtomicFile.removeLeftovers(in: path)
-        // Finish or discard interrupted commits before anything else looks at the items.
-        try VaultStaging.recover(in: path, keyStore: keyStore)
+        let catalogue = try VaultCatalogue.open(in: path, forWriting: true)
+        self.catalogue = catalogue
+        try VaultStaging.recover(in: self)
+        try MetaDirectory.finishMigration(vaultPath: path)
+    }
+
+    /// A reader's view: the catalogue, or a v1 vault's record files until a writer migrates it.
+    private func openCatalogueToRead() throws {
+        if ((try? FileStatus.of(Path.join(path, VaultCatalogue.fileName))) ?? nil) != nil {
+            catalogue = try VaultCatalogue.open(in: path, forWriting: false)
+        } else if !MetaDirectory.exists(in: path) {
+            throw VaultError.notAVault(path: path)
+        }
     }
 
     // MARK: reading the catalogue
@@ -194,29 +241,13 @@ public final class Vault: @unchecked Sendable {
 
     private func allItems() throws(VaultError) -> [ItemMetadata] {
         if let cachedItems { return cachedItems }
-        let metaDir = Path.join(path, Self.metaDirectory)
-        let names: [String]
-        // Unsorted: the items are sorted by creation time below.
-        do { names = try Directory.entries(of: metaDir, sorted: false) } catch { throw VaultError.wrap(error) }
-        let suffix = "." + Self.metaExtension
-        let ids = names.compactMap { name -> String? in
-            guard name.hasSuffix(suffix) else { return nil }
-            let id = String(name.dropLast(suffix.utf8.count))
-            // Records are named by their item's canonical ID (upper-case UUID text); any other
-            // name is a stray file, passed over like one (a record under another spelling of
-            // its ID could never open: the ID is its associated data).
-            return EntryName.isCanonicalID(id) ? id : nil
-        }
-        // Opening every record (read, decrypt, decode) is most of the time `vault list` and
-        // the start of `create` take on a big vault: the records are split over the cores.
-        var (found, damaged) = try openRecords(ids, in: metaDir)
+        var (found, damaged) = try readRecords()
         // A record under a key this process has not seen: another process rotated the keys
         // since this one loaded the key store. Read it again and retry those records.
         if !damaged.isEmpty, let before = try? openingKeyIDs(), keyStore.refreshCompartmentKeys(),
            let after = try? openingKeyIDs(), after != before {
-            let retried = try openRecords(damaged, in: metaDir)
-            found += retried.found
-            damaged = retried.damaged
+            let retry = Set(damaged)
+            (found, damaged) = try readRecords(only: retry)
         }
         damaged.sort()
         found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
@@ -225,44 +256,71 @@ public final class Vault: @unchecked Sendable {
         return found
     }
 
-    private func openingKeyIDs() throws -> [[UInt8]] {
-        try Compartment.allCases.flatMap { try keyStore.openingKeys(for: $0).map(CompartmentKeyRing.id(of:)) }
-    }
-
-    /// Opens the records of `ids` over up to four threads.
-    private func openRecords(_ ids: [String], in metaDir: String) throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
-        // Each compartment's keys, the likeliest first, with their IDs worked out once.
+    /// Opens every record (or those of `only`), from the catalogue in one read transaction
+    /// with its pending moves, or from a v1 vault's files. Opening (decrypt, decode) is most
+    /// of what `vault list` and the start of `create` take on a big vault, so each batch of
+    /// records is split over the cores.
+    private func readRecords(only: Set<String>? = nil) throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
         let keys: [(Compartment, SecureBytes, [UInt8])]
         do {
             keys = try Compartment.allCases.flatMap { compartment in
                 try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
             }
         } catch { throw VaultError.wrap(error) }
-        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4, ids.count / 256))
+        var found: [ItemMetadata] = [], damaged: [String] = []
+        func open(_ batch: [(id: String, sealed: [UInt8]?)]) {
+            let result = Self.openRecords(only.map { wanted in batch.filter { wanted.contains($0.id) } } ?? batch, keys: keys)
+            found += result.found
+            damaged += result.damaged
+        }
+        do {
+            if let catalogue {
+                let pending = try catalogue.read { batch in open(batch.map { ($0.id, $0.sealed) }) }
+                pendingMoves = [:]
+                for line in pending {
+                    if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
+                }
+            } else {
+                let ids = try MetaDirectory.recordIDs(in: path)
+                for start in stride(from: 0, to: ids.count, by: 4096) {
+                    open(ids[start..<min(ids.count, start + 4096)].map { ($0, MetaDirectory.record(id: $0, in: path)) })
+                }
+            }
+        } catch { throw VaultError.wrap(error) }
+        return (found, damaged)
+    }
+
+    private func openingKeyIDs() throws -> [[UInt8]] {
+        try Compartment.allCases.flatMap { try keyStore.openingKeys(for: $0).map(CompartmentKeyRing.id(of:)) }
+    }
+
+    /// Opens sealed records over up to four threads (nil bytes: a record that could not be read).
+    private static func openRecords(_ records: [(id: String, sealed: [UInt8]?)],
+                                    keys: [(Compartment, SecureBytes, [UInt8])]) -> (found: [ItemMetadata], damaged: [String]) {
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4, records.count / 256))
         var results = [(found: [ItemMetadata], damaged: [String])](repeating: ([], []), count: parts)
         results.withUnsafeMutableBufferPointer { slots in
             let slots = UncheckedSendable(slots)
-            let me = UncheckedSendable(self)
-            let keys = UncheckedSendable(keys)
+            let shared = UncheckedSendable((records, keys))
             DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let range = (ids.count * part / parts)..<(ids.count * (part + 1) / parts)
-                slots.value[part] = me.value.openRecords(ids[range], in: metaDir, keys: keys.value)
+                let (records, keys) = shared.value
+                let range = (records.count * part / parts)..<(records.count * (part + 1) / parts)
+                slots.value[part] = openRecords(records[range], keys: keys)
             }
         }
         return (results.flatMap(\.found), results.flatMap(\.damaged))
     }
 
-    /// Opens the records of `ids`; touches nothing shared but the read-only keys, so
-    /// several run at once.
-    private func openRecords(_ ids: ArraySlice<String>, in metaDir: String,
-                             keys: [(Compartment, SecureBytes, [UInt8])]) -> (found: [ItemMetadata], damaged: [String]) {
+    /// Opens records; touches nothing shared but the read-only keys, so several run at once.
+    private static func openRecords(_ records: ArraySlice<(id: String, sealed: [UInt8]?)>,
+                                    keys: [(Compartment, SecureBytes, [UInt8])]) -> (found: [ItemMetadata], damaged: [String]) {
         var found: [ItemMetadata] = []
         var damaged: [String] = []
-        for id in ids {
-            // A record that does not open is reported, not fatal: one damaged file must not
+        found.reserveCapacity(records.count)
+        for (id, sealed) in records {
+            // A record that does not open is reported, not fatal: one damaged record must not
             // keep the user from every other item (or from removing or restoring that one).
-            guard let sealed = try? FileDescriptor.openForReading(Path.join(metaDir, "\(id).\(Self.metaExtension)")).readAll(limit: 64 << 10),
-                  let opened = keys.lazy.compactMap({ compartment, key, keyID -> ItemMetadata? in
+            guard let sealed, let opened = keys.lazy.compactMap({ compartment, key, keyID -> ItemMetadata? in
                       guard var item = ItemMetadata.open(sealed, id: id, key: key), item.compartment == compartment else { return nil }
                       item.keyID = keyID
                       return item
@@ -283,16 +341,20 @@ public final class Vault: @unchecked Sendable {
 
     /// The errors for damaged records, naming each file.
     public func damagedItemErrors() throws(VaultError) -> [VaultError] {
-        try damagedItemIDs().map { .itemDamaged(id: $0, path: metadataPath(id: $0)) }
+        try damagedItemIDs().map { .itemDamaged(id: $0, path: recordPath(id: $0)) }
     }
 
-    /// Removes whatever files an item with a damaged record has (metadata and either kind of
-    /// content), in one journaled commit.
+    /// Where an item's record is, for messages: the catalogue (or a v1 vault's record file).
+    func recordPath(id: String) -> String {
+        catalogue?.path ?? MetaDirectory.recordPath(id: id, in: path)
+    }
+
+    /// Removes an item with a damaged record: its row and either kind of content file, in one
+    /// commit.
     public func removeDamaged(id: String) throws(VaultError) {
         precondition(lock != nil, "vault opened read-only")
         let staging = try VaultStaging(vault: self)
-        staging.stageRemoval(paths: [relativeMetadataPath(id: id),
-                                     ItemKind.photo.relativePath(id: id), ItemKind.note.relativePath(id: id)])
+        try staging.stageRemoval(damagedID: id)
         try staging.commit()
     }
 
@@ -320,21 +382,25 @@ public final class Vault: @unchecked Sendable {
     }
 
     public func contentPath(of item: ItemMetadata) -> String { Path.join(path, item.relativePath) }
+
+    /// Where to open an item's content, in order: where a committed change left it until its
+    /// pending move runs, then its place (the move may have run since the catalogue was read).
+    func contentPaths(of item: ItemMetadata) -> [String] {
+        (pendingMoves[item.relativePath].map { [Path.join(path, $0)] } ?? []) + [contentPath(of: item)]
+    }
     public var isWritable: Bool { lock != nil }
 
     func forgetCachedItems() {
         cachedItems = nil
         cachedDamaged = []
+        pendingMoves = [:]
     }
-
-    func metadataPath(id: String) -> String { Path.join(path, relativeMetadataPath(id: id)) }
-    func relativeMetadataPath(id: String) -> String { "\(Self.metaDirectory)/\(id).\(Self.metaExtension)" }
 
     // MARK: reading items
 
     /// The item's file, opened and given its cheap checks (see `SealedVaultItem`).
     public func sealedItem(_ item: ItemMetadata) throws(VaultError) -> SealedVaultItem {
-        try SealedVaultItem(item, vaultPath: path, keyStore: keyStore)
+        try SealedVaultItem(item, paths: contentPaths(of: item), keyStore: keyStore)
     }
 
     /// Decrypts an item into `sink`; returns normally only if its tag verified and the
@@ -427,7 +493,10 @@ public final class Vault: @unchecked Sendable {
     public func remove(_ items: [ItemMetadata]) throws(VaultError) {
         precondition(lock != nil, "vault opened read-only")
         let staging = try VaultStaging(vault: self)
-        for item in items { staging.stageRemoval(item) }
+        do throws(VaultError) { for item in items { try staging.stageRemoval(item) } } catch {
+            staging.discard()
+            throw error
+        }
         try staging.commit()
     }
 

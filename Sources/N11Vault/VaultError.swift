@@ -1,3 +1,4 @@
+import Glibc
 import N11Crypto
 import N11Format
 import N11System
@@ -48,6 +49,10 @@ public enum VaultError: CategorizedError, Sendable {
     case notEnoughSpace(path: String, needed: Int64, available: Int64)
     /// The change was committed (journaled) but not fully applied; the next writer finishes it.
     case commitPending(vault: String, cause: String)
+    /// The catalogue file is not a database SQLite can read, or its contents are damaged.
+    case catalogueDamaged(path: String, reason: String)
+    /// A catalogue written by a later n11archive, in a format this one does not know.
+    case catalogueTooNew(path: String)
     case system(SystemError)
     case crypto(CryptoError)
     /// Anything else from below, with its own kind (never dressed up as an errno).
@@ -59,7 +64,8 @@ public enum VaultError: CategorizedError, Sendable {
         switch self {
         case .notInitialized, .unsafePermissions: return .configuration
         case .alreadyInitialized, .outputExists: return .outputExists
-        case .keyStoreDamaged, .itemDamaged: return .damaged
+        case .keyStoreDamaged, .itemDamaged, .catalogueDamaged: return .damaged
+        case .catalogueTooNew: return .configuration
         case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch, .vaultNeedsItsKeyStore,
              .compartmentKeyForgotten, .compartmentKeyUnknown: return .authentication
         case .rotationBlockedByDamage: return .damaged
@@ -119,6 +125,8 @@ public enum VaultError: CategorizedError, Sendable {
             return "'\(path)' has \(available >> 20) MiB free and this needs \(needed >> 20) MiB (every item is written anew before the old copies go); nothing was changed"
         case .commitPending(let vault, let cause):
             return "the change to '\(vault)' was committed but could not be completed (\(cause))"
+        case let .catalogueDamaged(path, reason): return "the vault catalogue '\(path)' is damaged (\(reason)); nothing was changed"
+        case .catalogueTooNew(let path): return "the vault catalogue '\(path)' was written by a newer n11archive"
         case .system(let e): return e.description
         case .crypto(let e): return e.description
         case .caller(let e): return e.description
@@ -149,6 +157,8 @@ public enum VaultError: CategorizedError, Sendable {
         case .compartmentKeyUnknown: return "restore it with the --home whose key store made it"
         case .rotationBlockedByDamage: return "restore those items from an archive, or remove them with `n11archive vault rm ID`, then rotate"
         case .notEnoughSpace: return "free some space, or rotate one compartment at a time with --compartment"
+        case .catalogueDamaged: return "restore the vault from your latest archive into a new directory (`n11archive restore FILE --vault NEW`), and keep this one until that has worked"
+        case .catalogueTooNew: return "use that newer n11archive with this vault"
         case .commitPending: return "do not repeat the command: the next n11archive command that changes this vault completes it (e.g. `n11archive vault purge`)"
         case .invalidDuration: return "use a number with a unit: 90s, 30m, 12h, 7d or 2w"
         case .system(let e): return e.hint
@@ -163,6 +173,8 @@ extension VaultError {
     static func wrap(_ error: any Error) -> VaultError {
         switch error {
         case let e as VaultError: return e
+        case let e as SystemError where e.errno == EBADMSG: return .catalogueDamaged(path: e.path ?? "", reason: e.operation)
+        case let e as SystemError where e.errno == EPROTONOSUPPORT: return .catalogueTooNew(path: e.path ?? "")
         case let e as SystemError: return .system(e)
         case let e as CryptoError: return .crypto(e)
         case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)

@@ -26,15 +26,15 @@ extension Vault {
     }
 
     /// Re-encrypts every item of `compartments` (expired fade items too) under new keys, in
-    /// one journaled commit, then retires the old keys (`KeyStore.promote`), and forgets the
+    /// one commit, then retires the old keys (`KeyStore.promote`), and forgets the
     /// retired ones if asked. The order makes a kill at any moment leave the old state or the
     /// new one:
     ///
     /// 1. the new keys are saved in the key store as pending: nothing visible uses them;
     /// 2. every item is sealed anew under them out of sight (`VaultStaging`), each checked
     ///    against its tag and digest on the way, the marker too if the vault key changes;
-    /// 3. the journal commits: its first step makes the pending keys current (the old ones
-    ///    retired), then the new files replace the old. A kill after the journal is finished
+    /// 3. the change commits: its first pending step makes the pending keys current (the old ones
+    ///    retired), then the new files replace the old. A kill after the commit is finished
     ///    by the next writer, before it writes anything.
     ///
     /// Damaged records stop it before anything is written (they would be left under a key
@@ -85,7 +85,10 @@ extension Vault {
             staging.discard()
             throw VaultError.wrap(error)
         }
-        staging.stagePromotion(report.newKeyIDs)
+        do throws(VaultError) { try staging.stagePromotion(report.newKeyIDs) } catch {
+            staging.discard()
+            throw error
+        }
         return (staging, report)
     }
 }

@@ -4,24 +4,27 @@ import N11Format
 import N11System
 
 /// A change to a vault that becomes visible all at once, even if the process is killed
-/// (DESIGN.md §4). New items are written out of sight in `.n11staging-XXXX/` inside the vault
-/// (same file system, so publishing is a rename); `commit()` then writes a journal into that
-/// directory listing every move and removal, applies them, and deletes the directory. The
-/// journal's appearance is the commit point:
+/// (DESIGN.md §4; FORMAT.md, Appendix C). New content files are written out of sight in
+/// `.n11staging-XXXX/` inside the vault (same file system, so publishing is a rename), and
+/// the change's rows go into one catalogue transaction, open from the start: records put or
+/// deleted, and the file steps (moves into place, removals) as `pending` rows. `commit()`
+/// makes the staged files durable (one syncfs), commits the transaction, carries out the
+/// steps, and clears them. The transaction's COMMIT is the commit point:
 ///
-/// - killed before it: the next process that opens the vault for writing deletes the staging
+/// - killed before it: SQLite drops the transaction, the next writer deletes the staging
 ///   directory, and the vault is as it was;
-/// - killed after it: that process replays the journal (every step is idempotent) and the
-///   vault is as if the commit had finished.
+/// - killed after it: readers already see the new rows (and read moved content where the
+///   pending rows say it is), and the next writer carries out the steps (each idempotent).
 ///
 /// Staged files are ciphertext under the vault's keys, never plaintext.
 public final class VaultStaging {
     static let prefix = ".n11staging-"
+    /// A v1 vault's commit journal, inside its staging directory (`recoverVersion1`).
     static let journalName = "commit"
 
     public let vault: Vault
     public let directory: String
-    private(set) var operations: [Operation] = []
+    private let catalogue: VaultCatalogue
     private var finished = false
     /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
     private var interruptCleanup: Interruption.Token?
@@ -69,14 +72,18 @@ public final class VaultStaging {
 
     public init(vault: Vault) throws(VaultError) {
         precondition(vault.isWritable, "staging needs the vault opened for writing")
+        guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
         self.vault = vault
+        self.catalogue = catalogue
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
         // Registered before the directory exists, so no moment has it without its cleanup.
         let staged = directory
         interruptCleanup = Interruption.onInterrupt { Directory.removePrivateTree(staged) }
-        do { try Directory.ensure(directory, mode: 0o700) } catch {
-            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
-            finished = true
+        do {
+            try Directory.ensure(directory, mode: 0o700)
+            try catalogue.beginChange()
+        } catch {
+            discard()
             throw VaultError.wrap(error)
         }
     }
@@ -137,12 +144,16 @@ public final class VaultStaging {
         let file = try FileDescriptor.createExclusive(Path.join(directory, name), mode: 0o600)
         try file.write(bytes)
         try file.close()
-        operations.append(.move(staged: "\(Path.lastComponent(of: directory))/\(name)", to: Vault.markerName))
+        try add(.move(staged: "\(Path.lastComponent(of: directory))/\(name)", to: Vault.markerName))
     }
 
-    /// Makes the key store's pending keys `ids` current as the journal's first step.
-    func stagePromotion(_ ids: [Compartment: [UInt8]]) {
-        operations.insert(.promoteKeys(ids), at: 0)
+    /// Makes the key store's pending keys `ids` current as the change's first step.
+    func stagePromotion(_ ids: [Compartment: [UInt8]]) throws(VaultError) {
+        try add(.promoteKeys(ids), first: true)
+    }
+
+    private func add(_ operation: Operation, first: Bool = false) throws(VaultError) {
+        do { try catalogue.addPending(operation.line, first: first) } catch { throw VaultError.wrap(error) }
     }
 
     /// Stages one item. `writeContent` writes the vault file (nonce ‖ ciphertext ‖ tag under
@@ -165,7 +176,7 @@ public final class VaultStaging {
         let item = (id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires)
         let key = sealingKey ?? vault.keyStore.key(for: item.compartment)
         let stagingName = Path.lastComponent(of: directory)
-        let contentName = "\(item.id).content", metaName = "\(item.id).meta"
+        let contentName = "\(item.id).content"
         let contentPath = Path.join(directory, contentName)
         let content = try FileDescriptor.createExclusive(contentPath, mode: 0o600)
         let written: (tag: [UInt8], size: Int64, sha256: String)
@@ -176,79 +187,107 @@ public final class VaultStaging {
             _ = unlink(contentPath)
             throw error
         }
-        // No fsync per file: `writeJournal` makes every staged file durable with one syncfs
-        // before the commit point.
+        // No fsync per file: `commitPoint` makes every staged file durable with one syncfs.
         try content.close()
         let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
                                     created: item.created, expires: item.expires, size: written.size,
                                     contentTag: written.tag.hex, sha256: written.sha256)
-        let meta = try FileDescriptor.createExclusive(Path.join(directory, metaName), mode: 0o600)
-        try meta.write(metadata.sealed(with: key))
-        try meta.close()
-        // Content first, then the metadata that makes the item exist; a replaced item's files
-        // are replaced by the renames. Only a replaced item of the other kind leaves a file at
-        // another path, removed last. The journal never removes a path a move writes to, so
-        // replaying it after it fully ran changes nothing.
-        operations.append(.move(staged: "\(stagingName)/\(contentName)", to: metadata.relativePath))
-        operations.append(.move(staged: "\(stagingName)/\(metaName)", to: vault.relativeMetadataPath(id: item.id)))
+        // The row makes the item exist (or replaces its record); the move puts its content in
+        // place. Only a replaced item of the other kind leaves a file at another path, removed
+        // after the moves. No step removes a path a move writes to, so running the steps again
+        // after they all ran changes nothing.
+        try catalogue.put(id: item.id, record: metadata.sealed(with: key))
+        try add(.move(staged: "\(stagingName)/\(contentName)", to: metadata.relativePath))
         if let old = replaces, old.relativePath != metadata.relativePath {
-            operations.append(.remove(old.relativePath))
+            try add(.remove(old.relativePath))
         }
         return metadata
     }
 
-    /// Stages the removal of an item: its metadata first (it stops existing), then its content.
-    public func stageRemoval(_ item: ItemMetadata) {
-        operations.append(.remove(vault.relativeMetadataPath(id: item.id)))
-        operations.append(.remove(item.relativePath))
+    /// Stages the removal of an item: its row (it stops existing), then its content file.
+    public func stageRemoval(_ item: ItemMetadata) throws(VaultError) {
+        do { try catalogue.delete(id: item.id) } catch { throw VaultError.wrap(error) }
+        try add(.remove(item.relativePath))
     }
 
-    /// Stages removing files by vault-relative path (a damaged item's remains).
-    func stageRemoval(paths: [String]) {
-        operations.append(contentsOf: paths.map { .remove($0) })
+    /// Stages the removal of an item whose record does not open: its row and whichever
+    /// content file it has.
+    func stageRemoval(damagedID id: String) throws(VaultError) {
+        do { try catalogue.delete(id: id) } catch { throw VaultError.wrap(error) }
+        for kind in [ItemKind.photo, .note] { try add(.remove(kind.relativePath(id: id))) }
     }
 
     /// A restored item replaces one whose record was damaged: after the moves, remove that
     /// ID's content file of the other kind, if any (never a path a move writes).
-    public func stageRepair(ofDamagedID id: String, restoredKind kind: ItemKind) {
+    public func stageRepair(ofDamagedID id: String, restoredKind kind: ItemKind) throws(VaultError) {
         let other: ItemKind = kind == .photo ? .note : .photo
-        operations.append(.remove(other.relativePath(id: id)))
+        try add(.remove(other.relativePath(id: id)))
     }
 
-    /// Makes every staged change visible: journal, then the moves and removals, then cleanup.
+    /// Makes every staged change visible: the commit point, then the file steps, then cleanup.
     public func commit() throws(VaultError) {
         precondition(!finished)
-        finished = true
-        // Ctrl-C waits for the journal and its steps: a commit is never cut in half by us
-        // (a SIGKILL can cut it; the next writer then finishes it from the journal).
+        // Ctrl-C waits for the commit and its steps: a commit is never cut in half by us
+        // (a SIGKILL can cut it; the next writer then finishes it from the pending rows).
         try Interruption.critical { () throws(VaultError) in
+            do { try commitPoint() } catch {
+                discard()
+                throw VaultError.wrap(error)
+            }
+            finished = true
             if let interruptCleanup { Interruption.cancel(interruptCleanup) }
-            do { try writeJournal() } catch { throw VaultError.wrap(error) }
             // The commit point has passed: from here a failure (or a crash) is finished by the
             // next process that opens the vault for writing, and the user must know not to retry.
-            do { try Self.apply(operations, in: vault.path, keyStore: vault.keyStore) }
+            do { try Self.carryOutPending(of: catalogue, in: vault.path, keyStore: vault.keyStore) }
             catch { throw VaultError.commitPending(vault: vault.path, cause: VaultError.wrap(error).description) }
             Directory.removePrivateTree(directory)
         }
         vault.forgetCachedItems()
     }
 
-    /// The commit point: the journal, written atomically after the staged files are durable
-    /// (one syncfs for all of them: their data, their inodes and the staging directory).
-    func writeJournal() throws {
+    /// The commit point: the catalogue transaction, committed once the staged files are
+    /// durable (one syncfs for all of them: their data, their inodes and the staging directory).
+    func commitPoint() throws {
         try Directory.syncFileSystem(containing: directory)
-        let journal = operations.map(\.line).joined(separator: "\n") + "\n"
-        try AtomicFile.write(Array(journal.utf8), to: Path.join(directory, Self.journalName))
+        try catalogue.commitChange()
     }
 
-    /// Stops without cleaning up, as a killed process would (for tests of recovery).
-    func abandon() { finished = true }
+    /// Commits and stops, as a process killed right after the commit point would (for tests
+    /// of recovery).
+    func commitAndAbandon() throws {
+        try commitPoint()
+        finished = true
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+    }
+
+    /// Stops without cleaning up, as a killed process would (for tests of recovery); the
+    /// transaction goes with the connection, as it would with the process.
+    func abandon() {
+        finished = true
+        catalogue.rollbackChange()
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+    }
 
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
+        catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         Directory.removePrivateTree(directory)
+    }
+
+    /// Carries out the pending steps of a committed change, syncs what they touched, and
+    /// clears them.
+    static func carryOutPending(of catalogue: VaultCatalogue, in vaultPath: String, keyStore: KeyStore) throws {
+        let lines = try catalogue.pendingOperations()
+        guard !lines.isEmpty else { return }
+        let operations = lines.compactMap { Operation(line: Substring($0)) }
+        // Rows are written by this code; one that does not read is damage, not ours to guess at.
+        guard operations.count == lines.count else {
+            throw SystemError("the catalogue holds a pending step this version cannot read", path: catalogue.path, errno: EBADMSG)
+        }
+        try apply(operations, in: vaultPath, keyStore: keyStore)
+        try catalogue.clearPending()
     }
 
     /// Applies journal steps; each can run again after a crash with the same result.
@@ -272,12 +311,27 @@ public final class VaultStaging {
         for directory in touched.sorted() { try Directory.sync(directory) }
     }
 
-    /// What killed runs left: a committed journal is replayed, anything else thrown away.
-    /// Called with the vault lock held. Returns how many commits were completed. Only real
-    /// directories of this user count: a link or another user's directory with a staging
-    /// name is left alone, never read as a journal and never deleted through.
+    /// What killed writers left in a vault with a catalogue, under the vault lock: a committed
+    /// change's pending steps are carried out, then every staging directory is thrown away
+    /// (what they still hold was never committed). Only real directories of this user count:
+    /// a link or another user's directory with a staging name is left alone.
+    static func recover(in vault: Vault) throws {
+        guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
+        try carryOutPending(of: catalogue, in: vault.path, keyStore: vault.keyStore)
+        let vaultDirectory = try DirectoryHandle.open(vault.path, followingLink: true)
+        for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
+            guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status().owner) == geteuid() else { continue }
+            vaultDirectory.removePrivateTree(name)
+        }
+    }
+
+    /// What killed v1 writers left (before the migration to a catalogue): a committed journal
+    /// is replayed, anything else thrown away. Called with the vault lock held. Returns how
+    /// many commits were completed. Only real directories of this user count: a link or
+    /// another user's directory with a staging name is left alone, never read as a journal
+    /// and never deleted through.
     @discardableResult
-    static func recover(in vaultPath: String, keyStore: KeyStore) throws -> Int {
+    static func recoverVersion1(in vaultPath: String, keyStore: KeyStore) throws -> Int {
         var replayed = 0
         let vaultDirectory = try DirectoryHandle.open(vaultPath, followingLink: true)
         for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {

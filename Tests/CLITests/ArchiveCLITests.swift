@@ -375,10 +375,9 @@ struct RepairCLITests {
     func damagedRecord() throws {
         try withSandbox { s in
             _ = try s.fillVault()
-            let metas = listing(of: s.vault + "/Meta").filter { $0.hasSuffix(".n11meta") }
-            let victim = try #require(metas.first)
-            let id = String(victim.dropLast(".n11meta".count))
-            try flipByte(in: s.vault + "/Meta/" + victim, at: 30)
+            let metas = try TestCatalogue.records(in: s.vault)
+            let id = try #require(metas.first).id
+            try TestCatalogue.flipRecordByte(id: id, at: 30, in: s.vault)
             let list = try s.run(["vault", "list", "--json"])
             expectExit(list, 65)
             #expect(list.err.contains(id), "\(list)")

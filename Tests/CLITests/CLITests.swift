@@ -230,7 +230,7 @@ struct CLITests {
             #expect(rm.out.contains(lines[2].id))
             #expect(try s.list().items.count == 2)
             #expect(!exists(s.vault + "/Photos/\(lines[2].id).n11"))
-            #expect(!exists(s.vault + "/Meta/\(lines[2].id).n11meta"))
+            #expect(try TestCatalogue.record(id: lines[2].id, in: s.vault) == nil)
         }
     }
 
@@ -512,8 +512,7 @@ struct CLITests {
             let line = try #require(addedLines(added).first, "\(added)")
             #expect(line.compartment == "fade")
             let content = s.vault + "/Photos/\(line.id).n11"
-            let meta = s.vault + "/Meta/\(line.id).n11meta"
-            #expect(exists(content) && exists(meta))
+            #expect(try exists(content) && TestCatalogue.record(id: line.id, in: s.vault) != nil)
 
             let fadeOnly = try s.list(["--compartment", "fade"])
             #expect(fadeOnly.items.map { $0["id"] as? String } == [line.id])
@@ -539,7 +538,7 @@ struct CLITests {
             expectExit(purge, 0)
             #expect(purge.out.contains(line.id), "\(purge)")
             #expect(!exists(content))
-            #expect(!exists(meta))
+            #expect(try TestCatalogue.record(id: line.id, in: s.vault) == nil)
             #expect(exists(s.vault + "/Photos/\(keep).n11"))
             #expect(try s.list().expiredHidden == 0)
         }

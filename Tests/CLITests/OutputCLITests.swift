@@ -132,8 +132,8 @@ struct OutputCLITests {
             #expect((try jsonDocument(damaged)["error"] as? String)?.contains(archive) == true)
 
             // vault list with a damaged record: the listing itself carries the error, once.
-            let victim = try #require(listing(of: s.vault + "/Meta").first)
-            try flipByte(in: s.vault + "/Meta/" + victim, at: 30)
+            let victim = try #require(try TestCatalogue.records(in: s.vault).first)
+            try TestCatalogue.flipRecordByte(id: victim.id, at: 30, in: s.vault)
             let listed = try s.run(["vault", "list", "--json"])
             try expectErrorDocument(listed, 65, command: "vault list")
             let doc = try jsonDocument(listed)

@@ -33,12 +33,12 @@ private let canHideToolchain: Bool = {
        .enabled(if: !staticBinary.isEmpty, "set N11_STATIC_BINARY to the --static-swift-stdlib build (Scripts/test does)"))
 struct StaticBinaryTests {
 
-    @Test("it links no Swift library: only libc, libsodium, libcrypto and libzip (and what they need)")
+    @Test("it links no Swift library: only libc, libsodium, libcrypto, libzip and libsqlite3 (and what they need)")
     func linkedLibraries() throws {
         let (ldd, status) = try runShell("ldd '\(staticBinary)'")
         #expect(status == 0, "\(ldd)")
         #expect(!ldd.contains("libswift") && !ldd.contains("libFoundation") && !ldd.contains("not found"), "\(ldd)")
-        for needed in ["libsodium", "libcrypto", "libzip"] { #expect(ldd.contains(needed), "\(needed): \(ldd)") }
+        for needed in ["libsodium", "libcrypto", "libzip", "libsqlite3"] { #expect(ldd.contains(needed), "\(needed): \(ldd)") }
         if let toolchainRoot { #expect(!ldd.contains(toolchainRoot), "\(ldd)") }
     }
 

@@ -28,7 +28,8 @@ struct RestoreTakeBackTests {
             let before = snapshot(other)
             let reopened = try Vault.open(at: other, keyStore: store, forWriting: true)
             #expect(!reopened.removeIfCreated())
-            #expect(snapshot(other) == before)
+            // (SQLite's -wal and -shm are there while the catalogue is open: working files, not state.)
+            #expect(snapshot(other).filter { !$0.key.hasSuffix("-wal") && !$0.key.hasSuffix("-shm") } == before)
 
             // A vault this open created, into which a commit got through: kept.
             let committed = dir + "/committed"

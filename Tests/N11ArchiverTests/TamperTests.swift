@@ -158,7 +158,7 @@ func expectRejected(_ world: TamperWorld, _ path: String, _ expected: Set<String
     // 2. restore into a vault holding one item: byte-identical afterwards.
     let (restoreStore, restorePath) = restoreInto ?? (world.destStore, world.destVaultPath)
     let vaultBefore = snapshot(restorePath)
-    #expect(vaultBefore.keys.contains { $0.hasPrefix("Meta/") }, "the destination vault should hold an item", sourceLocation: sourceLocation)
+    #expect(vaultBefore.keys.contains { $0.hasPrefix("Photos/") } && vaultBefore.keys.contains("Catalogue.sqlite"), "the destination vault should hold an item", sourceLocation: sourceLocation)
     expectArchiveError(expected, kind: kind, "\(label) restore", sourceLocation: sourceLocation) {
         let destination = try Vault.open(at: restorePath, keyStore: restoreStore, forWriting: true)
         _ = try ArchiveRestorer.restore(try open(), into: destination, .init(overwrite: false, dryRun: false))

@@ -16,8 +16,7 @@ struct AmbiguousPrefixTests {
         let metadata = ItemMetadata(id: id, kind: .note, compartment: .vault, name: "n-\(id.prefix(8))",
                                     created: Date(), expires: nil, size: 0, contentTag: String(repeating: "0", count: 32),
                                     sha256: String(repeating: "0", count: 64))
-        try AtomicFile.write(metadata.sealed(with: store.key(for: .vault)),
-                             to: vaultPath + "/Meta/\(id).n11meta", replaceExisting: false)
+        try TestCatalogue.setRecord(metadata.sealed(with: store.key(for: .vault)), id: id, in: vaultPath)
         return metadata
     }
 

@@ -6,9 +6,9 @@ import N11Crypto
 import N11Format
 import N11System
 
-/// The commit journal of VaultStaging, crashed at each step by hand (Scripts/crashtest does
-/// it with real SIGKILLs): the next writer must see exactly the old state or the new one.
-@Suite("Vault commit journal: recovery after a crash at every step")
+/// A VaultStaging change, crashed at each step by hand (Scripts/crashtest does it with real
+/// SIGKILLs): readers, and the next writer, must see exactly the old state or the new one.
+@Suite("Vault commits: recovery after a crash at every step")
 struct JournalTests {
     /// A vault with one item, and a staging that adds two more (not committed yet).
     func prepare(_ dir: String, store: KeyStore) throws -> (old: ItemMetadata, staging: VaultStaging, new: [ItemMetadata]) {
@@ -37,7 +37,20 @@ struct JournalTests {
         return Set(try vault.items().map(\.id))
     }
 
-    @Test("killed before the journal: the staged items are discarded")
+    /// What a reader (no lock, no recovery) sees: the IDs, each item read back whole.
+    func readerIDs(_ dir: String, store: KeyStore) throws -> Set<String> {
+        let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+        for item in try vault.items() { try vault.verify(item) }
+        #expect(try vault.damagedItemIDs().isEmpty)
+        return Set(try vault.items().map(\.id))
+    }
+
+    /// The pending steps of the committed change, parsed.
+    func pendingOperations(_ dir: String) throws -> [VaultStaging.Operation] {
+        try TestCatalogue.pending(in: dir + "/vault").map { try #require(VaultStaging.Operation(line: Substring($0))) }
+    }
+
+    @Test("killed before the commit: the staged items are discarded")
     func beforeJournal() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
@@ -46,23 +59,27 @@ struct JournalTests {
                 staging.abandon()
                 return [old.id]
             }()
+            #expect(try readerIDs(dir, store: store) == ids)
             #expect(try recoveredIDs(dir, store: store) == ids)
         }
     }
 
-    @Test("killed after the journal, before or in the middle of applying it: the commit is finished",
-          arguments: [0, 1, 2, 3, 4])
-    func afterJournal(applied: Int) throws {
+    @Test("killed after the commit, before or in the middle of its file steps: readers see the new state whole, and the next writer finishes it",
+          arguments: [0, 1, 2])
+    func afterCommit(applied: Int) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
             let expected: Set<String> = try {
                 let (old, staging, new) = try prepare(dir, store: store)
-                try staging.writeJournal()
-                try VaultStaging.apply(Array(staging.operations.prefix(applied)), in: dir + "/vault", keyStore: store)
-                staging.abandon()
+                try staging.commitAndAbandon()
+                let steps = try pendingOperations(dir)
+                #expect(steps.count == 2)
+                try VaultStaging.apply(Array(steps.prefix(applied)), in: dir + "/vault", keyStore: store)
                 return Set([old.id] + new.map(\.id))
             }()
+            #expect(try readerIDs(dir, store: store) == expected, "a reader reads moved content where the pending rows say")
             #expect(try recoveredIDs(dir, store: store) == expected)
+            #expect(try TestCatalogue.pending(in: dir + "/vault").isEmpty)
         }
     }
 
@@ -79,10 +96,12 @@ struct JournalTests {
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: MemorySource(text), to: file)
                 return (sealed.tag, sealed.plaintextLength, try SHA256Digest.hash(text).hex)
             }
-            let operations = staging.operations
+            #expect(try TestCatalogue.pending(in: dir + "/vault").isEmpty, "uncommitted: another connection sees none of it")
+            let steps = try #require(vault.catalogue).pendingOperations().map { try #require(VaultStaging.Operation(line: Substring($0))) }
+            #expect(steps.count == 2, "a move into the note's place and the removal of the photo")
             try staging.commit()
             // The same journal again, as a crash between the last step and the cleanup would cause.
-            try VaultStaging.apply(operations, in: dir + "/vault", keyStore: store)
+            try VaultStaging.apply(steps, in: dir + "/vault", keyStore: store)
             let reread = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
             let item = try reread.item(matching: old.id)
             #expect(item.kind == .note && item.contentTag == replacement.contentTag)

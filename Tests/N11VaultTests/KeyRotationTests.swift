@@ -93,10 +93,11 @@ struct KeyRotationTests {
                 #expect(try reloaded.key(for: compartment, id: nil).testBytes == oldKeys[compartment], "nil names the first key")
             }
             // Nothing in the vault opens under an old key any more.
-            for path in allFiles(under: dir + "/vault") where path.hasSuffix(".n11meta") {
-                let id = String(path.split(separator: "/").last!.dropLast(".n11meta".count))
+            let rows = try TestCatalogue.records(in: dir + "/vault")
+            #expect(rows.count == contents.count)
+            for (id, record) in rows {
                 for key in oldKeys.values {
-                    #expect(ItemMetadata.open(try readBytes(path), id: id, key: try SecureBytes(copying: key)) == nil)
+                    #expect(ItemMetadata.open(record, id: id, key: try SecureBytes(copying: key)) == nil)
                 }
             }
             // A second rotation retires the first one's keys too, oldest first.
@@ -109,7 +110,7 @@ struct KeyRotationTests {
         }
     }
 
-    @Test("killed before the journal: the old keys stay current, the items as they were; the next rotation drops the orphan pending keys")
+    @Test("killed before the commit: the old keys stay current, the items as they were; the next rotation drops the orphan pending keys")
     func killedBeforeJournal() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
@@ -133,8 +134,8 @@ struct KeyRotationTests {
         }
     }
 
-    @Test("killed after the journal, at every step of applying it: the next writer finishes it, keys and items together",
-          arguments: [0, 1, 2, 5, 9, 14])
+    @Test("killed after the commit, at every file step: readers read every item, and the next writer finishes it, keys and items together",
+          arguments: [0, 1, 2, 5, 8])
     func killedAfterJournal(applied: Int) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
@@ -142,11 +143,16 @@ struct KeyRotationTests {
             let before = try currentIDs(dir)
             let newIDs = try withVault(dir, store) { vault in
                 let (staging, report) = try vault.stageKeyRotation(of: Set(Compartment.allCases), progress: nil)
-                try staging.writeJournal()
-                try VaultStaging.apply(Array(staging.operations.prefix(applied)), in: dir + "/vault", keyStore: store)
-                staging.abandon()
+                try staging.commitAndAbandon()
+                let steps = try TestCatalogue.pending(in: dir + "/vault").map { try #require(VaultStaging.Operation(line: Substring($0))) }
+                #expect(steps.count == contents.count + 2, "the promotion, each item, the marker")
+                try VaultStaging.apply(Array(steps.prefix(applied)), in: dir + "/vault", keyStore: store)
                 return report.newKeyIDs
             }
+            // A reader before any writer: the new records, each item read where it is now.
+            let reader = try Vault.open(at: dir + "/vault", keyStore: try storeOnDisk(dir), forWriting: false)
+            #expect(try reader.damagedItemIDs().isEmpty)
+            for item in try reader.items(includeExpired: true) { try reader.verify(item) }
             try expectIntact(dir, contents)
             #expect(try currentIDs(dir) == newIDs)
             for compartment in Compartment.allCases {
@@ -179,7 +185,7 @@ struct KeyRotationTests {
 
             // A record that opens under no key: named, and nothing is written.
             let other = try #require(try vault.items().first { $0.size == 1 })
-            try writeBytes(randomBytes(120), to: metadataPath(of: other, in: vault))
+            try TestCatalogue.setRecord(randomBytes(120), id: other.id, in: vault.path)
             vault.forgetCachedItems()
             let keyStoreBytes = try readBytes(dir + "/home/keystore.n11keys")
             let blocked = expectVaultError("rotationBlockedByDamage") { _ = try vault.rotateKeys(of: [.vault]) }

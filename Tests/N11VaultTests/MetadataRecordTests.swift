@@ -76,13 +76,16 @@ struct MetadataRecordTests {
         }
     }
 
-    @Test("Meta/ files named by a canonical ID are records (damaged if they do not open); other names are stray files")
+    @Test("v1 Meta/ files named by a canonical ID are records (damaged if they do not open), read as they are and migrated by the first writer; other names are stray files, left alone")
     func recordNames() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
-            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
-            let item = try vault.add(note("kept"))
-            let sealed = try #require(FileManager.default.contents(atPath: metadataPath(of: item, in: vault)))
+            let item = try { () throws -> ItemMetadata in
+                let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+                return try vault.add(note("kept"))
+            }()
+            let sealed = Data(try #require(try TestCatalogue.record(id: item.id, in: dir + "/vault")))
+            try TestCatalogue.downgradeToVersion1(dir + "/vault")
             let garbageID = "00000000-0000-4000-8000-000000000000"
             // Another spelling of the real record's ID, and forms UUID(uuidString:) also takes.
             let stray = [item.id.lowercased(), "+" + item.id.dropFirst(), String(item.id.dropLast(12)) + "0x" + item.id.suffix(10)]
@@ -90,9 +93,18 @@ struct MetadataRecordTests {
             for name in stray {
                 #expect(FileManager.default.createFile(atPath: dir + "/vault/Meta/\(name).n11meta", contents: sealed), "\(name)")
             }
-            let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
-            #expect(try reopened.items().map(\.id) == [item.id])
-            #expect(try reopened.damagedItemIDs() == [garbageID])
+            let reader = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            #expect(try reader.items().map(\.id) == [item.id])
+            #expect(try reader.damagedItemIDs() == [garbageID])
+            #expect(!exists(TestCatalogue.path(dir + "/vault")), "a reader does not migrate")
+
+            let writer = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            #expect(try writer.items().map(\.id) == [item.id])
+            #expect(try writer.damagedItemIDs() == [garbageID])
+            #expect(try TestCatalogue.records(in: dir + "/vault").map(\.id) == [garbageID, item.id])
+            #expect(try TestCatalogue.record(id: garbageID, in: dir + "/vault") == [1, 2, 3], "copied byte for byte")
+            // The stray files are not records: they stay, and so does Meta/ around them.
+            #expect(Set(listing(of: dir + "/vault/Meta")) == Set(stray.map { "\($0).n11meta" }))
         }
     }
 }

@@ -87,6 +87,4 @@ func plaintext(of item: ItemMetadata, in vault: Vault) throws -> [UInt8] {
     return sink.bytes
 }
 
-func metadataPath(of item: ItemMetadata, in vault: Vault) -> String {
-    vault.path + "/Meta/\(item.id).n11meta"
-}
+

@@ -21,12 +21,14 @@ struct VaultTests {
             let vaultPath = dir + "/vaults/main"
             let vault = try Vault.open(at: vaultPath, keyStore: store, forWriting: true)
             #expect(vault.path == vaultPath)
-            for sub in ["Photos", "Notes", "Meta"] {
+            for sub in ["Photos", "Notes"] {
                 var st = stat()
                 #expect(lstat(vaultPath + "/" + sub, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR, "\(sub) missing")
                 #expect(mode(of: vaultPath + "/" + sub) == 0o700)
             }
             #expect(exists(vaultPath + "/.n11vault"))
+            #expect(!exists(vaultPath + "/Meta"), "a new vault keeps its records in the catalogue")
+            #expect(mode(of: TestCatalogue.path(vaultPath)) == 0o600, "the catalogue is private whatever the umask")
             #expect(mode(of: vaultPath) == 0o700)
             #expect(try vault.items().isEmpty)
 
@@ -73,7 +75,7 @@ struct VaultTests {
                 #expect(content == vaultPath + "/Photos/\(item.id).n11")
                 #expect(fileSize(content) == Int64(overhead + bytes.count))
                 #expect(mode(of: content) == 0o600)
-                #expect(mode(of: metadataPath(of: item, in: reopened)) == 0o600)
+                #expect(try TestCatalogue.record(id: item.id, in: vaultPath) != nil)
             }
             let noteItem = added[3]
             #expect(noteItem.kind == .note)
@@ -207,7 +209,7 @@ struct VaultTests {
         }
     }
 
-    @Test("a damaged metadata file is reported by ID and path, the other items stay usable, and it can be removed")
+    @Test("a damaged record is reported by ID and the catalogue's path, the other items stay usable, and it can be removed")
     func damagedMetadata() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
@@ -216,16 +218,16 @@ struct VaultTests {
                 return (try vault.add(photo(randomBytes(10))), try vault.add(photo(randomBytes(20))))
             }()
             let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
-            try flipByte(in: metadataPath(of: item, in: reopened), at: 20)
+            try TestCatalogue.flipRecordByte(id: item.id, at: 20, in: dir + "/vault")
             #expect(try reopened.items().map(\.id) == [intact.id])
             #expect(try reopened.damagedItemIDs() == [item.id])
             let errors = try reopened.damagedItemErrors()
             #expect(errors.count == 1 && errors[0].kind == .damaged)
-            #expect(errors[0].description.contains(item.id) && errors[0].description.contains(".n11meta"))
+            #expect(errors[0].description.contains(item.id) && errors[0].description.contains("Catalogue.sqlite"))
 
             let writer = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
             try writer.removeDamaged(id: item.id)
-            #expect(!exists(metadataPath(of: item, in: writer)) && !exists(writer.contentPath(of: item)))
+            #expect(try TestCatalogue.record(id: item.id, in: dir + "/vault") == nil && !exists(writer.contentPath(of: item)))
             #expect(try writer.damagedItemIDs().isEmpty)
             #expect(try plaintext(of: intact, in: writer).count == 20)
         }
@@ -302,13 +304,13 @@ struct VaultTests {
 
             // Nothing to purge yet.
             #expect(try vault.purgeExpired(now: now).isEmpty)
-            let content = vault.contentPath(of: fading), meta = metadataPath(of: fading, in: vault)
-            #expect(exists(content) && exists(meta))
+            let content = vault.contentPath(of: fading)
+            #expect(try exists(content) && TestCatalogue.record(id: fading.id, in: vault.path) != nil)
 
             let purged = try vault.purgeExpired(now: later)
             #expect(purged.map(\.id) == [fading.id])
             #expect(!exists(content))
-            #expect(!exists(meta))
+            #expect(try TestCatalogue.record(id: fading.id, in: vault.path) == nil)
             #expect(exists(vault.contentPath(of: keep)))
 
             let reopened = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
@@ -328,7 +330,8 @@ struct VaultTests {
             expectVaultError("invalidCompartmentUse") { _ = try vault.add(photo([1], compartment: .vault, expires: soon)) }
             expectVaultError("invalidCompartmentUse") { _ = try vault.add(note("x", compartment: .backup, expires: soon)) }
             #expect(try vault.items(includeExpired: true).isEmpty)
-            for sub in ["Photos", "Notes", "Meta"] { #expect(listing(of: dir + "/vault/" + sub).isEmpty) }
+            for sub in ["Photos", "Notes"] { #expect(listing(of: dir + "/vault/" + sub).isEmpty) }
+            #expect(try TestCatalogue.records(in: dir + "/vault").isEmpty)
         }
     }
 
@@ -401,7 +404,7 @@ struct VaultTests {
 
             let orphanPhoto = path + "/Photos/\(UUID().uuidString).n11"
             let orphanNote = path + "/Notes/\(UUID().uuidString).n11note"
-            let temps = [path + "/Photos/.n11tmp-x", path + "/Notes/.n11tmp-y", path + "/Meta/.n11tmp-z",
+            let temps = [path + "/Photos/.n11tmp-x", path + "/Notes/.n11tmp-y",
                          path + "/.n11tmp-w"]
             for file in temps + [orphanPhoto, orphanNote] { try writeBytes(randomBytes(40), to: file) }
 
@@ -412,8 +415,9 @@ struct VaultTests {
 
             let writer = try Vault.open(at: path, keyStore: store, forWriting: true)
             for file in temps { #expect(!exists(file), "\(file) was not cleaned") }
-            // Content without metadata is only ever removed through a commit journal: guessing
-            // that a file is an orphan once deleted every item when Meta/ was unreadable.
+            // Content without a row is only ever removed by a committed step (our own writes
+            // stage content, so they never leave one in place): a file someone put there, or
+            // one an old version left, may be all that is left of an item, and stays.
             for file in [orphanPhoto, orphanNote] { #expect(exists(file), "\(file) was deleted by guessing") }
             #expect(Set(try writer.items().map(\.id)) == [realPhoto.id, realNote.id])
             #expect(try plaintext(of: realPhoto, in: writer) == photoBytes)

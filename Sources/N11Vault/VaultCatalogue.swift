@@ -1,0 +1,205 @@
+import Glibc
+import N11System
+
+/// The vault's item records in one SQLite file, `Catalogue.sqlite` (FORMAT.md, Appendix C):
+///
+///     items(id TEXT PRIMARY KEY, record BLOB)   one row per item: the sealed metadata record,
+///                                               byte for byte what v1 kept in Meta/{ID}.n11meta
+///     pending(step INTEGER PRIMARY KEY, operation TEXT)
+///                                               file steps of the last committed change not
+///                                               yet carried out (`VaultStaging.Operation`)
+///
+/// SQLite in WAL mode with `synchronous=FULL`: a change is one transaction, durable when
+/// COMMIT returns, and a reader sees a change whole or not at all. Without the keys only IDs
+/// (and, from the content files, sizes) are visible: each record is sealed as before.
+///
+/// Seed 003 fixes where content files live, so a change that replaces or removes one cannot
+/// happen inside the transaction: the transaction records those file steps as `pending`
+/// rows, the writer carries them out after COMMIT and deletes the rows, and a killed writer's
+/// rows are carried out by the next one. Readers take a pending move's source as the item's
+/// file until it has moved (`Vault.contentPaths`).
+final class VaultCatalogue {
+    static let fileName = "Catalogue.sqlite"
+    /// What SQLite keeps beside it while connections are open (WAL mode).
+    static let companionSuffixes = ["-wal", "-shm", "-journal"]
+    /// `PRAGMA application_id`: "N11V". A file without it is not a catalogue.
+    static let applicationID: Int64 = 0x4E31_3156
+    /// `PRAGMA user_version`: the catalogue's format. 2, after v1's Meta/ directory.
+    static let formatVersion: Int64 = 2
+
+    let path: String
+    private let database: SQLiteDatabase
+    /// Statements of a change, compiled on first use and reused for every item.
+    private var statements: [String: SQLiteStatement] = [:]
+    private var nextStep: Int64 = 1
+
+    private init(path: String, database: SQLiteDatabase) {
+        self.path = path
+        self.database = database
+    }
+
+    /// Opens the vault's catalogue: `forWriting` (the vault lock held) or to read.
+    static func open(in vaultPath: String, forWriting: Bool) throws -> VaultCatalogue {
+        let path = Path.join(vaultPath, fileName)
+        // Readers open it writable too: SQLite's shared-memory index of the WAL needs a
+        // writable `-shm`. A vault on a read-only file system (a mounted snapshot, say) cannot
+        // change while it is read, so there it is read as immutable.
+        do {
+            let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .readWrite))
+            try catalogue.checkFormat()
+            if forWriting { try catalogue.database.execute("PRAGMA synchronous = FULL") }
+            return catalogue
+        } catch {
+            guard !forWriting, FileSystem.isReadOnly(containing: vaultPath) else { throw error }
+            let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .immutable))
+            try catalogue.checkFormat()
+            return catalogue
+        }
+    }
+
+    /// Makes an empty catalogue at `path` (a temp name the caller renames into place) and
+    /// returns it open for writing.
+    static func create(at path: String) throws -> VaultCatalogue {
+        // Made here as an empty 0600 file, whatever the umask: SQLite would make it 0644, and
+        // gives its -wal and -shm files the main file's mode.
+        try FileDescriptor.createExclusive(path, mode: 0o600).close()
+        let database = try SQLiteDatabase(path: path, access: .readWrite)
+        try database.execute("""
+            PRAGMA journal_mode = WAL;
+            PRAGMA synchronous = FULL;
+            PRAGMA application_id = \(applicationID);
+            PRAGMA user_version = \(formatVersion);
+            CREATE TABLE items(id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL) WITHOUT ROWID;
+            CREATE TABLE pending(step INTEGER PRIMARY KEY, operation TEXT NOT NULL);
+            """)
+        return VaultCatalogue(path: path, database: database)
+    }
+
+    /// A new vault's empty catalogue: made under a temp name, whole in its main file, then
+    /// renamed into place (a kill leaves a temp file, never a half-made catalogue).
+    static func createEmpty(in vaultPath: String) throws {
+        let temp = Path.join(vaultPath, AtomicFile.tempName(for: VaultCatalogue.fileName))
+        do {
+            try create(at: temp).checkpoint()   // closed when this statement ends
+            try FileSystem.move(temp, to: Path.join(vaultPath, fileName), missingIsDone: false)
+            try Directory.sync(vaultPath)
+        } catch {
+            VaultCatalogue.removeFiles(at: temp)
+            throw error
+        }
+    }
+
+    /// The catalogue and SQLite's files beside it.
+    static var fileNames: [String] { [fileName] + companionSuffixes.map { fileName + $0 } }
+
+    /// Removes the catalogue's files (an unfinished layout's, or a vault being taken back
+    /// whose catalogue was checked empty); no connection to it may be open.
+    static func removeFiles(in vaultPath: String) { removeFiles(at: Path.join(vaultPath, fileName)) }
+
+    static func removeFiles(at path: String) {
+        for suffix in [""] + companionSuffixes { try? FileSystem.removeFile(path + suffix) }
+    }
+
+    private func checkFormat() throws {
+        guard try database.integer("PRAGMA application_id") == Self.applicationID else {
+            throw SystemError("not an n11archive catalogue", path: path, errno: EBADMSG)
+        }
+        guard let version = try database.integer("PRAGMA user_version"), version <= Self.formatVersion else {
+            throw SystemError("a catalogue of a newer n11archive version", path: path, errno: EPROTONOSUPPORT)
+        }
+    }
+
+    // MARK: reading
+
+    /// What a reader needs, read in one transaction so that it is one state of the vault:
+    /// every record (in batches of `batchSize`, to `body`) and the pending file steps.
+    func read(batchSize: Int = 4096, _ body: ([(id: String, sealed: [UInt8])]) throws -> Void) throws -> [String] {
+        let inTransaction = database.inTransaction
+        if !inTransaction { try database.execute("BEGIN") }
+        defer { if !inTransaction { try? database.execute("COMMIT") } }
+        let rows = try database.prepare("SELECT id, record FROM items")
+        var batch: [(id: String, sealed: [UInt8])] = []
+        batch.reserveCapacity(batchSize)
+        while try rows.step() {
+            batch.append((rows.text(0), rows.blob(1)))
+            if batch.count == batchSize {
+                try body(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { try body(batch) }
+        return try pendingOperations()
+    }
+
+    /// The pending file steps, in order.
+    func pendingOperations() throws -> [String] {
+        let rows = try database.prepare("SELECT operation FROM pending ORDER BY step")
+        var lines: [String] = []
+        while try rows.step() { lines.append(rows.text(0)) }
+        return lines
+    }
+
+    func count() throws -> Int64 { try database.integer("SELECT count(*) FROM items") ?? 0 }
+
+    // MARK: one change
+
+    /// Starts a change: the write lock of the file, taken at once (the vault lock already
+    /// keeps other writers out). Nothing it does is visible until `commitChange`.
+    func beginChange() throws {
+        try database.execute("BEGIN IMMEDIATE")
+        nextStep = (try database.integer("SELECT coalesce(max(step), 0) + 1 FROM pending")) ?? 1
+    }
+
+    func put(id: String, record: [UInt8]) throws {
+        let statement = try prepared("INSERT OR REPLACE INTO items(id, record) VALUES(?1, ?2)")
+        try statement.bind(1, id)
+        try statement.bind(2, blob: record)
+        try statement.step()
+    }
+
+    func delete(id: String) throws {
+        let statement = try prepared("DELETE FROM items WHERE id = ?1")
+        try statement.bind(1, id)
+        try statement.step()
+    }
+
+    /// Adds a file step to carry out after the commit; `first` puts it before every other
+    /// (a key rotation's promotion).
+    func addPending(_ operation: String, first: Bool = false) throws {
+        let statement = try prepared("INSERT INTO pending(step, operation) VALUES(?1, ?2)")
+        try statement.bind(1, first ? 0 : nextStep)
+        try statement.bind(2, operation)
+        try statement.step()
+        if !first { nextStep += 1 }
+    }
+
+    private func prepared(_ sql: String) throws -> SQLiteStatement {
+        if let statement = statements[sql] { return statement }
+        let statement = try database.prepare(sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// The commit point of a vault change: durable when this returns.
+    func commitChange() throws { try database.execute("COMMIT") }
+
+    /// Copies everything into the main file and empties the WAL, so that the main file alone
+    /// is the whole catalogue (before a new one is renamed into place).
+    func checkpoint() throws {
+        let result = try database.prepare("PRAGMA wal_checkpoint(TRUNCATE)")
+        guard try result.step(), result.int64(0) == 0 else {
+            throw SystemError("cannot checkpoint the catalogue", path: path, errno: EBUSY)
+        }
+        result.reset()
+    }
+
+    func rollbackChange() {
+        if database.inTransaction { try? database.execute("ROLLBACK") }
+    }
+
+    /// After the pending steps have been carried out (and their directories synced).
+    /// Not synced on its own: if it is lost, the steps run again, and each is idempotent.
+    func clearPending() throws {
+        try database.execute("PRAGMA synchronous = NORMAL; DELETE FROM pending; PRAGMA synchronous = FULL")
+    }
+}
