@@ -35,8 +35,8 @@ private func listing(_ s: Sandbox) throws -> (ids: Set<String>, damaged: [String
 private func expectContents(_ s: Sandbox, sourceLocation: SourceLocation = #_sourceLocation) throws {
     for (id, file) in liveItems {
         let cat = try s.run(["vault", "cat", id, "-o", "-"])
-        #expect(cat.status == 0 && cat.stdout == (try readBytes(fixture + "/plaintext/" + file)), "\(id): \(cat)",
-                sourceLocation: sourceLocation)
+        let expected = try readBytes(fixture + "/plaintext/" + file)
+        #expect(cat.status == 0 && cat.stdout == expected, "\(id): \(cat)", sourceLocation: sourceLocation)
     }
 }
 
