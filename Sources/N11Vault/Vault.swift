@@ -433,18 +433,23 @@ public final class Vault: @unchecked Sendable {
         public let name: String
         public let compartment: Compartment
         public let expires: Date?
+        /// The size it will likely have (a file's, when checked): buffers are sized to it, so
+        /// a small item does not pay for a large one's.
+        public let sizeHint: Int64?
 
         public init(opening open: @escaping () throws -> ByteSource, kind: ItemKind, name: String,
-                    compartment: Compartment, expires: Date?) {
+                    compartment: Compartment, expires: Date?, sizeHint: Int64? = nil) {
             self.open = open
             self.kind = kind
             self.name = name
             self.compartment = compartment
             self.expires = expires
+            self.sizeHint = sizeHint
         }
 
-        public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
-            self.init(opening: { source }, kind: kind, name: name, compartment: compartment, expires: expires)
+        public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?,
+                    sizeHint: Int64? = nil) {
+            self.init(opening: { source }, kind: kind, name: name, compartment: compartment, expires: expires, sizeHint: sizeHint)
         }
     }
 
@@ -469,7 +474,7 @@ public final class Vault: @unchecked Sendable {
                                              name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
                     let source = try new.open()
                     return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
-                                                       key: key, to: file)
+                                                       key: key, to: file, sizeHint: new.sizeHint)
                 }
                 progress?.itemDone()
                 staged(item)

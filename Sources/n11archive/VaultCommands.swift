@@ -32,6 +32,7 @@ extension VaultCommand {
               curl -s https://example.org/p.jpg | n11archive vault add - --name p.jpg
               n11archive vault add --fade 7d boarding-pass.png
               n11archive vault add --note --from-ciphio message.txt --password-file pw
+              find ~/Pictures -type f -print0 | n11archive vault add --null --files-from -
             Either every file is added or none is: each "added" line is printed as its file \
             is encrypted, and if a later one fails none of them is added. - is stdin. With --from-ciphio each FILE (or stdin) \
             is a Ciphio text message (`n11archive text --help`), decrypted in memory \
@@ -44,6 +45,15 @@ extension VaultCommand {
         @Argument(help: ArgumentHelp("Files to add; - is stdin (so is no FILE with --note).", valueName: "FILE"),
                   completion: .file())
         var files: [String] = []
+
+        @Option(name: .customLong("files-from"),
+                help: ArgumentHelp("Also add the files listed in LIST, one path per line (- is stdin). Faster than thousands of FILE arguments.",
+                                   valueName: "LIST"),
+                completion: .file())
+        var filesFrom: String?
+
+        @Flag(name: .customLong("null"), help: "With --files-from: the paths are separated by NUL bytes (find -print0), not lines.")
+        var nullSeparated = false
 
         @Flag(help: "Add as notes (UTF-8 text) instead of photos.")
         var note = false
@@ -67,7 +77,12 @@ extension VaultCommand {
 
         func validate() throws {
             if files.filter({ $0 == "-" }).count > 1 { throw ValidationError("- (stdin) can be given once") }
-            if files.isEmpty && !note { throw ValidationError("give one or more FILEs, or --note to read a note from stdin") }
+            if files.isEmpty && !note && filesFrom == nil {
+                throw ValidationError("give one or more FILEs (or --files-from LIST), or --note to read a note from stdin")
+            }
+            if filesFrom == "-" && files.contains("-") { throw ValidationError("stdin cannot be both a FILE and the --files-from list") }
+            if nullSeparated && filesFrom == nil { throw ValidationError("--null goes with --files-from") }
+            if filesFrom != nil && name != nil { throw ValidationError("--name needs a single FILE, not a --files-from list") }
             if fromCiphio && !note { throw ValidationError("--from-ciphio adds notes: give --note too") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
             if let fade {
@@ -86,7 +101,12 @@ extension VaultCommand {
             let kind: ItemKind = note ? .note : .photo
 
             // Check every input before touching the vault, so a bad one changes nothing.
-            let inputs = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
+            let listed = try filesFrom.map { try FileList.read($0, separator: nullSeparated ? 0 : UInt8(ascii: "\n")) } ?? []
+            if let filesFrom, files.isEmpty && listed.isEmpty {
+                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
+                               hint: "check the command that made the list (find prints nothing when nothing matches)")
+            }
+            let inputs = try (files + listed).map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
             if fromCiphio {
                 // Every message is opened before the vault is: a wrong password adds nothing.
                 let secret = try password.read(confirm: false)
@@ -112,7 +132,8 @@ extension VaultCommand {
             var items: [Vault.NewItem] = []
             for input in inputs.isEmpty ? [nil] : inputs {
                 if let input {
-                    items.append(.init(opening: input.open, kind: kind, name: name ?? input.name, compartment: target, expires: expires))
+                    items.append(.init(opening: input.open, kind: kind, name: name ?? input.name, compartment: target, expires: expires,
+                                       sizeHint: input.size))
                 } else if note {
                     items.append(.init(source: MemorySource(try InputFile.readNote(from: stdin)), kind: .note, name: name ?? "note",
                                        compartment: target, expires: expires))
@@ -365,3 +386,41 @@ func damagedFailure(in vault: Vault, errors damaged: [VaultError]) -> CLIError? 
 }
 
 extension Compartment: ExpressibleByArgument {}
+
+/// The paths of a `--files-from` list (tar -T, restic --files-from): one per line, or
+/// NUL-separated for names with newlines in them; empty entries are skipped, a trailing
+/// "\r" is kept (it may be part of a name).
+enum FileList {
+    /// Lists are paths, not data: 64 MiB is millions of them.
+    static let maximumSize = 64 << 20
+
+    static func read(_ source: String, separator: UInt8) throws -> [String] {
+        let fd: FileDescriptor
+        let shown = source == "-" ? "on standard input" : "'\(source)'"
+        if source == "-" {
+            fd = FileDescriptor(borrowing: 0, path: "standard input")
+        } else {
+            guard try FileStatus.of(source, followLinks: true) != nil else {
+                throw CLIError(.missingInput, "the --files-from list '\(source)' does not exist; nothing was added")
+            }
+            fd = try FileDescriptor.openForReading(source)
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try fd.readAll(limit: maximumSize)
+        } catch {
+            guard let system = error as? SystemError, system.errno == EFBIG else { throw error }
+            throw CLIError(.usage, "the --files-from list \(shown) is larger than 64 MiB; nothing was added",
+                           hint: "split it and run vault add once per part")
+        }
+        return try bytes.split(separator: separator).enumerated().map { index, entry in
+            // Decoding with repair would turn a name into one that does not exist, or worse,
+            // one that does: say which entry it is instead.
+            guard let path = String(validating: entry, as: UTF8.self) else {
+                throw CLIError(.usage, "entry \(index + 1) of the --files-from list \(shown) is not valid UTF-8; nothing was added",
+                               hint: "rename that file so its name is UTF-8")
+            }
+            return path
+        }
+    }
+}

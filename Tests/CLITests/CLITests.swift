@@ -282,6 +282,47 @@ struct CLITests {
 
     // MARK: failures leave the vault unchanged
 
+    @Test("--files-from: a line list, a NUL list on stdin (a name with a newline), beside FILEs; bad lists add nothing")
+    func filesFrom() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let a = try s.file("a.jpg", randomBytes(300)), b = try s.file("b c.jpg", randomBytes(400))
+            let odd = try s.file("line\nbreak.jpg", randomBytes(500)), extra = try s.file("extra.jpg", randomBytes(600))
+
+            let list = try s.file("list.txt", Array("\(a)\n\n\(b)\n".utf8))
+            let fromLines = try s.run(["vault", "add", "--files-from", list, extra])
+            expectExit(fromLines, 0)
+            #expect(Set(addedLines(fromLines).map(\.name)) == ["a.jpg", "b c.jpg", "extra.jpg"], "\(fromLines)")
+
+            let fromStdin = try s.run(["vault", "add", "--files-from", "-", "--null"], stdin: Array("\(odd)\0".utf8))
+            expectExit(fromStdin, 0)
+            let oddID = try #require(addedLines(fromStdin).first?.id, "\(fromStdin)")
+            let cat = try s.run(["vault", "cat", oddID, "-o", "-"])
+            let oddBytes = try readBytes(odd)
+            #expect(cat.status == 0 && cat.stdout == oddBytes, "\(cat)")
+
+            // Every bad list is refused before the vault changes.
+            let before = try s.list()
+            let empty = try s.file("empty.txt", [])
+            let nothing = try s.run(["vault", "add", "--files-from", empty])
+            expectExit(nothing, 66)
+            #expect(nothing.err.contains("names no file"), "\(nothing)")
+            let missingList = try s.run(["vault", "add", "--files-from", s.path("nope.txt")])
+            expectExit(missingList, 66)
+            #expect(missingList.err.contains("nope.txt"), "\(missingList)")
+            let missingEntry = try s.run(["vault", "add", "--files-from", try s.file("l2.txt", Array("\(a)\n\(s.path("gone.jpg"))\n".utf8))])
+            expectExit(missingEntry, 66)
+            #expect(missingEntry.err.contains("gone.jpg") && missingEntry.out.isEmpty, "\(missingEntry)")
+            let notUTF8 = try s.run(["vault", "add", "--files-from", try s.file("l3.txt", Array("\(a)\n".utf8) + [0x2f, 0xff, 0x0a])])
+            expectExit(notUTF8, 64)
+            #expect(notUTF8.err.contains("entry 2"), "\(notUTF8)")
+            expectExit(try s.run(["vault", "add", "--null", a]), 64)
+            expectExit(try s.run(["vault", "add", "--files-from", "-", "-"], stdin: Array(a.utf8)), 64)
+            expectExit(try s.run(["vault", "add", "--files-from", list, "--name", "x"]), 64)
+            #expect(try s.list().raw == before.raw)
+        }
+    }
+
     @Test("a missing input file exits 66, names it, adds nothing — also next to a good file")
     func missingInput() throws {
         try withSandbox { s in
