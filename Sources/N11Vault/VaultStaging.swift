@@ -4,19 +4,28 @@ import N11Format
 import N11System
 
 /// A change to a vault that becomes visible all at once, even if the process is killed
-/// (DESIGN.md §4; FORMAT.md, Appendix C). New content files are written out of sight in
-/// `.n11staging-XXXX/` inside the vault (same file system, so publishing is a rename), and
-/// the change's rows go into one catalogue transaction, open from the start: records put or
-/// deleted, and the file steps (moves into place, removals) as `pending` rows. `commit()`
-/// makes the staged files durable (one syncfs), commits the transaction, carries out the
-/// steps, and clears them. The transaction's COMMIT is the commit point:
+/// (DESIGN.md §4; FORMAT.md, Appendix A). The change's rows go into one catalogue
+/// transaction, open from the start: records put or deleted, and the file steps (moves into
+/// place, removals) as `pending` rows. Content files are written before the transaction
+/// that references them commits:
 ///
-/// - killed before it: SQLite drops the transaction, the next writer deletes the staging
-///   directory, and the vault is as it was;
+/// - a new item's (no row has its ID) straight to its final path, `Photos/{ID}.n11` or
+///   `Notes/{ID}.n11note`: no row references it yet, so no reader looks at it, and a
+///   rename per item is saved (most of the cost of adding or restoring small items);
+/// - a replacement's out of sight in `.n11staging-XXXX/` inside the vault (same file system,
+///   so publishing is a rename, a pending `move` row), since its final path is in use.
+///
+/// `commit()` makes the written files durable (one syncfs), commits the transaction,
+/// carries out the steps, and clears them. The transaction's COMMIT is the commit point:
+///
+/// - killed before it: SQLite drops the transaction; the staging directory, made durable
+///   before the first content file, tells the next writer that files may lie in Photos/
+///   and Notes/ that no row references, and it deletes them, then the staging directory;
+///   the vault is as it was;
 /// - killed after it: readers already see the new rows (and read moved content where the
 ///   pending rows say it is), and the next writer carries out the steps (each idempotent).
 ///
-/// Staged files are ciphertext under the vault's keys, never plaintext.
+/// Written files are ciphertext under the vault's keys, never plaintext.
 public final class VaultStaging {
     static let prefix = ".n11staging-"
     /// A v1 vault's commit journal, inside its staging directory (`recoverVersion1`).
@@ -26,6 +35,10 @@ public final class VaultStaging {
     public let directory: String
     private let catalogue: VaultCatalogue
     private var finished = false
+    /// New items' content files at their final paths, removed if the change does not commit.
+    private let createdFiles = CreatedFiles()
+    /// Whether the staging directory is durable, so a crash's leftovers will be swept.
+    private var markedForSweep = false
     /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
     private var interruptCleanup: Interruption.Token?
 
@@ -77,8 +90,11 @@ public final class VaultStaging {
         self.catalogue = catalogue
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
         // Registered before the directory exists, so no moment has it without its cleanup.
-        let staged = directory
-        interruptCleanup = Interruption.onInterrupt { Directory.removePrivateTree(staged) }
+        let staged = directory, createdFiles = createdFiles
+        interruptCleanup = Interruption.onInterrupt {
+            createdFiles.removeAll()
+            Directory.removePrivateTree(staged)
+        }
         do {
             try Directory.ensure(directory, mode: 0o700)
             try catalogue.beginChange()
@@ -175,33 +191,68 @@ public final class VaultStaging {
         try ItemMetadata.checkName(name)
         let item = (id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires)
         let key = sealingKey ?? vault.keyStore.key(for: item.compartment)
-        let stagingName = Path.lastComponent(of: directory)
-        let contentName = "\(item.id).content"
-        let contentPath = Path.join(directory, contentName)
-        let content = try FileDescriptor.createExclusive(contentPath, mode: 0o600)
+        let finalPath = kind.relativePath(id: id)
+        let (content, contentPath, stagedName) = try createContentFile(for: finalPath, replacing: replaces != nil)
         let written: (tag: [UInt8], size: Int64, sha256: String)
         do { written = try write(content, key) } catch {
             // What was written of an item that failed its checks goes at once (a salvage
             // carries on with the next item; nothing of this one may stay, even out of sight).
             try? content.close()
             _ = unlink(contentPath)
+            if stagedName == nil { createdFiles.remove(contentPath) }
             throw error
         }
-        // No fsync per file: `commitPoint` makes every staged file durable with one syncfs.
+        // No fsync per file: `commitPoint` makes every written file durable with one syncfs.
         try content.close()
         let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
                                     created: item.created, expires: item.expires, size: written.size,
                                     contentTag: written.tag.hex, sha256: written.sha256)
-        // The row makes the item exist (or replaces its record); the move puts its content in
-        // place. Only a replaced item of the other kind leaves a file at another path, removed
-        // after the moves. No step removes a path a move writes to, so running the steps again
-        // after they all ran changes nothing.
+        // The row makes the item exist (or replaces its record); a move puts staged content
+        // in place. Only a replaced item of the other kind leaves a file at another path,
+        // removed after the moves. No step removes a path a move writes to, so running the
+        // steps again after they all ran changes nothing.
         try catalogue.put(id: item.id, record: metadata.sealed(with: key))
-        try add(.move(staged: "\(stagingName)/\(contentName)", to: metadata.relativePath))
+        if let stagedName { try add(.move(staged: stagedName, to: finalPath)) }
         if let old = replaces, old.relativePath != metadata.relativePath {
             try add(.remove(old.relativePath))
         }
         return metadata
+    }
+
+    /// Creates the file an item's content is written to: its final path if nothing is there
+    /// (a new ID), else a file in the staging directory (`stagedName`, relative to the
+    /// vault) that a pending move puts in place. A leftover at a new ID's final path (only a
+    /// crash the sweep has not seen yet could leave one) is never reused: it is staged over.
+    private func createContentFile(for finalPath: String, replacing: Bool) throws
+        -> (file: FileDescriptor, path: String, stagedName: String?) {
+        if !replacing {
+            try markForSweep()
+            let path = Path.join(vault.path, finalPath)
+            // Created and recorded in one critical section: Ctrl-C's cleanup either sees it or
+            // runs before it exists (and then this never returns: the process ends).
+            let file: FileDescriptor? = try Interruption.critical {
+                do {
+                    let file = try FileDescriptor.createExclusive(path, mode: 0o600)
+                    createdFiles.append(path)
+                    return file
+                } catch {
+                    guard (error as? SystemError)?.errno == EEXIST else { throw error }
+                    return nil
+                }
+            }
+            if let file { return (file, path, nil) }
+        }
+        let name = "\(Path.lastComponent(of: finalPath)).content"
+        let path = Path.join(directory, name)
+        return (try FileDescriptor.createExclusive(path, mode: 0o600), path, "\(Path.lastComponent(of: directory))/\(name)")
+    }
+
+    /// Makes the staging directory durable before the first content file is written outside
+    /// it: after a crash, its presence is what tells the next writer to sweep.
+    private func markForSweep() throws {
+        guard !markedForSweep else { return }
+        try Directory.sync(vault.path)
+        markedForSweep = true
     }
 
     /// Stages the removal of an item: its row (it stops existing), then its content file.
@@ -272,6 +323,9 @@ public final class VaultStaging {
     public func discard() {
         finished = true
         catalogue.rollbackChange()
+        // New items' files first: the staging directory goes last, as it marks that a sweep
+        // is needed if this is cut short.
+        Interruption.critical { createdFiles.removeAll() }
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         Directory.removePrivateTree(directory)
     }
@@ -319,9 +373,31 @@ public final class VaultStaging {
         guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
         try carryOutPending(of: catalogue, in: vault.path, keyStore: vault.keyStore)
         let vaultDirectory = try DirectoryHandle.open(vault.path, followingLink: true)
-        for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
-            guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status().owner) == geteuid() else { continue }
-            vaultDirectory.removePrivateTree(name)
+        let dead = try vaultDirectory.entries().filter { name in
+            guard name.hasPrefix(prefix), let staging = try? vaultDirectory.openSubdirectory(name) else { return false }
+            return (try? staging.status().owner) == geteuid()
+        }
+        guard !dead.isEmpty else { return }
+        // The sweep comes before the staging directories go, so a crash during it sweeps again.
+        try sweepUnreferencedContent(in: vaultDirectory, keeping: try catalogue.ids())
+        for name in dead { vaultDirectory.removePrivateTree(name) }
+    }
+
+    /// Deletes the content files of new items whose change never committed: files in
+    /// Photos/ and Notes/ named like an item whose ID has no row. Names of any other shape
+    /// are not ours and stay; unlinking a name never follows a link.
+    static func sweepUnreferencedContent(in vaultDirectory: DirectoryHandle, keeping ids: Set<String>) throws {
+        for kind in ItemKind.allCases {
+            guard let folder = try? vaultDirectory.openSubdirectory(kind.directory) else { continue }
+            let suffix = "." + kind.fileExtension
+            var removed = false
+            for name in try folder.entries() where name.hasSuffix(suffix) {
+                let id = String(name.dropLast(suffix.count))
+                guard UUID(uuidString: id) != nil, !ids.contains(id) else { continue }
+                try folder.removeFile(name)
+                removed = true
+            }
+            if removed { try folder.sync() }
         }
     }
 
@@ -350,6 +426,20 @@ public final class VaultStaging {
             vaultDirectory.removePrivateTree(name)
         }
         return replayed
+    }
+}
+
+/// The paths of files a change created at their final places, removed if it does not commit.
+/// Used under `Interruption.critical`, which the Ctrl-C cleanup also holds.
+private final class CreatedFiles: @unchecked Sendable {
+    private var paths: Set<String> = []
+
+    func append(_ path: String) { paths.insert(path) }
+    func remove(_ path: String) { Interruption.critical { _ = paths.remove(path) } }
+
+    func removeAll() {
+        for path in paths { _ = unlink(path) }
+        paths.removeAll()
     }
 }
 

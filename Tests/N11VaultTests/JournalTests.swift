@@ -10,21 +10,24 @@ import N11System
 /// SIGKILLs): readers, and the next writer, must see exactly the old state or the new one.
 @Suite("Vault commits: recovery after a crash at every step")
 struct JournalTests {
-    /// A vault with one item, and a staging that adds two more (not committed yet).
+    /// A vault with one photo, and a staging (not committed yet) that adds two new photos,
+    /// written straight to their final paths, and replaces the old photo by a note, staged
+    /// out of sight (a move into place and the removal of the photo's file).
     func prepare(_ dir: String, store: KeyStore) throws -> (old: ItemMetadata, staging: VaultStaging, new: [ItemMetadata]) {
         let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
         let old = try vault.add(photo(randomBytes(100)))
         let staging = try VaultStaging(vault: vault)
         var new: [ItemMetadata] = []
-        for size in [10, 70_000] {
-            let bytes = randomBytes(size)
-            new.append(try staging.stage(id: UUID().uuidString, kind: .photo, compartment: .vault, name: "n\(size).jpg",
-                                         created: Date(), expires: nil, replaces: nil) { file, key in
+        func stage(id: String, kind: ItemKind, _ bytes: [UInt8], replaces: ItemMetadata?) throws -> ItemMetadata {
+            try staging.stage(id: id, kind: kind, compartment: .vault, name: "n\(bytes.count)", created: Date(),
+                              expires: nil, replaces: replaces) { file, key in
                 let hashing = try HashingSource(MemorySource(bytes))
                 let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
                 return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
-            })
+            }
         }
+        for size in [10, 70_000] { new.append(try stage(id: UUID().uuidString, kind: .photo, randomBytes(size), replaces: nil)) }
+        new.append(try stage(id: old.id, kind: .note, Array("now a note".utf8), replaces: old))
         return (old, staging, new)
     }
 
@@ -50,17 +53,39 @@ struct JournalTests {
         try TestCatalogue.pending(in: dir + "/vault").map { try #require(VaultStaging.Operation(line: Substring($0))) }
     }
 
-    @Test("killed before the commit: the staged items are discarded")
-    func beforeJournal() throws {
+    @Test("killed before the commit: new items' files, written in place, are swept by the next writer; others' files stay")
+    func beforeCommit() throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
-            let ids: Set<String> = try {
-                let (old, staging, _) = try prepare(dir, store: store)
+            let vault = dir + "/vault"
+            let (old, new): (ItemMetadata, [ItemMetadata]) = try {
+                let (old, staging, new) = try prepare(dir, store: store)
                 staging.abandon()
-                return [old.id]
+                return (old, new)
             }()
-            #expect(try readerIDs(dir, store: store) == ids)
-            #expect(try recoveredIDs(dir, store: store) == ids)
+            let newFiles = new.filter { $0.id != old.id }.map { vault + "/" + $0.relativePath }
+            #expect(newFiles.allSatisfy(exists), "new items are written at their final paths")
+            // Not item names, or an item of a live row: never swept.
+            let foreign = [vault + "/Photos/notes.txt", vault + "/Notes/not-a-uuid.n11note"]
+            for path in foreign { try writeBytes([1], to: path) }
+
+            #expect(try readerIDs(dir, store: store) == [old.id], "no row references them")
+            #expect(newFiles.allSatisfy(exists), "a reader deletes nothing")
+            #expect(try recoveredIDs(dir, store: store) == [old.id])
+            #expect(!newFiles.contains(where: exists), "the writer swept them")
+            #expect(foreign.allSatisfy(exists) && exists(vault + "/" + old.relativePath))
+        }
+    }
+
+    @Test("a change thrown away (an error, Ctrl-C) removes the files it wrote in place at once")
+    func discarded() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let (old, staging, new) = try prepare(dir, store: store)
+            staging.discard()
+            for item in new where item.id != old.id { #expect(!exists(dir + "/vault/" + item.relativePath)) }
+            #expect(listing(of: dir + "/vault").allSatisfy { !$0.hasPrefix(".n11staging-") })
+            #expect(try readerIDs(dir, store: store) == [old.id])
         }
     }
 
@@ -78,6 +103,9 @@ struct JournalTests {
                 return Set([old.id] + new.map(\.id))
             }()
             #expect(try readerIDs(dir, store: store) == expected, "a reader reads moved content where the pending rows say")
+            let reader = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            let replaced = try reader.item(matching: try #require(expected.first { id in (try? reader.item(matching: id).kind) == .note }))
+            #expect(try plaintext(of: replaced, in: reader) == Array("now a note".utf8))
             #expect(try recoveredIDs(dir, store: store) == expected)
             #expect(try TestCatalogue.pending(in: dir + "/vault").isEmpty)
         }
