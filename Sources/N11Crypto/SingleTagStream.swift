@@ -37,28 +37,35 @@ public enum SingleTagStream {
     }
 
     /// Encrypts everything `source` gives into `sink` as nonce ‖ ciphertext ‖ tag under a
-    /// fresh random nonce.
+    /// fresh random nonce. Output is written a buffer behind the input, so that a message
+    /// that fits one buffer (a note) reaches the sink in one write, nonce and tag included.
     public static func seal(_ algorithm: AEADAlgorithm, key: SecureBytes, aad: [UInt8] = [],
                             from source: ByteSource, to sink: ByteSink, sizeHint: Int64? = nil) throws -> Sealed {
         let context = try AEADContext(algorithm, key: key, encrypting: true)
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
         try context.start(nonce: nonce, aad: aad)
-        try sink.write(nonce[...])
         let bufferSize = bufferSize(for: sizeHint)
         var input = [UInt8].scratch(count: bufferSize)
-        var output = [UInt8].scratch(count: bufferSize)
+        // output[0..<pending] is ciphertext (and at first the nonce) not yet written.
+        var output = [UInt8].scratch(count: nonce.count + bufferSize + AEADAlgorithm.tagLength)
         defer { input.wipe() }
+        output.replaceSubrange(0..<nonce.count, with: nonce)
+        var pending = nonce.count
         var total: Int64 = 0
         while true {
-            let n: Int
-            n = try source.readFully(into: &input, count: bufferSize)
+            let n = try source.readFully(into: &input, count: bufferSize)
             if n == 0 { break }
-            try context.update(input, count: n, into: &output)
-            try sink.write(output[0..<n])
+            if pending + n > output.count - AEADAlgorithm.tagLength {
+                try sink.write(output[0..<pending])
+                pending = 0
+            }
+            try context.update(input, count: n, into: &output, outputOffset: pending)
+            pending += n
             total += Int64(n)
         }
         let tag = try context.finishSealing()
-        try sink.write(tag[...])
+        output.replaceSubrange(pending..<(pending + tag.count), with: tag)
+        try sink.write(output[0..<(pending + tag.count)])
         return Sealed(plaintextLength: total, tag: tag)
     }
 

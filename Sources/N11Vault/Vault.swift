@@ -122,6 +122,20 @@ public final class Vault: @unchecked Sendable {
 
     /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):
     /// lets `init` refuse a bad --vault before it creates anything.
+    /// A new item's ID: a random (version 4) UUID in upper case, as seed 003 names items.
+    /// From getrandom, like every other secret-adjacent random value here: Foundation's
+    /// `UUID()` opens, reads and closes /dev/urandom each time, three system calls per item.
+    static func newItemID() -> String {
+        var bytes = SecureRandom.bytes(16)
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = bytes.hex.uppercased()
+        let groups = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+            hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)]
+        }
+        return groups.joined(separator: "-")
+    }
+
     public static func canCreateOrOpen(at path: String) -> Bool {
         guard let status = (try? FileStatus.of(Path.absolute(path), followLinks: true)) ?? nil else { return true }
         guard status.kind == .directory, let names = try? Directory.entries(of: path) else { return false }
@@ -470,7 +484,7 @@ public final class Vault: @unchecked Sendable {
         var added: [ItemMetadata] = []
         do {
             for new in items {
-                let item = try staging.stage(id: UUID().uuidString, kind: new.kind, compartment: new.compartment,
+                let item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
                                              name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
                     let source = try new.open()
                     return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
