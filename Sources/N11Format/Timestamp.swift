@@ -8,20 +8,40 @@ public enum Timestamp {
     public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     public static func date(milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
-    public static func string(_ date: Date) -> String {
+    /// `withFraction: false` drops the milliseconds (the seconds are not rounded up): a
+    /// table's column of times, as `ISO8601DateFormatter` printed them.
+    public static func string(_ date: Date, withFraction: Bool = true) -> String {
         let ms = milliseconds(date)
         var seconds = time_t(ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
         let fraction = ms - Int64(seconds) * 1000
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func pad(_ v: Int32, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+        // Digits written into bytes: `vault list` prints one of these per item.
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var v = value
+            if v < 0 || v >= divisor * 10 { text.append(contentsOf: String(v).utf8); return }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(v / divisor))
+                v %= divisor
+                divisor /= 10
+            }
         }
-        var text = "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-            + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))"
-        if fraction != 0 { text += "." + pad(Int32(fraction), 3) }
-        return text + "Z"
+        digits(Int64(parts.tm_year) + 1900, 4); text.append(UInt8(ascii: "-"))
+        digits(Int64(parts.tm_mon) + 1, 2); text.append(UInt8(ascii: "-"))
+        digits(Int64(parts.tm_mday), 2); text.append(UInt8(ascii: "T"))
+        digits(Int64(parts.tm_hour), 2); text.append(UInt8(ascii: ":"))
+        digits(Int64(parts.tm_min), 2); text.append(UInt8(ascii: ":"))
+        digits(Int64(parts.tm_sec), 2)
+        if withFraction && fraction != 0 {
+            text.append(UInt8(ascii: "."))
+            digits(fraction, 3)
+        }
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Parses exactly the two forms above; nil for anything else.

@@ -61,10 +61,9 @@ struct Archives: ParsableCommand, ChoosesOutput {
             try Console.json(Document(directory: directory, archives: entries, durationSeconds: Output.durationSeconds))
             return
         }
-        let formatter = ISO8601DateFormatter()
         for entry in entries {
             let name = entry.archive.split(separator: "/").last.map(String.init) ?? entry.archive
-            let when = entry.created.map { formatter.string(from: $0) } ?? "(unreadable header)"
+            let when = entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
             Console.out("\(name)  \(Console.byteCount(entry.size))  \(when)  \(entry.mode ?? "-")")
         }
         if entries.isEmpty { Console.note("no archives named by `create --output-dir` in '\(directory)'") }

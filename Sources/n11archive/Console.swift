@@ -40,6 +40,10 @@ enum Console {
         handle.write(Data((line + "\n").utf8))
     }
 
+    private static func writeRaw(_ bytes: [UInt8], to handle: FileHandle) {
+        if !bytes.isEmpty { handle.write(Data(bytes)) }
+    }
+
     /// `text` with every C0 control (U+0000–U+001F, newline and tab included), DEL and C1
     /// control (U+0080–U+009F) written as `\xHH`, so that it shows as one line of visible
     /// characters. Everything else, backslashes included, is left as it is.
@@ -82,19 +86,33 @@ enum Console {
         guard let header = escaped.first else { return }
         ProgressLine.clearBar()
         let widths = header.indices.map { column in escaped.map { $0[column].count }.max() ?? 0 }
+        // Built into one buffer and written in large pieces: `vault list` of 100,000 items
+        // spent most of its time in a write, and an NSString padding, per line.
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 20)
         for row in escaped {
-            let line = row.enumerated().map { i, cell in
-                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
-            writeLine(line, to: FileHandle.standardOutput)
+            for (i, cell) in row.enumerated() {
+                if i > 0 { out.append(contentsOf: [0x20, 0x20]) }
+                out.append(contentsOf: cell.utf8)
+                if i < row.count - 1 { out.append(contentsOf: repeatElement(0x20, count: max(0, widths[i] - cell.count))) }
+            }
+            out.append(0x0A)
+            if out.count >= 1 << 20 {
+                writeRaw(out, to: FileHandle.standardOutput)
+                out.removeAll(keepingCapacity: true)
+            }
         }
+        writeRaw(out, to: FileHandle.standardOutput)
     }
 
+    /// "512 B", "2.0 KiB", "1.5 GiB": one decimal, ties to even as `%.1f` rounds.
     static func byteCount(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes), unit = 0
         while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+        if unit == 0 { return "\(bytes) B" }
+        let tenths = Int64((value * 10).rounded(.toNearestOrEven))
+        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
     }
 }
 

@@ -75,7 +75,7 @@ struct Info: ParsableCommand, ChoosesOutput {
         Console.out("format:   n11archive version \(h.version)")
         Console.out("mode:     \(h.mode.rawValue)\(h.mode == .secure ? " (restorable only with the key store that made it)" : "")")
         Console.out("id:       \(h.archiveIDHex)")
-        Console.out("created:  \(ISO8601DateFormatter().string(from: h.created))")
+        Console.out("created:  \(Timestamp.string(h.created, withFraction: false))")
         for (n, slot) in summary.slots.enumerated() {
             Console.out("\(n == 0 ? "opens by:" : "         ") \(Self.describe(slot))")
         }

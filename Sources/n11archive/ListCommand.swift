@@ -41,11 +41,11 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
                                      created: archive.header.created, items: items))
             return
         }
-        let formatter = ISO8601DateFormatter()
         var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
         for item in items {
             rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
-                         formatter.string(from: item.created), item.expires.map { formatter.string(from: $0) } ?? "-", item.name])
+                         Timestamp.string(item.created, withFraction: false),
+                         item.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", item.name])
         }
         Console.table(rows)
     }

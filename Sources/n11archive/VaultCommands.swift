@@ -223,12 +223,12 @@ extension VaultCommand {
                 try reportDamaged(in: vault)
                 return
             }
-            let formatter = ISO8601DateFormatter()
             var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
+            rows.reserveCapacity(live.count + 1)
             for item in live {
                 rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
-                             formatter.string(from: item.created), item.expires.map { formatter.string(from: $0) } ?? "-",
-                             item.name])
+                             Timestamp.string(item.created, withFraction: false),
+                             item.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", item.name])
             }
             Console.table(rows)
             if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }

@@ -66,4 +66,15 @@ struct FormatLayerTests {
         let ms = Timestamp.milliseconds(now)
         #expect(Timestamp.milliseconds(try #require(Timestamp.parse(Timestamp.string(now)))) == ms)
     }
+
+    @Test("timestamps without the fraction (vault list's column) read as ISO8601DateFormatter printed them")
+    func timestampsWithoutFraction() {
+        let formatter = ISO8601DateFormatter()
+        var generator = SystemRandomNumberGenerator()
+        let dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_700_000_000.999)]
+            + (0..<500).map { _ in Date(timeIntervalSince1970: Double(Int64.random(in: 0...4_102_444_800_000, using: &generator)) / 1000) }
+        for date in dates {
+            #expect(Timestamp.string(date, withFraction: false) == formatter.string(from: date), "\(date.timeIntervalSince1970)")
+        }
+    }
 }
