@@ -232,7 +232,6 @@ public final class Vault: @unchecked Sendable {
         let catalogue = try VaultCatalogue.open(in: path, forWriting: true)
         self.catalogue = catalogue
         try VaultStaging.recover(in: self)
-        try MetaDirectory.finishMigration(vaultPath: path)
     }
 
     /// A reader's view: the catalogue, or a v1 vault's record files until a writer migrates it.

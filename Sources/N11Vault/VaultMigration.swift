@@ -65,6 +65,10 @@ enum MetaDirectory {
                     let bytes = try FileDescriptor.openForReading(recordPath(id: id, in: vaultPath)).readAll(limit: 64 << 10)
                     try catalogue.put(id: id, record: bytes)
                 }
+                // Step 3 as the catalogue's first pending step: whoever opens the vault for
+                // writing next (this process, right after the rename) carries it out, and
+                // again after a crash in the middle of it.
+                try catalogue.addPending(VaultStaging.Operation.finishMigration.line)
                 try catalogue.commitChange()
                 try catalogue.checkpoint()
             }
@@ -74,17 +78,20 @@ enum MetaDirectory {
             VaultCatalogue.removeFiles(at: temp)
             throw error
         }
-        try finishMigration(vaultPath: vaultPath)
     }
 
     /// Step 3, once the catalogue is in place: the record files go (they are in the catalogue),
     /// stray files in `Meta/` stay (never ours to remove) and keep the directory.
+    /// Idempotent: a crash after the directory went and before the `Meta` file was written
+    /// leaves neither, and running it again writes the file.
     static func finishMigration(vaultPath: String) throws {
-        guard exists(in: vaultPath) else { return }
         let directory = path(in: vaultPath)
-        for id in try recordIDs(in: vaultPath) { try FileSystem.removeFile(recordPath(id: id, in: vaultPath)) }
-        AtomicFile.removeLeftovers(in: directory)
-        guard (try? FileSystem.removeEmptyDirectory(directory)) != nil else { return }
+        if exists(in: vaultPath) {
+            for id in try recordIDs(in: vaultPath) { try FileSystem.removeFile(recordPath(id: id, in: vaultPath)) }
+            AtomicFile.removeLeftovers(in: directory)
+            guard (try? FileSystem.removeEmptyDirectory(directory)) != nil else { return }
+        }
+        guard try FileStatus.of(directory) == nil else { return }
         try AtomicFile.write(Array(tombstoneText.utf8), to: directory, replaceExisting: false)
     }
 }

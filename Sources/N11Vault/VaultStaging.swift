@@ -50,11 +50,15 @@ public final class VaultStaging {
         /// (`KeyStore.promote`). Part of the journal, so that it happens if and only if the
         /// re-encrypted items appear, and before anything is written under the old keys again.
         case promoteKeys([Compartment: [UInt8]])
+        /// A v1 vault's migration, after its commit point: the record files and `Meta/` go,
+        /// the `Meta` file takes its place (`MetaDirectory.finishMigration`).
+        case finishMigration
 
         var line: String {
             switch self {
             case let .move(from, to): return "move \(from) \(to)"
             case let .remove(path): return "remove \(path)"
+            case .finishMigration: return "finish-migration"
             case let .promoteKeys(ids):
                 return (["keys"] + Compartment.allCases.compactMap { c in ids[c].map { "\(c.rawValue)=\($0.hex)" } })
                     .joined(separator: " ")
@@ -66,6 +70,7 @@ public final class VaultStaging {
             switch (words.first, words.count) {
             case ("move", 3): self = .move(staged: String(words[1]), to: String(words[2]))
             case ("remove", 2): self = .remove(String(words[1]))
+            case ("finish-migration", 1): self = .finishMigration
             case ("keys", 2...4):
                 var ids: [Compartment: [UInt8]] = [:]
                 for word in words.dropFirst() {
@@ -360,6 +365,9 @@ public final class VaultStaging {
                 let target = Path.join(vaultPath, path)
                 try FileSystem.removeFile(target)
                 touched.insert(Path.directory(of: target))
+            case .finishMigration:
+                try MetaDirectory.finishMigration(vaultPath: vaultPath)
+                touched.insert(vaultPath)
             }
         }
         for directory in touched.sorted() { try Directory.sync(directory) }

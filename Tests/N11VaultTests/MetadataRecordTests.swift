@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import N11Format
+import N11System
 import N11TestSupport
 @testable import N11Vault
 
@@ -73,6 +74,32 @@ struct MetadataRecordTests {
             #expect(ItemMetadata.decode(changed) == nil, "\(new)")
             #expect(throws: JSONReader.Failure.self, "\(new)") { try ItemMetadata.parse(changed) }
             do { _ = try ItemMetadata.parse(changed) } catch { #expect(error.field == field, "\(new): \(error)") }
+        }
+    }
+
+    @Test("a migration killed after its commit point, at each part of step 3: the next writer finishes it and writes the Meta file",
+          arguments: ["records kept", "records gone", "Meta/ gone"])
+    func migrationFinishedAfterCrash(cut: String) throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = dir + "/vault"
+            let items = try { () throws -> [ItemMetadata] in
+                let writer = try Vault.open(at: vault, keyStore: store, forWriting: true)
+                return [try writer.add(note("a")), try writer.add(note("b"))]
+            }()
+            try TestCatalogue.downgradeToVersion1(vault)
+            try MetaDirectory.migrate(vaultPath: vault)   // steps 1 and 2 only, as if killed right after
+            #expect(try TestCatalogue.pending(in: vault) == ["finish-migration"])
+            if cut != "records kept" { for item in items { try FileSystem.removeFile(vault + "/Meta/\(item.id).n11meta") } }
+            if cut == "Meta/ gone" { try FileSystem.removeEmptyDirectory(vault + "/Meta") }
+
+            let reader = try Vault.open(at: vault, keyStore: store, forWriting: false)
+            #expect(Set(try reader.items().map(\.id)) == Set(items.map(\.id)), "a reader reads the catalogue")
+            let writer = try Vault.open(at: vault, keyStore: store, forWriting: true)
+            #expect(Set(try writer.items().map(\.id)) == Set(items.map(\.id)))
+            #expect(try TestCatalogue.pending(in: vault).isEmpty)
+            let status = try #require(try FileStatus.of(vault + "/Meta"))
+            #expect(status.kind == .regular, "the Meta file stands where Meta/ was")
         }
     }
 
