@@ -72,6 +72,7 @@ public struct JSONReader {
         if take(UInt8(ascii: "}")) { return }
         // Objects in the format have at most ten keys: a linear search beats hashing.
         var seen: [String] = []
+        seen.reserveCapacity(12)
         repeat {
             skipSpace()
             let key = try rawString(what: "expected a key")

@@ -121,6 +121,9 @@ public struct ItemMetadata: Sendable, Equatable {
         }
     }
 
+    /// Records are sealed with ChaCha20-Poly1305 under their compartment's key.
+    static let algorithm = AEADAlgorithm.chacha20Poly1305
+
     /// Associated data of the metadata record: binds the record to its item ID.
     static func associatedData(id: String) -> [UInt8] { Array("n11archive.item-metadata.v1:\(id)".utf8) }
 
@@ -128,15 +131,23 @@ public struct ItemMetadata: Sendable, Equatable {
         var plain = serialized()
         defer { plain.wipe() }
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
-        let box = try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.associatedData(id: id))
+        let box = try AEAD.seal(Self.algorithm, key: key, nonce: nonce, plaintext: plain, aad: Self.associatedData(id: id))
         return nonce + box.ciphertext + box.tag
+    }
+
+    /// Opens a metadata record with `opener`'s key; nil if the key is not this record's.
+    static func open(_ sealed: [UInt8], id: String, opener: AEADOpener) -> ItemMetadata? {
+        guard var plain = opener.open(sealed, aad: associatedData(id: id)) else { return nil }
+        defer { plain.wipe() }
+        guard let metadata = decode(plain), metadata.id == id else { return nil }
+        return metadata
     }
 
     /// Opens a metadata record with `key`; nil if the key is not this record's.
     static func open(_ sealed: [UInt8], id: String, key: SecureBytes) -> ItemMetadata? {
         let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
         guard sealed.count > n + t else { return nil }
-        guard var plain = try? AEAD.open(.chacha20Poly1305, key: key, nonce: Array(sealed[0..<n]),
+        guard var plain = try? AEAD.open(Self.algorithm, key: key, nonce: Array(sealed[0..<n]),
                                          ciphertext: Array(sealed[n..<(sealed.count - t)]),
                                          tag: Array(sealed[(sealed.count - t)...]),
                                          aad: associatedData(id: id)) else { return nil }

@@ -330,11 +330,16 @@ public final class Vault: @unchecked Sendable {
         var found: [ItemMetadata] = []
         var damaged: [String] = []
         found.reserveCapacity(records.count)
+        // One cipher context per key for the whole slice, not one per record and key.
+        let openers = keys.map { compartment, key, keyID in
+            (compartment, try? AEADOpener(ItemMetadata.algorithm, key: key), keyID)
+        }
         for (id, sealed) in records {
             // A record that does not open is reported, not fatal: one damaged record must not
             // keep the user from every other item (or from removing or restoring that one).
-            guard let sealed, let opened = keys.lazy.compactMap({ compartment, key, keyID -> ItemMetadata? in
-                      guard var item = ItemMetadata.open(sealed, id: id, key: key), item.compartment == compartment else { return nil }
+            guard let sealed, let opened = openers.lazy.compactMap({ compartment, opener, keyID -> ItemMetadata? in
+                      guard let opener, var item = ItemMetadata.open(sealed, id: id, opener: opener),
+                            item.compartment == compartment else { return nil }
                       item.keyID = keyID
                       return item
                   }).first else {

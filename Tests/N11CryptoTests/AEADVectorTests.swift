@@ -112,6 +112,30 @@ struct AEADVectorTests {
         #expect(refused == 9)   // the InvalidNonceSize groups
     }
 
+    @Test("AEADOpener: one context per key, reused across every Wycheproof ChaCha20-Poly1305 message under it, failures included")
+    func openerReusesContext() throws {
+        let file = try Fixtures.decode(WycheproofAEADFile.self, from: "wycheproof_chacha20_poly1305_test.json")
+        let tests = file.testGroups.filter { $0.ivSize == 96 }.flatMap(\.tests)
+        var openers: [String: AEADOpener] = [:]
+        var valid = 0, invalid = 0
+        // Twice over, so every context is reused after both outcomes.
+        for test in tests + tests {
+            let opener = try openers[test.key] ?? AEADOpener(.chacha20Poly1305, key: SecureBytes(copying: try hex(test.key)))
+            openers[test.key] = opener
+            let opened = opener.open(try hex(test.iv) + hex(test.ct) + hex(test.tag), aad: try hex(test.aad))
+            if test.result == "valid" {
+                let message = try hex(test.msg)
+                #expect(opened == message, "tcId \(test.tcId)")
+                valid += 1
+            } else {
+                #expect(opened == nil, "tcId \(test.tcId)")
+                invalid += 1
+            }
+        }
+        #expect(openers.count > 10 && valid > 100 && invalid > 100, "\(openers.count) keys, \(valid) valid, \(invalid) invalid")
+        #expect(openers.values.first?.open([1, 2, 3], aad: []) == nil, "shorter than a nonce and a tag")
+    }
+
     struct RFC8439File: Decodable {
         let vectors: [Vector]
         struct Vector: Decodable {
