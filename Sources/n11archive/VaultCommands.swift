@@ -413,6 +413,16 @@ enum FileList {
             throw CLIError(.usage, "the --files-from list \(shown) is larger than 64 MiB; nothing was added",
                            hint: "split it and run vault add once per part")
         }
+        // The usual mix-up, caught before any path is looked at: a C path ends at its first
+        // NUL, so a NUL-separated list read as lines would name only its first file.
+        if separator != 0 && bytes.contains(0) {
+            throw CLIError(.usage, "the --files-from list \(shown) has NUL bytes, so it is not one path per line; nothing was added",
+                           hint: "a list made with find -print0 needs --null")
+        }
+        if separator == 0 && !bytes.isEmpty && !bytes.contains(0) {
+            throw CLIError(.usage, "the --files-from list \(shown) has no NUL byte, but --null says paths end with one; nothing was added",
+                           hint: "without --null the list is one path per line; with it, make the list with find -print0")
+        }
         return try bytes.split(separator: separator).enumerated().map { index, entry in
             // Decoding with repair would turn a name into one that does not exist, or worse,
             // one that does: say which entry it is instead.

@@ -316,6 +316,13 @@ struct CLITests {
             let notUTF8 = try s.run(["vault", "add", "--files-from", try s.file("l3.txt", Array("\(a)\n".utf8) + [0x2f, 0xff, 0x0a])])
             expectExit(notUTF8, 64)
             #expect(notUTF8.err.contains("entry 2"), "\(notUTF8)")
+            // The mix-ups: a find -print0 list without --null, a line list with it.
+            let nulList = try s.run(["vault", "add", "--files-from", "-"], stdin: Array("\(a)\0\(b)\0".utf8))
+            expectExit(nulList, 64)
+            #expect(nulList.err.contains("--null") && nulList.out.isEmpty, "\(nulList)")
+            let lineList = try s.run(["vault", "add", "--null", "--files-from", list])
+            expectExit(lineList, 64)
+            #expect(lineList.err.contains("no NUL byte"), "\(lineList)")
             expectExit(try s.run(["vault", "add", "--null", a]), 64)
             expectExit(try s.run(["vault", "add", "--files-from", "-", "-"], stdin: Array(a.utf8)), 64)
             expectExit(try s.run(["vault", "add", "--files-from", list, "--name", "x"]), 64)
