@@ -221,6 +221,9 @@ public final class Vault: @unchecked Sendable {
         for sub in [ItemKind.photo.directory, ItemKind.note.directory] {
             AtomicFile.removeLeftovers(in: Path.join(path, sub))
         }
+        // A key store write killed half-way (a key rotation's first step) leaves a temp file
+        // in the home; only a dead process's go, so this needs no lock of the key store's.
+        AtomicFile.removeLeftovers(in: keyStore.home.root)
         let catalogueFile = Path.join(path, VaultCatalogue.fileName)
         if ((try? FileStatus.of(catalogueFile)) ?? nil) == nil {
             guard MetaDirectory.exists(in: path) else { throw VaultError.notAVault(path: path) }

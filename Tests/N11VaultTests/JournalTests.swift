@@ -138,6 +138,21 @@ struct JournalTests {
         }
     }
 
+    @Test("a key store write killed half-way (a rotation's first step): the next vault writer removes its temp file, not a live one's")
+    func deadKeyStoreTempFile() throws {
+        try withTemporaryDirectory { dir in
+            let (home, store) = try makeHome(in: dir)
+            _ = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let dead = home.root + "/.n11tmp-999999999-keystore.n11keys.abc"   // no such PID
+            let live = home.root + "/" + AtomicFile.tempName(for: "keystore.n11keys")
+            for path in [dead, live] { try writeBytes([1], to: path) }
+            _ = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            #expect(exists(dead), "a reader removes nothing")
+            _ = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            #expect(!exists(dead) && exists(live))
+        }
+    }
+
     @Test("a temp file of a running process is left alone; a dead one's is removed")
     func liveTempFiles() throws {
         try withTemporaryDirectory { dir in
