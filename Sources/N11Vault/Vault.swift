@@ -262,8 +262,9 @@ public final class Vault: @unchecked Sendable {
         // since this one loaded the key store. Read it again and retry those records.
         if !damaged.isEmpty, let before = try? openingKeyIDs(), keyStore.refreshCompartmentKeys(),
            let after = try? openingKeyIDs(), after != before {
-            let retry = Set(damaged)
-            (found, damaged) = try readRecords(only: retry)
+            // Everything again, not just those records: one read transaction is one state of
+            // the vault (the rotation may have re-sealed every record meanwhile).
+            (found, damaged) = try readRecords()
         }
         damaged.sort()
         found.sort { ($0.created, $0.id) < ($1.created, $1.id) }
@@ -297,13 +298,29 @@ public final class Vault: @unchecked Sendable {
                     if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
                 }
             } else {
-                let ids = try MetaDirectory.recordIDs(in: path)
-                for start in stride(from: 0, to: ids.count, by: 4096) {
-                    open(ids[start..<min(ids.count, start + 4096)].map { ($0, MetaDirectory.record(id: $0, in: path)) })
+                do {
+                    let ids = try MetaDirectory.recordIDs(in: path)
+                    for start in stride(from: 0, to: ids.count, by: 4096) {
+                        open(ids[start..<min(ids.count, start + 4096)].map { ($0, MetaDirectory.record(id: $0, in: path)) })
+                    }
+                } catch {
+                    guard try migratedMeanwhile() else { throw error }
+                }
+                // A writer may have migrated the vault while this reader read Meta/ (and then
+                // removed record files): the catalogue it committed first is the whole vault.
+                if try migratedMeanwhile() {
+                    try openCatalogueToRead()
+                    return try readRecords(only: only)
                 }
             }
         } catch { throw VaultError.wrap(error) }
         return (found, damaged)
+    }
+
+    /// Whether a v1 vault this reader opened has a catalogue now (a writer migrated it).
+    private func migratedMeanwhile() throws -> Bool {
+        if catalogue != nil { return false }
+        return try FileStatus.of(Path.join(path, VaultCatalogue.fileName)) != nil
     }
 
     private func openingKeyIDs() throws -> [[UInt8]] {

@@ -287,7 +287,11 @@ public final class VaultStaging {
         // (a SIGKILL can cut it; the next writer then finishes it from the pending rows).
         try Interruption.critical { () throws(VaultError) in
             do { try commitPoint() } catch {
-                discard()
+                // A COMMIT that failed in its WAL sync may still be on disk and count as
+                // committed when the file is next opened: the files written in place stay,
+                // and so does the staging directory, so the next writer's sweep keeps exactly
+                // those that committed rows reference.
+                abandonToSweep()
                 throw VaultError.wrap(error)
             }
             finished = true
@@ -328,11 +332,22 @@ public final class VaultStaging {
     public func discard() {
         finished = true
         catalogue.rollbackChange()
-        // New items' files first: the staging directory goes last, as it marks that a sweep
-        // is needed if this is cut short.
+        // New items' files first, their removal durable: the staging directory goes last,
+        // as it marks that a sweep is needed if this is cut short (or the power fails).
         Interruption.critical { createdFiles.removeAll() }
+        if markedForSweep {
+            for kind in ItemKind.allCases { try? Directory.sync(Path.join(vault.path, kind.directory)) }
+        }
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         Directory.removePrivateTree(directory)
+    }
+
+    /// After a failed commit point: the transaction is rolled back here, but what was written
+    /// is left for the next writer's sweep to judge against the rows that did commit.
+    private func abandonToSweep() {
+        finished = true
+        catalogue.rollbackChange()
+        if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
 
     /// Carries out the pending steps of a committed change, syncs what they touched, and

@@ -84,6 +84,7 @@ extension VaultCommand {
             if nullSeparated && filesFrom == nil { throw ValidationError("--null goes with --files-from") }
             if filesFrom != nil && name != nil { throw ValidationError("--name needs a single FILE, not a --files-from list") }
             if fromCiphio && !note { throw ValidationError("--from-ciphio adds notes: give --note too") }
+            if fromCiphio && filesFrom != nil { throw ValidationError("--from-ciphio takes its messages as FILEs, not a --files-from list") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
             if let fade {
                 do { _ = try FadeDuration.seconds(from: fade) } catch { throw ValidationError("\(error)") }
@@ -106,7 +107,9 @@ extension VaultCommand {
                 throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
                                hint: "check the command that made the list (find prints nothing when nothing matches)")
             }
-            let inputs = try (files + listed).map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
+            // "-" is stdin only as a FILE argument: in a list it is a file named "-".
+            let inputs = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
+                + listed.map { try InputFile.check($0, asNote: note) }
             if fromCiphio {
                 // Every message is opened before the vault is: a wrong password adds nothing.
                 let secret = try password.read(confirm: false)

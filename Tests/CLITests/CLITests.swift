@@ -323,6 +323,11 @@ struct CLITests {
             let lineList = try s.run(["vault", "add", "--null", "--files-from", list])
             expectExit(lineList, 64)
             #expect(lineList.err.contains("no NUL byte"), "\(lineList)")
+            // In a list, "-" is a file of that name, never stdin a second time.
+            let dash = try s.run(["vault", "add", "--files-from", try s.file("dash.txt", Array("-\n".utf8))], stdin: Array("x".utf8))
+            expectExit(dash, 66)
+            #expect(dash.out.isEmpty, "\(dash)")
+            expectExit(try s.run(["vault", "add", "--note", "--from-ciphio", "--files-from", list]), 64)
             expectExit(try s.run(["vault", "add", "--null", a]), 64)
             expectExit(try s.run(["vault", "add", "--files-from", "-", "-"], stdin: Array(a.utf8)), 64)
             expectExit(try s.run(["vault", "add", "--files-from", list, "--name", "x"]), 64)

@@ -110,6 +110,21 @@ struct KeyRotationTests {
         }
     }
 
+    @Test("a process whose key store was loaded before another rotated one compartment still lists every item")
+    func staleKeyStoreAfterRotation() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let contents = try filledVault(dir, store: store)
+            let stale = try storeOnDisk(dir)   // loaded now, before the rotation
+            _ = try withVault(dir, try storeOnDisk(dir)) { vault in try vault.rotateKeys(of: [.backup]) }
+            // Only the backup item is under a key `stale` has not seen: it must re-read the key
+            // store, and still list the items that opened on the first pass.
+            let reader = try Vault.open(at: dir + "/vault", keyStore: stale, forWriting: false)
+            #expect(Set(try reader.items(includeExpired: true).map(\.id)) == Set(contents.keys))
+            #expect(try reader.damagedItemIDs().isEmpty)
+        }
+    }
+
     @Test("killed before the commit: the old keys stay current, the items as they were; the next rotation drops the orphan pending keys")
     func killedBeforeJournal() throws {
         try withTemporaryDirectory { dir in
