@@ -11,6 +11,10 @@ public enum PrivatePermissions {
         case notARegularFile(path: String)
         /// A directory above the key store that another user could rename or replace things in.
         case unsafeAncestor(path: String, owner: uid_t, mode: mode_t)
+        /// A place we act in (a vault) that another user owns: they could change what we do there.
+        case belongsToOther(path: String, owner: uid_t)
+        /// A place we act in that others may write to.
+        case writableByOthers(path: String, mode: mode_t)
 
         public var description: String {
             switch self {
@@ -27,6 +31,11 @@ public enum PrivatePermissions {
                     return "'\(path)', a directory above the key store, belongs to uid \(owner): that user could replace your key store; keep the n11archive home under directories owned by you or root"
                 }
                 return "'\(path)', a directory above the key store, is writable by others (\(octal(mode))) without the sticky bit: they could replace your key store; run: chmod go-w '\(path)'"
+            case let .belongsToOther(path, owner):
+                // chown would need root, and the other user could still have planted anything.
+                return "'\(path)' belongs to uid \(owner), not to you (uid \(geteuid())): its owner could change what n11archive does there; use a directory you made yourself"
+            case let .writableByOthers(path, mode):
+                return "'\(path)' is writable by others (\(octal(mode))): they could change what n11archive does there; run: chmod go-w '\(path)'"
             }
         }
     }
@@ -61,6 +70,14 @@ public enum PrivatePermissions {
         guard status.kind == .regular else { throw Violation.notARegularFile(path: file.path) }
         guard status.owner == geteuid() else { throw Violation.wrongOwner(path: file.path, owner: status.owner) }
         guard status.permissions & 0o077 == 0 else { throw Violation.tooOpen(path: file.path, mode: status.permissions, wanted: 0o600) }
+    }
+
+    /// Checks a place we act in that others may read but must not change (a vault and what
+    /// is in it): the user's own, not a link unless `status` was taken through one the user
+    /// named, and writable by nobody else. Root's files count too only when root runs us.
+    public static func checkOnlyUserCanChange(_ path: String, status: FileStatus) throws(Violation) {
+        guard status.owner == geteuid() else { throw .belongsToOther(path: path, owner: status.owner) }
+        guard status.permissions & 0o022 == 0 else { throw .writableByOthers(path: path, mode: status.permissions) }
     }
 
     /// Every directory above `path` (after resolving links, as OpenSSH's StrictModes does)

@@ -143,19 +143,6 @@ public struct ItemMetadata: Sendable, Equatable {
         return metadata
     }
 
-    /// Opens a metadata record with `key`; nil if the key is not this record's.
-    static func open(_ sealed: [UInt8], id: String, key: SecureBytes) -> ItemMetadata? {
-        let n = AEADAlgorithm.standardNonceLength, t = AEADAlgorithm.tagLength
-        guard sealed.count > n + t else { return nil }
-        guard var plain = try? AEAD.open(Self.algorithm, key: key, nonce: Array(sealed[0..<n]),
-                                         ciphertext: Array(sealed[n..<(sealed.count - t)]),
-                                         tag: Array(sealed[(sealed.count - t)...]),
-                                         aad: associatedData(id: id)) else { return nil }
-        defer { plain.wipe() }
-        guard let metadata = decode(plain), metadata.id == id else { return nil }
-        return metadata
-    }
-
     /// A decrypted record's fields, or nil if it does not read as a record.
     static func decode(_ plain: [UInt8]) -> ItemMetadata? { try? parse(plain) }
 }

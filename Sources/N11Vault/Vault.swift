@@ -12,9 +12,10 @@ import N11System
 ///                            key (`VaultCatalogue`; v1 vaults kept Meta/{UUID}.n11meta files)
 ///     .lock                  held while a process changes the vault
 ///
-/// An item exists once its row has committed, and only its content file's name is fixed:
-/// content is written out of sight and moved into place by the committed change's pending
-/// steps (`VaultStaging`), which the next writer finishes if the process was killed.
+/// An item exists once its row has committed. A new item's content file is written at its
+/// place before that commit; a replacement's is written out of sight and moved into place
+/// by the committed change's pending steps (`VaultStaging`, which also says how a killed
+/// change is finished or swept away by the next writer).
 public final class Vault: @unchecked Sendable {
     public let path: String
     public let keyStore: KeyStore
@@ -57,6 +58,8 @@ public final class Vault: @unchecked Sendable {
             if let status, status.kind != .directory { throw VaultError.notAVault(path: vault.path) }
             // Reading a vault that is not there is a missing input, not a wrong directory.
             if status == nil && !forWriting { throw VaultError.vaultMissing(path: vault.path) }
+            // Before anything is created in it (even the lock) or read from it.
+            if let status { try vault.checkOnlyUserCanChange(directory: status) }
             // Decide before creating anything (even the lock file) in a directory that is not ours.
             if status != nil, !(try vault.isNewOrUnfinished()), ((try? FileStatus.of(vault.markerPath)) ?? nil) == nil {
                 throw VaultError.notAVault(path: vault.path)
@@ -120,8 +123,6 @@ public final class Vault: @unchecked Sendable {
         return (try? FileSystem.removeEmptyDirectory(path, missingIsDone: false)) != nil
     }
 
-    /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):
-    /// lets `init` refuse a bad --vault before it creates anything.
     /// A new item's ID: a random (version 4) UUID in upper case, as seed 003 names items.
     /// From getrandom, like every other secret-adjacent random value here: Foundation's
     /// `UUID()` opens, reads and closes /dev/urandom each time, three system calls per item.
@@ -136,6 +137,8 @@ public final class Vault: @unchecked Sendable {
         return groups.joined(separator: "-")
     }
 
+    /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):
+    /// lets `init` refuse a bad --vault before it creates anything.
     public static func canCreateOrOpen(at path: String) -> Bool {
         guard let status = (try? FileStatus.of(Path.absolute(path), followLinks: true)) ?? nil else { return true }
         guard status.kind == .directory, let names = try? Directory.entries(of: path) else { return false }
@@ -143,6 +146,23 @@ public final class Vault: @unchecked Sendable {
     }
 
     private var markerPath: String { Path.join(path, Self.markerName) }
+
+    /// A vault is a place only its user may change (DESIGN.md §3.8): another user who owns or
+    /// may write its directory, an item directory, the catalogue or the marker could plant
+    /// pending steps, content files or links for us to act on (an empty 0777 directory that
+    /// someone else made for `init`, say). The vault directory may be reached through a link
+    /// the user named (`status` follows it); nothing of the layout inside may be a link.
+    private func checkOnlyUserCanChange(directory status: FileStatus) throws {
+        try PrivatePermissions.checkOnlyUserCanChange(path, status: status)
+        let layout = [ItemKind.photo.directory, ItemKind.note.directory, MetaDirectory.name, Self.markerName]
+            + VaultCatalogue.fileNames
+        for name in layout {
+            let full = Path.join(path, name)
+            guard let status = try FileStatus.of(full) else { continue }
+            guard status.kind != .symlink else { throw PrivatePermissions.Violation.notARegularFile(path: full) }
+            try PrivatePermissions.checkOnlyUserCanChange(full, status: status)
+        }
+    }
 
     /// Empty, or holding only what an interrupted `createLayout` leaves (empty item
     /// directories, the marker's temp file, no marker yet).
@@ -215,8 +235,8 @@ public final class Vault: @unchecked Sendable {
     /// What killed writers left, under the lock, before anything looks at the items: a v1
     /// vault's interrupted commits are finished and it is migrated; a committed change's
     /// pending steps are carried out; anything staged but never committed, and temp files,
-    /// are thrown away. Content files are only ever removed by a committed step, never by
-    /// guessing that one is an orphan.
+    /// are thrown away. A content file is removed only by a committed step, or by the sweep
+    /// after a killed change (a file named like an item whose ID has no row).
     private func removeLeftovers() throws {
         for sub in [ItemKind.photo.directory, ItemKind.note.directory] {
             AtomicFile.removeLeftovers(in: Path.join(path, sub))
@@ -273,11 +293,11 @@ public final class Vault: @unchecked Sendable {
         return found
     }
 
-    /// Opens every record (or those of `only`), from the catalogue in one read transaction
+    /// Opens every record, from the catalogue in one read transaction
     /// with its pending moves, or from a v1 vault's files. Opening (decrypt, decode) is most
     /// of what `vault list` and the start of `create` take on a big vault, so each batch of
     /// records is split over the cores.
-    private func readRecords(only: Set<String>? = nil) throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
+    private func readRecords() throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
         let keys: [(Compartment, SecureBytes, [UInt8])]
         do {
             keys = try Compartment.allCases.flatMap { compartment in
@@ -286,7 +306,7 @@ public final class Vault: @unchecked Sendable {
         } catch { throw VaultError.wrap(error) }
         var found: [ItemMetadata] = [], damaged: [String] = []
         func open(_ batch: [(id: String, sealed: [UInt8]?)]) {
-            let result = Self.openRecords(only.map { wanted in batch.filter { wanted.contains($0.id) } } ?? batch, keys: keys)
+            let result = Self.openRecords(batch, keys: keys)
             found += result.found
             damaged += result.damaged
         }
@@ -310,7 +330,7 @@ public final class Vault: @unchecked Sendable {
                 // removed record files): the catalogue it committed first is the whole vault.
                 if try migratedMeanwhile() {
                     try openCatalogueToRead()
-                    return try readRecords(only: only)
+                    return try readRecords()
                 }
             }
         } catch { throw VaultError.wrap(error) }

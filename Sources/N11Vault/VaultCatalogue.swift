@@ -1,7 +1,7 @@
 import Glibc
 import N11System
 
-/// The vault's item records in one SQLite file, `Catalogue.sqlite` (FORMAT.md, Appendix C):
+/// The vault's item records in one SQLite file, `Catalogue.sqlite` (FORMAT.md, Appendix A):
 ///
 ///     items(id TEXT PRIMARY KEY, record BLOB)   one row per item: the sealed metadata record,
 ///                                               byte for byte what v1 kept in Meta/{ID}.n11meta

@@ -4,7 +4,7 @@ import N11System
 
 /// Version 1 of the vault layout kept each item's sealed record in a file of its own,
 /// `Meta/{ID}.n11meta`. Readers still read such a vault as it is; the first writer moves the
-/// records into the catalogue (`migrate`), crash-safely (FORMAT.md, Appendix C):
+/// records into the catalogue (`migrate`), crash-safely (FORMAT.md, Appendix A):
 ///
 /// 1. the catalogue is built under a temp name, every record copied byte for byte (damaged
 ///    ones too: they stay reported, and removable, as before), and checkpointed whole;

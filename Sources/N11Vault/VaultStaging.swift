@@ -83,8 +83,44 @@ public final class VaultStaging {
                 return
             default: return nil
             }
-            // Journals are written by this code; refuse anything that could leave the vault.
-            for word in words.dropFirst() where word.isEmpty || word.hasPrefix("/") || word.contains("..") { return nil }
+            // Steps are written by this code, so only the exact shapes it writes are accepted:
+            // nothing that could name a place outside the vault's own layout.
+            switch self {
+            case let .move(staged, target):
+                guard let source = Self.stagedFile(staged), Self.isLayoutFile(target, forStaged: source) else { return nil }
+            case let .remove(path):
+                guard Self.isLayoutFile(path, forStaged: nil) else { return nil }
+            case .promoteKeys, .finishMigration: break
+            }
+        }
+
+        /// `.n11staging-{12 hex}/NAME`: NAME is `marker` or an item's staged content (or a v1
+        /// record): `{ID}.n11.content`, `{ID}.n11note.content`, `{ID}.content`, `{ID}.meta`.
+        static func stagedFile(_ path: String) -> (directory: String, name: String)? {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].hasPrefix(VaultStaging.prefix) else { return nil }
+            let random = parts[0].dropFirst(VaultStaging.prefix.count)
+            guard random.count == 12, random.allSatisfy(\.isHexDigit) else { return nil }
+            let name = String(parts[1])
+            guard name == "marker" || [".n11.content", ".n11note.content", ".content", ".meta"].contains(where: { suffix in
+                name.hasSuffix(suffix) && EntryName.isCanonicalID(String(name.dropLast(suffix.count)))
+            }) else { return nil }
+            return (String(parts[0]), name)
+        }
+
+        /// A file of the vault's layout a step may write or remove: `Photos/{ID}.n11`,
+        /// `Notes/{ID}.n11note`, a v1 record `Meta/{ID}.n11meta`, and the marker (only as the
+        /// target of a staged `marker`).
+        static func isLayoutFile(_ path: String, forStaged source: (directory: String, name: String)?) -> Bool {
+            if path == Vault.markerName { return source?.name == "marker" }
+            guard source?.name != "marker" else { return false }
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2 else { return false }
+            let folders = ItemKind.allCases.map { ($0.directory, $0.fileExtension) } + [(MetaDirectory.name, MetaDirectory.recordExtension)]
+            return folders.contains { folder, fileExtension in
+                parts[0] == folder && parts[1].hasSuffix("." + fileExtension)
+                    && EntryName.isCanonicalID(String(parts[1].dropLast(fileExtension.count + 1)))
+            }
         }
     }
 
@@ -364,33 +400,42 @@ public final class VaultStaging {
         try catalogue.clearPending()
     }
 
-    /// Applies journal steps; each can run again after a crash with the same result.
+    /// Applies journal steps; each can run again after a crash with the same result. Every
+    /// step goes through directory handles opened without following links (the vault's own
+    /// directory as the user named it), with renameat2 and unlinkat: a link planted in place
+    /// of `Photos/` or a staging directory is refused, never written or removed through.
     static func apply(_ operations: [Operation], in vaultPath: String, keyStore: KeyStore) throws {
-        var touched = Set<String>()
+        let places = try StepPlaces(vaultPath: vaultPath)
         for operation in operations {
             switch operation {
             case let .promoteKeys(ids):
                 try keyStore.promote(ids)
             case let .move(from, to):
-                let source = Path.join(vaultPath, from), target = Path.join(vaultPath, to)
-                do { try FileSystem.move(source, to: target) }
-                catch { throw SystemError("cannot move a staged item into place", path: target, errno: error.errno) }
-                touched.insert(Path.directory(of: target))
+                // A staging directory that is gone was moved out of and removed: done.
+                guard let (source, name) = try places.directory(of: from, missingIsDone: true) else { continue }
+                guard let (target, newName) = try places.directory(of: to, missingIsDone: false) else { continue }
+                do { try DirectoryHandle.rename(name, in: source, to: newName, in: target, .replace) }
+                catch let error as SystemError where error.errno == ENOENT { continue }
+                catch let error as SystemError {
+                    throw SystemError("cannot move a staged item into place", path: Path.join(vaultPath, to), errno: error.errno)
+                }
+                places.touched(target)
             case let .remove(path):
-                let target = Path.join(vaultPath, path)
-                try FileSystem.removeFile(target)
-                touched.insert(Path.directory(of: target))
+                guard let (directory, name) = try places.directory(of: path, missingIsDone: true) else { continue }
+                do { try directory.removeFile(name) } catch let error as SystemError where error.errno == ENOENT { continue }
+                places.touched(directory)
             case .finishMigration:
                 try MetaDirectory.finishMigration(vaultPath: vaultPath)
-                touched.insert(vaultPath)
+                places.touched(places.vault)
             }
         }
-        for directory in touched.sorted() { try Directory.sync(directory) }
+        try places.syncTouched()
     }
 
     /// What killed writers left in a vault with a catalogue, under the vault lock: a committed
-    /// change's pending steps are carried out, then every staging directory is thrown away
-    /// (what they still hold was never committed). Only real directories of this user count:
+    /// change's pending steps are carried out; then, if a dead writer's staging directory is
+    /// there, new items' files that no row references are swept, and the staging directories
+    /// are thrown away (what they still hold was never committed). Only real directories of this user count:
     /// a link or another user's directory with a staging name is left alone.
     static func recover(in vault: Vault) throws {
         guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
@@ -407,8 +452,8 @@ public final class VaultStaging {
     }
 
     /// Deletes the content files of new items whose change never committed: files in
-    /// Photos/ and Notes/ named like an item whose ID has no row. Names of any other shape
-    /// are not ours and stay; unlinking a name never follows a link.
+    /// Photos/ and Notes/ named by a canonical (upper-case) item ID that has no row. Names of
+    /// any other shape are not ours and stay; unlinking a name never follows a link.
     static func sweepUnreferencedContent(in vaultDirectory: DirectoryHandle, keeping ids: Set<String>) throws {
         for kind in ItemKind.allCases {
             guard let folder = try? vaultDirectory.openSubdirectory(kind.directory) else { continue }
@@ -416,7 +461,7 @@ public final class VaultStaging {
             var removed = false
             for name in try folder.entries() where name.hasSuffix(suffix) {
                 let id = String(name.dropLast(suffix.count))
-                guard UUID(uuidString: id) != nil, !ids.contains(id) else { continue }
+                guard EntryName.isCanonicalID(id), !ids.contains(id) else { continue }
                 try folder.removeFile(name)
                 removed = true
             }
@@ -449,6 +494,40 @@ public final class VaultStaging {
             vaultDirectory.removePrivateTree(name)
         }
         return replayed
+    }
+}
+
+/// The directories pending steps act in, each opened once without following a link: the
+/// vault's item folders, `Meta/`, and staging directories of this user.
+private final class StepPlaces {
+    let vault: DirectoryHandle
+    private var opened: [String: DirectoryHandle] = [:]
+    private var touchedNames: [String: DirectoryHandle] = [:]
+
+    init(vaultPath: String) throws {
+        vault = try DirectoryHandle.open(vaultPath, followingLink: true)
+    }
+
+    /// The open directory holding the step path `path` (one already checked by `Operation`)
+    /// and the name in it; nil if that directory is missing and `missingIsDone`.
+    func directory(of path: String, missingIsDone: Bool) throws -> (DirectoryHandle, String)? {
+        let parts = path.split(separator: "/").map(String.init)
+        guard parts.count == 2 else { return (vault, path) }
+        if let handle = opened[parts[0]] { return (handle, parts[1]) }
+        let handle: DirectoryHandle
+        do { handle = try vault.openSubdirectory(parts[0]) }
+        catch let error as SystemError where missingIsDone && error.errno == ENOENT { return nil }
+        // A staging directory is ours only if we made it: another user's is never moved out of.
+        if parts[0].hasPrefix(VaultStaging.prefix) { try handle.requireOwnedByUser() }
+        opened[parts[0]] = handle
+        return (handle, parts[1])
+    }
+
+    func touched(_ directory: DirectoryHandle) { touchedNames[directory.path] = directory }
+
+    /// fsync on every directory a step changed, so the steps survive a power cut.
+    func syncTouched() throws {
+        for path in touchedNames.keys.sorted() { try touchedNames[path]?.sync() }
     }
 }
 

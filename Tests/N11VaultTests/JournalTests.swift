@@ -66,7 +66,8 @@ struct JournalTests {
             let newFiles = new.filter { $0.id != old.id }.map { vault + "/" + $0.relativePath }
             #expect(newFiles.allSatisfy(exists), "new items are written at their final paths")
             // Not item names, or an item of a live row: never swept.
-            let foreign = [vault + "/Photos/notes.txt", vault + "/Notes/not-a-uuid.n11note"]
+            let foreign = [vault + "/Photos/notes.txt", vault + "/Notes/not-a-uuid.n11note",
+                           vault + "/Photos/\(UUID().uuidString.lowercased()).n11"]
             for path in foreign { try writeBytes([1], to: path) }
 
             #expect(try readerIDs(dir, store: store) == [old.id], "no row references them")

@@ -97,7 +97,7 @@ struct KeyRotationTests {
             #expect(rows.count == contents.count)
             for (id, record) in rows {
                 for key in oldKeys.values {
-                    #expect(ItemMetadata.open(record, id: id, key: try SecureBytes(copying: key)) == nil)
+                    #expect(ItemMetadata.open(record, id: id, opener: try AEADOpener(ItemMetadata.algorithm, key: try SecureBytes(copying: key))) == nil)
                 }
             }
             // A second rotation retires the first one's keys too, oldest first.

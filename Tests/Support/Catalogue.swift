@@ -43,6 +43,17 @@ public enum TestCatalogue {
         return lines
     }
 
+    /// Appends pending steps, as a committed change that was killed before its steps (or
+    /// someone who could write the catalogue) would leave them.
+    public static func addPending(_ lines: [String], in vault: String) throws {
+        let database = try SQLiteDatabase(path: path(vault), access: .readWrite)
+        for line in lines {
+            let statement = try database.prepare("INSERT INTO pending(operation) VALUES(?1)")
+            try statement.bind(1, line)
+            try statement.step()
+        }
+    }
+
     /// Turns a vault back into the v1 layout (`Meta/{ID}.n11meta` for each row, no catalogue),
     /// as n11archive before the catalogue wrote it.
     public static func downgradeToVersion1(_ vault: String) throws {
