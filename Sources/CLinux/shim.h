@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <malloc.h>
+#include <sys/wait.h>
+#include <signal.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -31,6 +33,16 @@ static inline int n11_renameat2(int from_dir, const char *from, int to_dir, cons
 
 static inline int n11_rename_noreplace(const char *from, const char *to) {
     return n11_renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+}
+
+/* Whether child `pid` has exited (1), is still running (0), or cannot be waited for (-1),
+   without reaping it (WNOWAIT): another thread may be in waitpid for it. siginfo_t's
+   si_pid sits in a union Swift does not see. */
+static inline int n11_child_exited(pid_t pid) {
+    siginfo_t info;
+    info.si_pid = 0;
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return -1;
+    return info.si_pid != 0;
 }
 
 /* pipe2(2) with O_CLOEXEC: glibc declares pipe2 only under _GNU_SOURCE. Both ends close on

@@ -39,6 +39,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case notWrittenHere(archive: String, archiveID: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
     case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
+    /// The Argon2id work of all its password slots together is above the ceiling (`KDFCeiling`).
+    case kdfWorkAboveCeiling(archive: String, slots: Int, workMiBPasses: UInt64, ceilingMiBPasses: UInt64)
     /// More than one archive can hold (the reader's bounds, FORMAT.md §8).
     case tooLarge(String)
     case vaultItemDamaged(id: String, path: String)
@@ -65,7 +67,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .archiveMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded, .kdfAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
+        case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
         case .tooLarge: return .other
         case .selection(_, .prefixTooShort): return .usage
         case .selection: return .missingInput
@@ -111,6 +113,8 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "'\(a)' has \(kinds.joined(separator: " and ")); \(what)"
         case let .kdfAboveCeiling(a, ops, memory, ceiling):
             return "'\(a)' asks for Argon2id with \(memory) MiB and \(ops) passes per password attempt, above this machine's ceiling of \(ceiling) MiB; its password was not asked for"
+        case let .kdfWorkAboveCeiling(a, slots, work, ceiling):
+            return "'\(a)' asks for Argon2id work of \(work) MiB × passes over its \(slots) password slots, above this machine's ceiling of \(ceiling); its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case let .selection(a, problem): return problem.description(in: "'\(a)'")
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
@@ -150,6 +154,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):
             return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"
+        case let .kdfWorkAboveCeiling(_, _, work, _):
+            let memory = (work + KDFCeiling.passesAtCeiling - 1) / KDFCeiling.passesAtCeiling
+            return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (the work ceiling is \(KDFCeiling.passesAtCeiling) passes at that memory); a file planted by someone else can ask for this to slow an unattended job down"
         case .vaultItemDamaged: return "remove or restore that item (`n11archive vault rm`), then create the archive again"
         case .newestUnreadable(let p):
             return "check it with `n11archive info '\(p)'`; make a new archive with `n11archive create --output-dir` (or move the damaged file out of the directory), then prune again"

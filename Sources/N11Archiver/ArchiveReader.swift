@@ -110,10 +110,10 @@ public final class ArchiveReader {
     /// after, and its heap handed back to the system. The second opening must show the same
     /// header and key wrap: the key is derived from the first, and everything read later is
     /// authenticated under it.
-    fileprivate func derivingWithoutContainer<T>(_ derive: () throws -> T) throws -> T {
+    func derivingWithoutContainer(_ derive: () throws -> SecureBytes) throws -> SecureBytes {
         container = nil
         Heap.releaseFreePages()
-        let result: T
+        let result: SecureBytes
         do { result = try derive() } catch {
             container = try? Self.openContainer(path)
             throw error
@@ -144,9 +144,11 @@ public final class ArchiveReader {
     /// archive from opening: reading it fails as damage.
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                        identities: () throws -> [P256PrivateKey] = { [] },
-                       kdfCeiling: KDFCeiling = .standard, toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
+                       kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil,
+                       toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         do {
-            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling)
+            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
+                                                  kdfCeiling: kdfCeiling, kdfCache: kdfCache)
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
@@ -183,80 +185,27 @@ extension ArchiveReader {
     /// Checks that this archive opens with the given password, identities or key store: the
     /// content key unwraps and so the header is authenticated (its mode, ID, creation time and
     /// slots: version 1 as the key wrap's associated data, version 2 by `header.mac`). Reads
-    /// no item and not the manifest: what `prune` needs to count an archive as its own.
+    /// no item and not the manifest. Returns the kind of slot that opened it: only a password
+    /// or device slot says who made the archive (`ArchiveKeyEntries.OpenedBy`).
+    @discardableResult
     public func authenticate(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                              identities: () throws -> [P256PrivateKey] = { [] },
-                             kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) {
-        do { _ = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling) }
-        catch { throw ArchiveError.reading(name, error) }
+                             kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil) throws(ArchiveError) -> ArchiveKeyEntries.OpenedBy {
+        do {
+            return try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
+                                                   kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer).openedBy
+        } catch { throw ArchiveError.reading(name, error) }
     }
+
+    /// The two entries that open the content key, as read from this file.
+    var keyEntries: ArchiveKeyEntries { ArchiveKeyEntries(header: header, keyEntry: keyEntry, name: name) }
 
     /// Derives or looks up the key-encryption key and unwraps the content key.
     fileprivate func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
-                                      identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling) throws -> SecureBytes {
-        if header.version >= 2 {
-            return try openSlots(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling)
-        }
-        switch header.mode {
-        case .portable:
-            guard let kdf = header.kdf else { throw FormatError.invalidHeader("no kdf") }
-            try kdfCeiling.check(kdf, archive: name)
-            guard let secret = try password() else { throw ArchiveError.passwordNeeded }
-            let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
-            do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
-            catch { throw ArchiveError.wrongPassword(archive: name) }
-        case .secure:
-            let store = try keyStore()
-            guard let kek = store.archiveKey(id: header.archiveID) else {
-                throw ArchiveError.keyNotHere(archive: name, archiveID: header.archiveIDHex)
-            }
-            do { return try ArchiveKeys.unwrap(keyEntry, kek: kek, header: header) }
-            catch { throw ArchiveError.damaged(archive: name, what: "the header or key wrap was changed") }
-        }
-    }
-
-    /// Version 2 (FORMAT.md §4): tries the slots that need no prompt first (identities
-    /// against recipient slots, the device key), then one password against each password
-    /// slot. A slot that opens gives a content key only if the header MAC verifies under it.
-    private func openSlots(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
-                           identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling) throws -> SecureBytes {
-        let id = header.archiveID
-        func authenticated(_ contentKey: SecureBytes) throws -> SecureBytes {
-            guard contentKey.count == 32, try ArchiveKeys.headerMACVerifies(keyEntry, contentKey: contentKey, header: header) else {
-                throw ArchiveError.damaged(archive: name, what: "the header or its key slots were changed (header.mac does not verify)")
-            }
-            return contentKey
-        }
-        let recipientWraps = header.slots.compactMap { if case .recipient(let wrap) = $0 { return wrap } else { return nil } }
-        if !recipientWraps.isEmpty {
-            for identity in try identities() {
-                for wrap in recipientWraps {
-                    if let contentKey = try? AppleECIES.open(wrap, with: identity) { return try authenticated(contentKey) }
-                }
-            }
-        }
-        if header.mode == .secure, case .device(let wrap)? = header.slots.first {
-            let store = try keyStore()
-            guard let kek = store.archiveKey(id: id) else { throw ArchiveError.keyNotHere(archive: name, archiveID: header.archiveIDHex) }
-            guard let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) else {
-                throw ArchiveError.damaged(archive: name, what: "the device slot was changed")
-            }
-            return try authenticated(contentKey)
-        }
-        let passwordSlots = header.slots.compactMap { slot -> (ArchiveHeader.KDF, [UInt8])? in
-            if case .password(let kdf, let wrap) = slot { return (kdf, wrap) } else { return nil }
-        }
-        guard !passwordSlots.isEmpty else { throw ArchiveError.noKeyOpens(archive: name, recipientSlots: recipientWraps.count, passwordSlots: 0) }
-        for (kdf, _) in passwordSlots { try kdfCeiling.check(kdf, archive: name) }
-        guard let secret = try password() else {
-            if recipientWraps.isEmpty { throw ArchiveError.passwordNeeded }
-            throw ArchiveError.noKeyOpens(archive: name, recipientSlots: recipientWraps.count, passwordSlots: passwordSlots.count)
-        }
-        for (kdf, wrap) in passwordSlots {
-            let kek = try derivingWithoutContainer { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) }
-            if let contentKey = try? ArchiveKeys.unwrapSlot(wrap, kek: kek, archiveID: id) { return try authenticated(contentKey) }
-        }
-        throw ArchiveError.wrongPassword(archive: name)
+                                      identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling,
+                                      kdfCache: KDFCache? = nil) throws -> SecureBytes {
+        try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling,
+                                        kdfCache: kdfCache, derive: derivingWithoutContainer).key
     }
 }
 
@@ -320,23 +269,59 @@ struct BoundedReader {
     }
 }
 
-/// The most Argon2id memory this machine spends on unlocking one archive. A header is not
+/// The most Argon2id work this machine spends on unlocking one archive. A header is not
 /// authenticated until its key is derived, so anyone who can put a file where an unattended
-/// `prune` or `restore` reads can ask for 1 GiB and 32 passes per attempt; the format allows
-/// that much (FORMAT.md §8), this ceiling decides what is spent here. Raised per command
-/// with `--allow-kdf-memory MIB` (or `N11_ALLOW_KDF_MEMORY`).
+/// `prune` or `restore` reads can ask for 1 GiB and 32 passes per slot, in four slots; the
+/// format allows that much (FORMAT.md §8), this ceiling decides what is spent here: the
+/// memory of any one slot, and the work of all of an archive's password slots together
+/// (passes × MiB, summed). Raised per command with `--allow-kdf-memory MIB` (or
+/// `N11_ALLOW_KDF_MEMORY`), which raises both.
 public struct KDFCeiling: Sendable, Equatable {
     public let memoryMiB: UInt64
 
     /// Twice the moderate profile that `create` uses by default.
     public static let standardMemoryMiB: UInt64 = 512
     public static let standard = KDFCeiling(memoryMiB: standardMemoryMiB)
+    /// Work over all slots of one archive, in passes at the memory ceiling: 8 × 512 MiB is
+    /// five derivations of the moderate profile (3 passes × 256 MiB), room for two password
+    /// slots of it and more, while a planted file with four 32-pass slots is refused.
+    public static let passesAtCeiling: UInt64 = 8
 
     public init(memoryMiB: UInt64) { self.memoryMiB = memoryMiB }
+
+    /// The passes × MiB of all of an archive's password slots together that may be spent.
+    public var workMiBPasses: UInt64 { memoryMiB * Self.passesAtCeiling }
 
     func check(_ kdf: ArchiveHeader.KDF, archive: String) throws(ArchiveError) {
         guard kdf.memoryKiB <= memoryMiB << 10 else {
             throw .kdfAboveCeiling(archive: archive, opsLimit: kdf.opsLimit, memoryMiB: (kdf.memoryKiB + 1023) >> 10, ceilingMiB: memoryMiB)
         }
+    }
+
+    /// Checks every slot's memory, then their work together, before anything is derived.
+    func check(_ kdfs: [ArchiveHeader.KDF], archive: String) throws(ArchiveError) {
+        for kdf in kdfs { try check(kdf, archive: archive) }
+        let work = kdfs.reduce(UInt64(0)) { $0 + $1.opsLimit * (($1.memoryKiB + 1023) >> 10) }
+        guard work <= workMiBPasses else {
+            throw .kdfWorkAboveCeiling(archive: archive, slots: kdfs.count, workMiBPasses: work, ceilingMiBPasses: workMiBPasses)
+        }
+    }
+}
+
+/// Key-encryption keys derived during one command with one password, by salt and cost: an
+/// archive checked twice (prune counts it, then verifies it) or slots that repeat a salt cost
+/// one Argon2id, not one each. The keys live in locked memory until the command ends.
+public final class KDFCache {
+    private var keys: [String: SecureBytes] = [:]
+
+    public init() {}
+
+    /// The key for `kdf`'s salt and cost: `derive`d the first time, remembered after.
+    public func kek(for kdf: ArchiveHeader.KDF, derive: () throws -> SecureBytes) rethrows -> SecureBytes {
+        let key = "\(kdf.salt)/\(kdf.opsLimit)/\(kdf.memoryKiB)/\(kdf.parallelism)"
+        if let known = keys[key] { return known }
+        let derived = try derive()
+        keys[key] = derived
+        return derived
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import N11Crypto
 import N11System
 import N11Vault
@@ -139,22 +140,34 @@ public enum ArchiveRetention {
         return rest.count >= 2 && rest.first == UInt8(ascii: "-") && rest.dropFirst().allSatisfy(isDigit)
     }
 
+    /// What a directory holds that looks like n11archive's dated archives.
+    public struct Listing: Sendable {
+        /// The user's regular files whose name matches and whose header parses.
+        public var archives: [Candidate] = []
+        /// The user's files with an archive's name that are no readable archive (worth a
+        /// warning: a damaged file; the newest of them stops a prune).
+        public var unreadable: [String] = []
+        /// Files with an archive's name that belong to another user: never read, counted or
+        /// deleted (DESIGN.md §3.8). Anyone who can write to a shared directory can plant them.
+        public var foreign: [(path: String, owner: uid_t)] = []
+    }
+
     /// The archives n11archive made in `directory` (not recursive): regular files (not
-    /// symlinks) whose name matches and whose header parses. Anything else is not listed,
-    /// so it can never be removed; `unreadable` names the files that have an archive's name
-    /// but are no readable archive (worth a warning: a damaged or foreign file).
-    public static func archives(in directory: String) throws(ArchiveError) -> (archives: [Candidate], unreadable: [String]) {
+    /// symlinks) of the user's whose name matches and whose header parses. Anything else is
+    /// not listed as an archive, so it can never be removed.
+    public static func archives(in directory: String) throws(ArchiveError) -> Listing {
         let names: [String]
         do { names = try Directory.entries(of: directory) }
         catch { throw .wrap(error) }
-        var found: [Candidate] = [], unreadable: [String] = []
+        var listing = Listing()
         for name in names where isArchiveName(name) {
             let path = Path.join(directory, name)
-            guard (try? FileStatus.of(path, followLinks: false))??.kind == .regular else { continue }
-            guard let reader = try? ArchiveReader(path: path) else { unreadable.append(path); continue }
-            found.append(Candidate(path: path, created: reader.header.created))
+            guard let status = (try? FileStatus.of(path, followLinks: false)) ?? nil, status.kind == .regular else { continue }
+            guard status.owner == geteuid() else { listing.foreign.append((path, status.owner)); continue }
+            guard let reader = try? ArchiveReader(path: path) else { listing.unreadable.append(path); continue }
+            listing.archives.append(Candidate(path: path, created: reader.header.created))
         }
-        return (found, unreadable)
+        return listing
     }
 }
 
@@ -208,37 +221,60 @@ extension ArchiveRetention {
         public let reason: String
     }
 
-    /// Splits `candidates` into those that open with `password` / `keyStore` (their header,
-    /// and so their creation time, authenticated: see `ArchiveReader.authenticate`) and
-    /// those that do not. Each portable archive costs one Argon2id with its own salt; secure
-    /// ones a key store look-up. A failure that is not about this archive (no password
-    /// source, a locked or damaged key store, I/O) is thrown: nothing may be decided then.
-    /// An archive made for recipients only opens where a recipient's identity is; on the
-    /// machine that made it, `writtenHere` (this home recorded writing its archive ID) makes it
-    /// count as ours instead. Its header is then not authenticated: the newest archive is
-    /// checked against the record (size and SHA-256, which cover the header) before anything
-    /// is deleted, so a forged or damaged one can only stop a prune, never steer it.
+    /// Splits `candidates` into this home's archives and the others (DESIGN.md §3.8). An
+    /// archive is this home's when
+    /// - this home recorded writing it (`records`, by archive ID): the file at the recorded
+    ///   place with the recorded size, or elsewhere byte for byte the recorded SHA-256. Its
+    ///   time is the record's. A second file claiming an ID already counted is not counted;
+    /// - or it opens with `password` or `keyStore` through a password or device slot, which
+    ///   authenticates its header and so its time (`ArchiveReader.authenticate`). Opening a
+    ///   recipient slot proves nothing (anyone may hold the public key), so no identity is
+    ///   tried here.
+    /// Each portable archive costs one Argon2id with its own salt (`kdfCache` keeps each
+    /// result for the verification after); secure ones a key store look-up. A failure that is
+    /// not about this archive (a locked or damaged key store, I/O) is thrown: nothing may be
+    /// decided then. An archive that needs a password when none was given is not opened: a
+    /// file someone planted must not stop an unattended prune.
     public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
                                      keyStore: () throws -> KeyStore,
-                                     identities: () throws -> [P256PrivateKey] = { [] },
-                                     writtenHere: (String) -> Bool = { _ in false },
-                                     kdfCeiling: KDFCeiling = .standard) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
+                                     records: [WrittenArchives.Record] = [],
+                                     kdfCeiling: KDFCeiling = .standard,
+                                     kdfCache: KDFCache? = nil) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
         var ours: [Candidate] = [], notOpened: [NotOpened] = []
+        let recordsByID = Dictionary(records.map { ($0.archiveID, $0) }, uniquingKeysWith: { first, _ in first })
+        var readers: [(candidate: Candidate, reader: ArchiveReader, record: WrittenArchives.Record?)] = []
         for candidate in candidates {
             do {
-                try ArchiveReader(path: candidate.path).authenticate(password: password, keyStore: keyStore, identities: identities,
-                                                                     kdfCeiling: kdfCeiling)
+                let reader = try ArchiveReader(path: candidate.path)
+                readers.append((candidate, reader, recordsByID[reader.header.archiveIDHex]))
+            } catch {
+                notOpened.append(NotOpened(path: candidate.path, reason: error.description))
+            }
+        }
+        // The file at its record's place first, so that a copy never takes the original's count.
+        readers.sort { ($0.record?.isAt($0.candidate.path) ?? false) && !($1.record?.isAt($1.candidate.path) ?? false) }
+        var counted = Set<String>()
+        for (candidate, reader, record) in readers {
+            if let record {
+                guard !counted.contains(record.archiveID) else {
+                    notOpened.append(NotOpened(path: candidate.path, reason: "another file here is already counted as archive \(record.archiveID)"))
+                    continue
+                }
+                if try WrittenArchives.isAsWritten(candidate.path, record: record) {
+                    counted.insert(record.archiveID)
+                    ours.append(Candidate(path: candidate.path, created: record.created))
+                    continue
+                }
+            }
+            do {
+                let openedBy = try reader.authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling, kdfCache: kdfCache)
+                guard openedBy.provesOrigin else { continue }   // no identity is given: not reached
                 ours.append(candidate)
             } catch {
                 switch error {
-                case .noKeyOpens where writtenHere(candidate.path), .passwordNeeded where writtenHere(candidate.path):
-                    ours.append(candidate)
-                case .noKeyOpens:
-                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
-                case .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported, .kdfAboveCeiling:
-                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
-                case .vault(.notInitialized):
-                    // A secure archive, and no key store here to open it with.
+                case .noKeyOpens, .passwordNeeded, .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported,
+                     .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
+                    // (.vault(.notInitialized): a secure archive, and no key store here.)
                     notOpened.append(NotOpened(path: candidate.path, reason: error.description))
                 default:
                     throw error

@@ -64,10 +64,11 @@ public struct Rclone: Sendable {
 
     /// Runs `rclone ARGS`; returns its standard output, or throws a classified error about `subject`.
     @discardableResult
-    func run(_ arguments: [String], about subject: RemotePath, outputLimit: Int = 16 << 20) throws(ArchiveError) -> [UInt8] {
+    func run(_ arguments: [String], about subject: RemotePath, outputLimit: Int = 16 << 20,
+             flags: [String] = commonFlags) throws(ArchiveError) -> [UInt8] {
         let outcome: ChildProcess.Outcome
         let output: [UInt8]
-        do { (outcome, output) = try ChildProcess.run([program] + arguments + Self.commonFlags, outputLimit: outputLimit) }
+        do { (outcome, output) = try ChildProcess.run([program] + arguments + flags, outputLimit: outputLimit) }
         catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
         catch { throw ArchiveError.wrap(error) }
         guard outcome.status == 0 else { throw Self.classify(outcome, subject: subject) }
@@ -200,6 +201,16 @@ public struct Rclone: Sendable {
     public func delete(_ remote: RemotePath) throws(ArchiveError) {
         try run(["deletefile", remote.description], about: remote)
     }
+
+    /// What an interrupted command takes back on its way out (a temp or lock object): one
+    /// try with short time-outs, so that Ctrl-C never waits long on an unreachable remote
+    /// (what is left there, the next prune or a stale-lock check removes).
+    public func deleteOnInterrupt(_ remote: RemotePath) {
+        _ = try? run(["deletefile", remote.description], about: remote, flags: Self.quickFlags)
+    }
+
+    static let quickFlags = ["--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "5s",
+                             "--log-level", "ERROR", "--use-json-log=false"]
 
     /// The remote's own hash of a file (`sha256`, `sha1`, `md5`), or nil if the backend has none.
     public func remoteHash(_ remote: RemotePath, type: String) throws(ArchiveError) -> String? {

@@ -25,6 +25,12 @@ public enum RemoteArchives {
             _ = try Directory.ensure(directory, mode: 0o700)
             try PrivatePermissions.checkDirectory(directory)
             AtomicFile.removeLeftovers(in: directory)
+        } catch let violation as PrivatePermissions.Violation {
+            // Never "chmod 0700 /tmp": a shared directory must not be made private. A place
+            // of the user's own is the fix.
+            throw .remote(location: directory, why: "a spool must be a directory of yours that only you can use (0700), and this is not (\(violation.problem))",
+                          kind: .configuration,
+                          hint: "choose a private directory: mkdir -m 700 ~/n11spool and give --spool ~/n11spool, or leave --spool out (HOME/spool)")
         } catch { throw ArchiveError.wrap(error) }
         return directory
     }
@@ -54,6 +60,10 @@ public enum RemoteArchives {
     public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone(),
                                progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
         let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
+        // Ctrl-C or SIGTERM takes the temp object back (the running upload is ended first:
+        // cleanups run newest first, and the rclone child registered its own).
+        let cleanup = Interruption.onInterrupt { rclone.deleteOnInterrupt(temp) }
+        defer { Interruption.cancel(cleanup) }
         do {
             let size = (try? FileStatus.of(local))??.size ?? 0
             try rclone.upload(local, to: temp, progress: progress, size: size)
@@ -95,10 +105,14 @@ public enum RemoteArchives {
         return removed
     }
 
+    /// How much of a remote archive holds its header and key entry: the header is at most
+    /// 16 KiB (FORMAT.md §8), the key entry 60 bytes, each behind a local ZIP header.
+    public static let headerPrefixBytes = 64 << 10
+
     /// The header of a remote archive from its first 64 KiB, without fetching the rest: nil
     /// if those bytes do not start with a stored `header.json` that parses. Not authenticated.
     public static func peekHeader(_ remote: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) -> ArchiveHeader? {
-        guard let entry = ZipPrefix.firstEntry(of: try rclone.prefix(remote, count: 64 << 10)),
+        guard let entry = ZipPrefix.firstEntry(of: try rclone.prefix(remote, count: headerPrefixBytes)),
               entry.name == EntryName.header else { return nil }
         return try? ArchiveHeader(parsing: entry.data)
     }

@@ -8,18 +8,25 @@ import N11System
 /// one's own object, listing, and backing off (deleting it) when a conflicting one is
 /// there; two takers that meet both back off and retry after a random pause. A lock object
 /// older than a day, or of this host whose process is gone, is a holder that died: it is
-/// deleted and ignored.
+/// deleted and ignored. So is one dated in the future beyond clock skew: no taker wrote it
+/// then, and it would otherwise block every backup until that date.
 public final class RemoteLock {
     public static let prefix = ".n11archive.lock."
     static let staleAfter: TimeInterval = 24 * 3600
+    /// How far ahead of this machine's clock a lock object's time may be (another machine's
+    /// clock, the remote's): beyond it the time is invalid and the lock is dead.
+    static let clockSkew: TimeInterval = 300
 
     private let object: RemotePath
     private let rclone: Rclone
     private var released = false
+    /// Deletes the lock object if Ctrl-C or SIGTERM ends the command while it holds it.
+    private let interruptCleanup: Interruption.Token
 
-    private init(object: RemotePath, rclone: Rclone) {
+    private init(object: RemotePath, rclone: Rclone, interruptCleanup: Interruption.Token) {
         self.object = object
         self.rclone = rclone
+        self.interruptCleanup = interruptCleanup
     }
 
     public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
@@ -31,26 +38,36 @@ public final class RemoteLock {
         // The object's content, uploaded from a file of our own: created exclusively and
         // without following a link, as /tmp is shared.
         let local = Path.join(NSTemporaryDirectory(), AtomicFile.tempName(for: "lock"))
+        // From before the note or the object exists until it is ours to release or gone.
+        let cleanup = Interruption.onInterrupt {
+            _ = unlink(local)
+            rclone.deleteOnInterrupt(object)
+        }
         do {
             let fd = try FileDescriptor.createExclusive(local, mode: 0o600)
             try fd.write(note)
             try fd.close()
         } catch {
             _ = unlink(local)
+            Interruption.cancel(cleanup)
             throw ArchiveError.wrap(error)
         }
         defer { _ = unlink(local) }
         while true {
             if try !conflicting(in: directory, exclusive: exclusive, except: nil, rclone: rclone) {
-                try rclone.upload(local, to: object)
+                do { try rclone.upload(local, to: object) } catch {
+                    Interruption.cancel(cleanup)
+                    throw error
+                }
                 if try !conflicting(in: directory, exclusive: exclusive, except: object.name, rclone: rclone) {
-                    return RemoteLock(object: object, rclone: rclone)
+                    return RemoteLock(object: object, rclone: rclone, interruptCleanup: cleanup)
                 }
                 try? rclone.delete(object)
             }
             guard Date() < deadline else {
+                Interruption.cancel(cleanup)
                 throw .remote(location: directory.description, why: "another n11archive is \(exclusive ? "using" : "pruning") this directory (a lock object \(prefix)… is there)",
-                              kind: .busy, hint: "wait for it to finish, or give --lock-wait SECONDS; a lock object older than a day is ignored")
+                              kind: .busy, hint: "wait for it to finish, or give --lock-wait SECONDS; a lock object older than a day, or dated in the future, is ignored")
             }
             usleep(UInt32.random(in: 500_000...1_500_000))
         }
@@ -62,10 +79,12 @@ public final class RemoteLock {
         return String(name.prefix(40))
     }()
 
-    /// Whether a lock object is dead: older than a day, or this host's and its process is
-    /// gone (a command that was killed, or whose server vanished before it could delete it).
+    /// Whether a lock object is dead: older than a day, dated more than `clockSkew` ahead,
+    /// or this host's and its process is gone (a command that was killed, or whose server
+    /// vanished before it could delete it).
     static func isStale(_ object: RemoteObject, now: Date) -> Bool {
-        if now.timeIntervalSince(object.modified) >= staleAfter { return true }
+        let age = now.timeIntervalSince(object.modified)
+        if age >= staleAfter || age < -clockSkew { return true }
         let fields = object.name.dropFirst(prefix.count).split(separator: ".")
         guard fields.count >= 4, fields[1] == hostTag, let pid = Int32(fields[2]) else { return false }
         return kill(pid, 0) != 0 && errno == ESRCH
@@ -90,6 +109,7 @@ public final class RemoteLock {
         guard !released else { return }
         released = true
         try? rclone.delete(object)
+        Interruption.cancel(interruptCleanup)
     }
 
     deinit { release() }

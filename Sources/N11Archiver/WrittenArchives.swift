@@ -17,6 +17,12 @@ public enum WrittenArchives {
         public let created: Date
         /// Where it was published: an absolute path, or `REMOTE:PATH`.
         public var location: String? = nil
+
+        /// Whether it was published at `path` (a local path, made absolute, or `REMOTE:PATH`).
+        public func isAt(_ path: String) -> Bool {
+            guard let location else { return false }
+            return location == path || Path.absolute(location) == Path.absolute(path)
+        }
     }
 
     static func directory(_ home: N11Home) -> String { Path.join(home.root, "written") }
@@ -95,12 +101,23 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
-    /// Whether this home recorded writing an archive with `path`'s archive ID (read from its
-    /// header, not yet checked). Prune counts such an archive as its own, so that a damaged
-    /// copy of the newest stops it (`check` then fails) rather than being passed over.
-    public static func hasRecord(_ path: String, in home: N11Home) -> Bool {
-        guard let reader = try? ArchiveReader(path: path) else { return false }
-        return ((try? lookup(reader.header.archiveIDHex, in: home)) ?? nil) != nil
+    /// Whether `path` is the archive `record` describes: the file at the recorded place with
+    /// the recorded size (what `prune` trusts for a file of the user's: only they can have
+    /// changed it, and the newest is checked in full before anything is deleted), or a file
+    /// elsewhere (a copy, a renamed or moved archive) whose size and SHA-256 are the record's.
+    /// A file at the recorded place whose size differs is damage: thrown, so a prune stops.
+    public static func isAsWritten(_ path: String, record: Record) throws(ArchiveError) -> Bool {
+        do {
+            let fd = try FileDescriptor.openForReading(path)
+            let size = try fd.status().size
+            if record.isAt(path) {
+                guard size == record.size else {
+                    throw ArchiveError.damaged(archive: path, what: "it is \(size) bytes; this machine wrote \(record.size)")
+                }
+                return true
+            }
+            return try size == record.size && sha256(of: fd) == record.sha256
+        } catch { throw ArchiveError.wrap(error) }
     }
 
     /// Checks that `path` is byte for byte the archive this home wrote under its header's ID.

@@ -13,6 +13,10 @@ public final class ChildProcess: @unchecked Sendable {
     private let errorFile: FileDescriptor
     private let pid: pid_t
     private var reaped = false
+    /// Ends the program if Ctrl-C or SIGTERM ends us first: a child is not in our process
+    /// group's signal when someone kills only us (cron, systemd, `kill PID`), and an upload
+    /// left running would finish what the interrupted command was taking back.
+    private var interruptCleanup: Interruption.Token?
 
     public struct Outcome: Sendable {
         /// The exit status, or 128 + the signal that ended it.
@@ -68,8 +72,21 @@ public final class ChildProcess: @unchecked Sendable {
             Glibc.close(readEnd)
             throw SystemError("cannot run", path: arguments[0], errno: rc)
         }
-        return ChildProcess(arguments: arguments, output: FileDescriptor(adopting: readEnd, path: "the output of \(arguments[0])"),
-                            errorFile: errorFile, pid: pid)
+        let child = ChildProcess(arguments: arguments, output: FileDescriptor(adopting: readEnd, path: "the output of \(arguments[0])"),
+                                 errorFile: errorFile, pid: pid)
+        child.interruptCleanup = Interruption.onInterrupt { Self.end(pid) }
+        return child
+    }
+
+    /// SIGTERM, up to two seconds for it to exit, then SIGKILL. Never reaps (the owner's
+    /// waitpid may be running on another thread): WNOWAIT only looks.
+    private static func end(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        for _ in 0..<200 {
+            if n11_child_exited(pid) != 0 { return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
     }
 
     /// Runs to the end, collecting at most `outputLimit` bytes of standard output (the rest is
@@ -94,6 +111,7 @@ public final class ChildProcess: @unchecked Sendable {
         if !reaped {
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
             reaped = true
+            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         }
         let signal = status & 0x7F
         let code = signal == 0 ? (status >> 8) & 0xFF : 128 + signal

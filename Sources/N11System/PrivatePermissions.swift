@@ -16,6 +16,18 @@ public enum PrivatePermissions {
         /// A place we act in that others may write to.
         case writableByOthers(path: String, mode: mode_t)
 
+        /// What is wrong, without the command that would fix it (for a place where that
+        /// command is not the fix: a shared directory given as a private one).
+        public var problem: String {
+            switch self {
+            case let .tooOpen(_, mode, _), let .writableByOthers(_, mode): return "its mode is \(octal(mode))"
+            case let .wrongOwner(_, owner), let .belongsToOther(_, owner): return "it belongs to uid \(owner)"
+            case let .unsafeAncestor(path, _, _): return "'\(path)' above it can be changed by others"
+            case .notADirectory: return "it is not a directory"
+            case .notARegularFile: return "it is not a regular file"
+            }
+        }
+
         public var description: String {
             switch self {
             case let .tooOpen(path, mode, wanted):

@@ -265,22 +265,33 @@ struct Create: ParsableCommand, HasOutputOptions {
         } else {
             final = remote
         }
-        let local = Path.join(spoolDirectory, final.name)
-        if try FileStatus.of(local) != nil {
-            throw CLIError(.outputExists, "'\(local)' is in the spool already; nothing was written",
+        // Made under a temp name of this process, so that a copy a killed run left is swept
+        // by the next one (`spool`), and taken back at once on Ctrl-C or SIGTERM. Only a copy
+        // kept on purpose (--keep-local) gets the archive's name, once it is published.
+        let kept = Path.join(spoolDirectory, final.name)
+        if keepLocal, try FileStatus.of(kept) != nil {
+            throw CLIError(.outputExists, "'\(kept)' is in the spool already; nothing was written",
                            hint: "move it away (a kept copy of an earlier upload?), or give another --spool")
         }
+        let local = Path.join(spoolDirectory, AtomicFile.tempName(for: final.name))
+        let cleanup = Interruption.onInterrupt { _ = unlink(local) }
+        defer {
+            _ = unlink(local)
+            Interruption.cancel(cleanup)
+        }
         let report = try create(local)
-        defer { if !keepLocal { _ = unlink(local) } }
         Console.note("uploading \(Console.byteCount(report.archiveBytes)) to \(final)…")
         let started = Date()
         let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone,
                                                    progress: outputOptions.observer("upload"))
         let seconds = Date().timeIntervalSince(started)
         Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
-        if keepLocal { Console.note("kept the local copy \(local)") }
+        if keepLocal {
+            try FileSystem.move(local, to: kept, missingIsDone: false)
+            Console.note("kept the local copy \(kept)")
+        }
         return (report, Upload(remote: final.description, bytes: report.archiveBytes, checkedBy: checkedBy,
-                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keepLocal ? local : nil))
+                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keepLocal ? kept : nil))
     }
 }
 

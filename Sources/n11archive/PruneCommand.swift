@@ -20,11 +20,13 @@ struct Prune: ParsableCommand, HasOutputOptions {
         in their header; --keep-daily N keeps the newest archive of each of the N most recent \
         UTC days that have one (--keep-weekly: ISO weeks, --keep-monthly: months), --keep-last \
         N the N newest; the rules add up and the newest archive is always kept. Before \
-        anything is deleted the newest archive is verified in full (it needs the password, an \
+        anything is deleted the newest archive is verified in full (with the password, an \
         identity, or for a secure archive this machine's key store); if that fails nothing is \
-        deleted. On the machine that made archives for recipients only (which cannot open \
-        them), an archive counts when it is byte for byte what this home recorded writing \
-        (size and SHA-256, see `verify --as-written`), and the newest is checked that way.
+        deleted. Only this home's archives count: those it recorded writing (at the recorded \
+        place with the recorded size, or byte for byte the recorded SHA-256 elsewhere; see \
+        `verify --as-written`), and those that open with the password or key store. Opening \
+        with an identity proves nothing (anyone may hold the public key), and files of other \
+        users are never read. Anything not counted is left alone.
         """)
 
     @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"), completion: .directory)
@@ -108,30 +110,33 @@ struct Prune: ParsableCommand, HasOutputOptions {
 
     private func prune(_ dir: String) throws {
 
-        let (named, unreadable) = try ArchiveRetention.archives(in: dir)
+        let listing = try ArchiveRetention.archives(in: dir)
+        let named = listing.archives, unreadable = listing.unreadable
+        for (path, owner) in listing.foreign {
+            Console.warning("'\(path)' belongs to uid \(owner), not to you; left alone, not counted")
+        }
         for path in unreadable {
             Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
         }
-        // Only archives that open with this prune's password or key store count: a header
-        // is not authenticated until then, and another home's archives, or forged ones with
-        // a recent date, must neither fill the keep slots nor be deleted.
+        // Only this home's archives count (recorded as written here, or opening through a
+        // password or device slot): a header is not authenticated until then, and another
+        // home's archives, or forged ones with a recent date, must neither fill the keep
+        // slots nor be deleted.
         // When the policy keeps every named archive, it keeps every subset too (an archive's
         // rank and its bucket can only move up when others drop out): nothing can be deleted,
         // so no secret is needed and none is asked for.
         let secrets = CachedSecrets(password: password, store: store, identity: identity)
-        let home = store.resolvedHome
-        let writtenHere = { (path: String) in WrittenArchives.hasRecord(path, in: home) }
         let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
         let (archives, notOpened) = nothingToDelete ? (named, [])
             : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,
-                                                 identities: secrets.identities, writtenHere: writtenHere,
-                                                 kdfCeiling: try kdfCeiling.ceiling())
+                                                 records: WrittenArchives.all(in: store.resolvedHome),
+                                                 kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
         for other in notOpened {
-            Console.warning("'\(other.path)' does not open with this password or key store; left alone (\(other.reason))")
+            Console.warning("'\(other.path)' is not counted as this home's; left alone (\(other.reason))")
         }
         if archives.isEmpty && !notOpened.isEmpty {
-            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' opens with this password or key store, so nothing was deleted",
-                           hint: "check the password (or --home for secure archives); archives of another home in the same directory are never touched")
+            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' is this home's (written here, or opening with this password or key store), so nothing was deleted",
+                           hint: "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched")
         }
         let decision = ArchiveRetention.apply(policy, to: archives)
 
@@ -149,7 +154,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
                                       policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
                                       verified: verified,
                                       kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
-                                      deleted: deleted, ignored: unreadable, notOpened: notOpened.map(\.path),
+                                      deleted: deleted, ignored: unreadable + listing.foreign.map(\.path), notOpened: notOpened.map(\.path),
                                       durationSeconds: Output.durationSeconds))
             return
         }
@@ -169,16 +174,23 @@ struct Prune: ParsableCommand, HasOutputOptions {
 
     /// `prune REMOTE:DIR`, under the directory's exclusive lock object. An archive counts when
     /// this home's record says it published it there with that size (its time is then the
-    /// record's), or else when a fetched copy opens with this prune's password, identities or
-    /// key store. The newest is fetched and verified in full (or against its record) before
-    /// anything is deleted. Temp objects of failed uploads are removed.
+    /// record's), or else when its header, read from the object's first 64 KiB, opens with
+    /// this prune's password or key store through a password or device slot (never by a
+    /// recipient's identity: anyone may hold the public key). Nothing else is downloaded:
+    /// the newest is fetched and verified in full (or against its record) before anything
+    /// is deleted. Temp objects of failed uploads are removed (a dry run only counts them).
     private func pruneRemote(_ dir: RemotePath) throws {
         let rclone = Rclone()
         let home = store.resolvedHome
         let spoolDirectory = try RemoteArchives.spool(spool, home: home)
         let listed = try rclone.list(dir)
-        let removedTemps = RemoteArchives.removeTemporaries(in: dir, listed: listed, rclone: rclone)
-        if removedTemps > 0 { Console.note("removed \(removedTemps) temp object(s) of failed uploads from \(dir)") }
+        if dryRun {
+            let temps = listed.filter { $0.name.hasPrefix(RemoteArchives.tempPrefix) }.count
+            if temps > 0 { Console.note("would remove \(temps) temp object(s) of failed uploads from \(dir)") }
+        } else {
+            let removedTemps = RemoteArchives.removeTemporaries(in: dir, listed: listed, rclone: rclone)
+            if removedTemps > 0 { Console.note("removed \(removedTemps) temp object(s) of failed uploads from \(dir)") }
+        }
         let records = WrittenArchives.all(in: home)
         let secrets = CachedSecrets(password: password, store: store, identity: identity)
         func fetched<T>(_ remote: RemotePath, _ body: (String) throws -> T) throws -> T {
@@ -186,7 +198,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
             defer { _ = unlink(local) }
             return try body(local)
         }
-        var archives: [ArchiveRetention.Candidate] = [], notOpened: [String] = []
+        var archives: [ArchiveRetention.Candidate] = [], notOpened: [String] = [], ignored: [String] = []
         let named = listed.filter { ArchiveRetention.isArchiveName($0.name) }
         let nothingToDelete = named.count <= max(policy.keepLast, 1) && policy.keepDaily + policy.keepWeekly + policy.keepMonthly == 0
         for object in named {
@@ -196,18 +208,21 @@ struct Prune: ParsableCommand, HasOutputOptions {
                 continue
             }
             if nothingToDelete { continue }
+            guard let keyEntries = ArchiveKeyEntries(prefix: try rclone.prefix(path, count: RemoteArchives.headerPrefixBytes),
+                                                     name: path.description) else {
+                Console.warning("'\(path)' has an archive's name but does not start like an n11archive archive; left alone")
+                ignored.append(path.description)
+                continue
+            }
             do {
-                let created = try fetched(path) { local in
-                    let reader = try ArchiveReader(path: local, name: path.description)
-                    try reader.authenticate(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
-                                            kdfCeiling: try kdfCeiling.ceiling())
-                    return reader.header.created
-                }
-                archives.append(.init(path: path.description, created: created))
+                try keyEntries.authenticate(password: secrets.password, keyStore: secrets.keyStore,
+                                            kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
+                archives.append(.init(path: path.description, created: keyEntries.header.created))
             } catch let error as ArchiveError {
                 switch error {
-                case .wrongPassword, .keyNotHere, .noKeyOpens, .damaged, .notAnArchive, .unsupported, .kdfAboveCeiling, .vault(.notInitialized):
-                    Console.warning("'\(path)' does not open with this password, identity or key store; left alone (\(error))")
+                case .wrongPassword, .keyNotHere, .noKeyOpens, .passwordNeeded, .damaged, .notAnArchive, .unsupported,
+                     .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
+                    Console.warning("'\(path)' is not counted as this home's; left alone (\(error))")
                     notOpened.append(path.description)
                 default: throw error
                 }
@@ -221,7 +236,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
                     let reader = try ArchiveReader(path: local, name: newest.path)
                     do {
                         let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
-                                                        kdfCeiling: try kdfCeiling.ceiling())
+                                                        kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
                         _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil)
                     } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
                         try WrittenArchives.check(local, in: home)
@@ -248,7 +263,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
                                       policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
                                       verified: verified,
                                       kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
-                                      deleted: deleted, ignored: [], notOpened: notOpened, durationSeconds: Output.durationSeconds))
+                                      deleted: deleted, ignored: ignored, notOpened: notOpened, durationSeconds: Output.durationSeconds))
             return
         }
         let formatter = ISO8601DateFormatter()
@@ -268,7 +283,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
             let archive: UnlockedArchive
             do {
                 archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
-                                            kdfCeiling: try kdfCeiling.ceiling())
+                                            kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
             } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
                 // Made for recipients elsewhere: sound if it is exactly what this home wrote.
                 try WrittenArchives.check(path, in: store.resolvedHome)
@@ -293,6 +308,8 @@ final class CachedSecrets {
     private var cachedPassword: SecureBytes?
     private var cachedKeyStore: N11Vault.KeyStore?
     private var cachedIdentities: [P256PrivateKey]?
+    /// Argon2id results with this one password, by salt and cost.
+    let kdfCache = KDFCache()
 
     init(password: PasswordOptions, store: StoreOptions, identity: IdentityOptions) {
         passwordOptions = password

@@ -158,6 +158,7 @@ extension ArchiveError {
         case .messageNotOpened: return "messageNotOpened"
         case .notWrittenHere: return "notWrittenHere"
         case .kdfAboveCeiling: return "kdfAboveCeiling"
+        case .kdfWorkAboveCeiling: return "kdfWorkAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .selection: return "selection"
         case .vault: return "vault"

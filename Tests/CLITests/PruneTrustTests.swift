@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+/// "Nobody else decides what prune deletes, or blocks it" (README, DESIGN.md §3.8): the
+/// planted files of issue 25's second security review (findings 2–5), each of which steered
+/// or stopped a prune before.
+@Suite("prune: planted archives neither steer nor stop it")
+struct PruneTrustTests {
+    /// This home with an identity, and its public key in a file (exported 0644: meant to be shared).
+    func publicKey(_ s: Sandbox) throws -> String {
+        expectExit(try s.run(["key", "generate"]), 0)
+        return try s.file("mine.pub", Array(try s.run(["key", "export-public"]).stdout))
+    }
+
+    /// A stranger's home with one item.
+    func stranger(_ s: Sandbox, _ name: String = "stranger") throws -> [String: String] {
+        let home = s.elsewhere(name)
+        expectExit(try s.run(["init"], environment: home), 0)
+        expectExit(try s.run(["vault", "add", try s.file("\(name).jpg", randomBytes(3000))], environment: home), 0)
+        return home
+    }
+
+    @Test("archives a stranger made with our public key open with our identity but do not count: prune keeps ours")
+    func strangersRecipientArchives() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let pub = try publicKey(s)
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            let ours = try s.datedArchives(3, in: dir, password: pw)
+            let stranger = try stranger(s)
+            var forged: [String] = []
+            for _ in 0..<3 {
+                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"], environment: stranger)
+                expectExit(run, 0)
+                forged.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            // Our identity opens them: they look like ours to anything that only tries keys.
+            expectExit(try s.run(["verify", forged[2]]), 0)
+
+            let pruned = try s.run(["prune", dir, "--keep-last", "3", "--password-file", pw, "--json"])
+            expectExit(pruned, 0)
+            let doc = try jsonDocument(pruned)
+            #expect((doc["deleted"] as? [String]) == [], "our archives were pushed out by forgeries: \(pruned)")
+            #expect(Set((doc["notOpened"] as? [String]) ?? []) == Set(forged), "\(pruned)")
+            #expect(ours.allSatisfy(exists) && forged.allSatisfy(exists))
+        }
+    }
+
+    @Test("on the write-only machine, copies of its archives re-dated under their real IDs do not count; the originals stay")
+    func forgedRecordedIDs() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
+            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            var made: [String] = []
+            for index in 0..<3 {
+                if index == 2 { usleep(2_100_000) }   // whole seconds for the forgeries' dates
+                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            // Just below the newest, under the two older archives' IDs.
+            let info = try jsonDocument(try s.run(["info", made[2], "--json"]))
+            let created = try #require(info["created"] as? String)
+            let newest = try #require(ISO8601DateFormatter().date(from: created))
+            let stamp = ISO8601DateFormatter().string(from: newest.addingTimeInterval(-1))
+            let forged = [dir + "/n11archive-29990101T000000Z.nu11vlt", dir + "/n11archive-29990101T000000Z-2.nu11vlt"]
+            try PruneAuthenticationTests().forge(made[0], created: stamp, to: forged[0])
+            try PruneAuthenticationTests().forge(made[1], created: stamp, to: forged[1])
+
+            let pruned = try s.run(["prune", dir, "--keep-last", "3", "--json"])
+            expectExit(pruned, 0)
+            let doc = try jsonDocument(pruned)
+            #expect((doc["deleted"] as? [String]) == [], "genuine archives were deleted: \(pruned)")
+            #expect(Set((doc["notOpened"] as? [String]) ?? []) == Set(forged), "\(pruned)")
+            #expect(made.allSatisfy(exists) && forged.allSatisfy(exists))
+
+            // A byte-identical copy of an archive under another name counts once, never twice.
+            let copy = dir + "/n11archive-29990101T000001Z.nu11vlt"
+            try writeBytes(try readBytes(made[1]), to: copy)
+            let again = try s.run(["prune", dir, "--keep-last", "3", "--json", "--dry-run"])
+            expectExit(again, 0)
+            #expect(((try jsonDocument(again)["notOpened"] as? [String]) ?? []).contains(copy), "\(again)")
+        }
+    }
+
+    @Test("a garbage file of another user's, named as the newest archive, is left alone and does not stop prune")
+    func foreignGarbage() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o1777) == 0 && chmod(dir, 0o1777) == 0)   // a sticky shared directory
+            let ours = try s.datedArchives(2, in: dir, password: pw)
+            let planted = dir + "/n11archive-29991231T235959Z.nu11vlt"
+            try writeBytes(randomBytes(5000), to: planted)
+            #expect(chown(planted, 65534, 65534) == 0)
+
+            let pruned = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw, "--json"])
+            expectExit(pruned, 0)
+            #expect(pruned.err.contains("belongs to uid 65534"), "\(pruned)")
+            #expect(((try jsonDocument(pruned)["ignored"] as? [String]) ?? []) == [planted])
+            #expect(!exists(ours[0]) && exists(ours[1]) && exists(planted))
+
+            // The same garbage of the user's own is the real newest backup, damaged: it stops prune.
+            #expect(chown(planted, geteuid(), getegid()) == 0)
+            _ = try s.datedArchives(1, in: dir, password: pw)
+            expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw]), 65)
+        }
+    }
+
+    @Test("a planted password archive does not stop the write-only machine's prune (no password, no terminal)")
+    func plantedPasswordArchive() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
+            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            var made: [String] = []
+            for _ in 0..<2 {
+                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            let planted = dir + "/n11archive-29991231T235959Z.nu11vlt"
+            expectExit(try s.run(["create", "--portable", "-o", planted, "--password-file", try s.passwordFile()] + fastKDF,
+                                 environment: try stranger(s)), 0)
+
+            let pruned = try s.run(["prune", dir, "--keep-last", "1", "--json"])
+            expectExit(pruned, 0)
+            #expect(((try jsonDocument(pruned)["notOpened"] as? [String]) ?? []) == [planted], "\(pruned)")
+            #expect(!exists(made[0]) && exists(made[1]) && exists(planted))
+        }
+    }
+}
