@@ -39,11 +39,14 @@ public enum KeyFiles {
                 }
                 keys = blocks.map(\.bytes)
             } else {
-                keys = try text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-                    .map { line in
+                // A line that is not a key is named by its number, never shown: the file may
+                // be a password or private key given here by mistake (DESIGN.md §3.7).
+                keys = try text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated()
+                    .map { ($0.offset + 1, $0.element.trimmingCharacters(in: .whitespaces)) }
+                    .filter { !$0.1.isEmpty && !$0.1.hasPrefix("#") }
+                    .map { number, line in
                         guard let bytes = Data(base64Encoded: line) else {
-                            throw FormatError.invalidKeyFile("'\(line.prefix(20))…' is not a base64 public key")
+                            throw FormatError.invalidKeyFile("line \(number) is not a base64 public key")
                         }
                         return [UInt8](bytes)
                     }

@@ -86,8 +86,22 @@ public final class P256PrivateKey: @unchecked Sendable {
     /// The key as passphrase-protected PKCS#8 PEM: PBES2 with PBKDF2-HMAC-SHA256
     /// (`iterations`) and AES-256-CBC, which OpenSSL, Python `cryptography` and Apple's
     /// tools read.
+    /// The longest passphrase a PEM private key can have and still be read back: OpenSSL's
+    /// PEM passphrase callbacks (ours, `openssl pkey -passin`) hold 1,024 bytes with a NUL.
+    public static let maximumPEMPassphraseLength = 1023
+
+    /// Whether `passphrase` can seal a PEM key that every reader opens again: at most 1,023
+    /// bytes, and no NUL byte (the callbacks read it as a C string).
+    public static func isUsablePEMPassphrase(_ passphrase: SecureBytes) -> Bool {
+        passphrase.count <= maximumPEMPassphraseLength && passphrase.withUnsafeBytes { !$0.contains(0) }
+    }
+
     public func encryptedPKCS8PEM(passphrase: SecureBytes, iterations: Int = 600_000) throws(CryptoError) -> [UInt8] {
-        try EVPKey(scalar: scalar, publicPoint: publicKey.x963).encryptedPKCS8PEM(passphrase: passphrase, iterations: iterations)
+        // Refused rather than written: a key file nothing can open again is a lost key.
+        guard Self.isUsablePEMPassphrase(passphrase) else {
+            throw .invalidParameter("a PEM key's passphrase must be at most \(Self.maximumPEMPassphraseLength) bytes without a NUL byte")
+        }
+        return try EVPKey(scalar: scalar, publicPoint: publicKey.x963).encryptedPKCS8PEM(passphrase: passphrase, iterations: iterations)
     }
 
     /// ECDH: the x-coordinate of `d · peer` (32 bytes), in locked memory.
@@ -224,9 +238,13 @@ final class EVPKey {
     convenience init(privatePEM pem: [UInt8], passphrase: SecureBytes?) throws(CryptoError) {
         guard let bio = pem.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { throw .library("BIO_new_mem_buf") }
         defer { BIO_free(bio) }
-        // OpenSSL wants a NUL-terminated passphrase; made in locked memory.
+        // OpenSSL wants a NUL-terminated passphrase; made in locked memory. One its callback
+        // would cut or refuse is said to be so, not reported as a wrong passphrase.
         var terminated: SecureBytes?
         if let passphrase {
+            guard P256PrivateKey.isUsablePEMPassphrase(passphrase) else {
+                throw .invalidKey("a passphrase of more than \(P256PrivateKey.maximumPEMPassphraseLength) bytes, or with a NUL byte, cannot open a PEM key")
+            }
             let copy = try SecureBytes(count: passphrase.count + 1)
             copy.withUnsafeMutableBytes { out in passphrase.withUnsafeBytes { out.copyMemory(from: $0) } }
             terminated = copy

@@ -36,7 +36,7 @@ public struct PEMBlock: Sendable, Equatable {
             let line = rawLine.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
             if let open = label {
                 if line.hasPrefix("-----END ") {
-                    guard line == "-----END \(open)-----" else { throw .invalidKeyFile("'\(line)' closes a '\(open)' block") }
+                    guard line == "-----END \(open)-----" else { throw .invalidKeyFile("a '\(open)' block is closed by an END line of another label") }
                     guard let bytes = Data(base64Encoded: body), !bytes.isEmpty else { throw .invalidKeyFile("the '\(open)' block is not base64") }
                     found.append(PEMBlock(label: open, bytes: [UInt8](bytes)))
                     label = nil

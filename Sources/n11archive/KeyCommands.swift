@@ -128,7 +128,7 @@ extension KeyCommand {
         func run() throws {
             if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
             let key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint)
-            let secret = try passphrase.read(for: output, confirm: true)
+            let secret = try passphrase.read(for: output, confirm: true, pemKey: true)
             let pem = try key.encryptedPKCS8PEM(passphrase: secret)
             try KeyFiles.writeNew(String(decoding: pem, as: UTF8.self), to: output, mode: 0o600)
             Console.note("wrote private key \(KeyFiles.fingerprint(key.publicKey)) to \(output) (0600); keep it and its passphrase apart")

@@ -24,7 +24,9 @@ struct PassphraseOptions: ParsableArguments {
 
     /// Reads the passphrase of `path`; `confirm` asks twice on a terminal (a new file), and
     /// then a passphrase under 8 characters is refused before the second prompt.
-    func read(for path: String, confirm: Bool) throws -> SecureBytes {
+    /// `pemKey`: the passphrase seals a PEM private key, which OpenSSL can read back only
+    /// up to 1,023 bytes without a NUL byte.
+    func read(for path: String, confirm: Bool, pemKey: Bool = false) throws -> SecureBytes {
         guard let source = SecretSource.choose(file: passphraseFile, descriptor: passphraseFD, environmentFile: "N11_PASSPHRASE_FILE") else {
             throw CLIError(.usage, "'\(path)' needs a passphrase and there is no terminal to ask for it",
                            hint: "give it with --passphrase-file FILE or --passphrase-fd N")
@@ -32,6 +34,11 @@ struct PassphraseOptions: ParsableArguments {
         let check = { (secret: SecureBytes) throws in
             guard secret.count >= Self.minimumLength else {
                 throw CLIError(.usage, "a passphrase must have at least \(Self.minimumLength) characters; nothing was written")
+            }
+            // What OpenSSL (and so `key import`, --identity, `openssl pkey`) can read back.
+            guard !pemKey || P256PrivateKey.isUsablePEMPassphrase(secret) else {
+                throw CLIError(.usage, "a passphrase must have at most \(P256PrivateKey.maximumPEMPassphraseLength) bytes and no NUL byte; nothing was written",
+                               hint: "a longer one could not be read back by `key import`, --identity or `openssl pkey`")
             }
         }
         // On a terminal `accept` runs before the second prompt; from a file, right after.

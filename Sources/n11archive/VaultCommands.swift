@@ -70,6 +70,10 @@ extension VaultCommand {
         @Flag(name: .customLong("from-ciphio"), help: "With --note: each FILE (or stdin) is a Ciphio message to decrypt into the note.")
         var fromCiphio = false
 
+        @Flag(name: .customLong("allow-unauthenticated"),
+              help: "With --from-ciphio: accept cbc and ctr messages, which are not authenticated (a change, or a wrong password, goes unnoticed).")
+        var allowUnauthenticated = false
+
         @OptionGroup var password: PasswordOptions
 
         @Flag(help: "Show progress even when stderr is not a terminal.")
@@ -85,6 +89,7 @@ extension VaultCommand {
             if filesFrom != nil && name != nil { throw ValidationError("--name needs a single FILE, not a --files-from list") }
             if fromCiphio && !note { throw ValidationError("--from-ciphio adds notes: give --note too") }
             if fromCiphio && filesFrom != nil { throw ValidationError("--from-ciphio takes its messages as FILEs, not a --files-from list") }
+            if allowUnauthenticated && !fromCiphio { throw ValidationError("--allow-unauthenticated goes with --from-ciphio") }
             if name != nil && files.count > 1 { throw ValidationError("--name needs a single FILE (or stdin)") }
             if let fade {
                 do { _ = try FadeDuration.seconds(from: fade) } catch { throw ValidationError("\(error)") }
@@ -118,7 +123,17 @@ extension VaultCommand {
                     var raw = try TextCommand.readInput(file)
                     let message = String(decoding: raw, as: UTF8.self)
                     raw.wipe()
-                    let (plain, _) = try CiphioText.decrypt(message, secret: secret, source: file.map { "'\($0)'" } ?? "standard input")
+                    let source = file.map { "'\($0)'" } ?? "standard input"
+                    let (plain, algorithm) = try CiphioText.decrypt(message, secret: secret, source: source)
+                    // A cbc or ctr message opens under any password, and a changed one opens
+                    // changed: stored silently, the vault would keep garbage or a forgery.
+                    if algorithm != .gcm {
+                        guard allowUnauthenticated else {
+                            throw CLIError(.usage, "\(source) is a \(algorithm.rawValue) message, which is not authenticated: a change to it, or a wrong password, cannot be detected; nothing was added",
+                                           hint: "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated")
+                        }
+                        TextCommand.warnUnauthenticated(algorithm, decrypting: true)
+                    }
                     let text = plain.withUnsafeBytes { Array($0) }
                     guard String(validating: text, as: UTF8.self) != nil else { throw VaultError.noteNotText(path: file ?? "stdin") }
                     let base = file.map { Path.lastComponent(of: $0) } ?? "note"

@@ -1,0 +1,79 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+/// Secrets given in the wrong place, and secrets that could not be read back (issue 25
+/// findings 11, 12, 13).
+@Suite("n11archive CLI: secrets that would be lost, echoed or trusted blindly")
+struct SecretHandlingTests {
+    @Test("key export-private refuses a passphrase OpenSSL could not read back (over 1,023 bytes, or a NUL); 1,023 bytes round-trip")
+    func pemPassphraseLength() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["key", "generate"]), 0)
+            for (name, bytes) in [("long", Array(repeating: UInt8(ascii: "a"), count: 1024)),
+                                  ("nul", Array("a passphrase".utf8) + [0] + Array("with a NUL".utf8))] {
+                let pp = try s.file("pp-\(name)", bytes + [0x0A])
+                chmod(pp, 0o600)
+                let key = s.path("\(name).key")
+                let refused = try s.run(["key", "export-private", "-o", key, "--passphrase-file", pp])
+                expectExit(refused, 64)
+                #expect(refused.err.contains("at most 1023 bytes"), "\(refused)")
+                #expect(!exists(key), "a key file nothing can open was written")
+            }
+            let pp = try s.file("pp-1023", Array(repeating: UInt8(ascii: "b"), count: 1023) + [0x0A])
+            chmod(pp, 0o600)
+            let key = s.path("longest.key")
+            expectExit(try s.run(["key", "export-private", "-o", key, "--passphrase-file", pp]), 0)
+            let elsewhere = s.elsewhere("other-machine")
+            expectExit(try s.run(["init"], environment: elsewhere), 0)
+            expectExit(try s.run(["key", "import", key, "--passphrase-file", pp], environment: elsewhere), 0)
+            if FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+                p.arguments = ["pkey", "-in", key, "-passin", "file:\(pp)", "-noout"]
+                p.standardError = FileHandle.nullDevice
+                try p.run()
+                p.waitUntilExit()
+                #expect(p.terminationStatus == 0, "openssl pkey cannot read it")
+            }
+        }
+    }
+
+    @Test("a secret file given where a public key is expected is named by line, never echoed (text or --json)")
+    func secretNotEchoed() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let marker = "SECRETMARKER-correct-horse"
+            let secretFile = try s.passwordFile(marker + " battery staple\n", name: "my-password")
+            for json in [false, true] {
+                let run = try s.run(["create", "--portable", "--recipient", secretFile, "-o", s.path("x-\(json).nu11vlt")] + (json ? ["--json"] : []))
+                expectExit(run, 64)
+                #expect(!run.err.contains("SECRETMARKER") && !run.out.contains("SECRETMARKER"), "\(run)")
+                #expect((run.err + run.out).contains("line 1"), "\(run)")
+            }
+        }
+    }
+
+    @Test("vault add --from-ciphio refuses an unauthenticated (cbc, ctr) message unless --allow-unauthenticated, and then warns")
+    func unauthenticatedCiphio() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let pw = try s.passwordFile()
+            for algorithm in ["ctr", "cbc"] {
+                let message = try s.file("\(algorithm).txt", try s.run(["text", "encrypt", "--algorithm", algorithm, "--password-file", pw],
+                                                                      stdin: Array("pay 100".utf8)).stdout)
+                let refused = try s.run(["vault", "add", "--note", "--from-ciphio", message, "--password-file", pw])
+                expectExit(refused, 64)
+                #expect(refused.err.contains("not authenticated") && refused.err.contains("--allow-unauthenticated"), "\(refused)")
+                #expect(try s.list().items.isEmpty, "a \(algorithm) message was stored")
+            }
+            let added = try s.run(["vault", "add", "--note", "--from-ciphio", s.path("ctr.txt"), "--allow-unauthenticated", "--password-file", pw])
+            expectExit(added, 0)
+            #expect(added.err.contains("not authenticated"), "\(added)")
+            #expect(try s.list().items.count == 1)
+            expectExit(try s.run(["vault", "add", "--note", "--allow-unauthenticated"], stdin: Array("x".utf8)), 64)
+        }
+    }
+}
