@@ -219,6 +219,16 @@ extension ArchiveRetention {
     public struct NotOpened: Sendable {
         public let path: String
         public let reason: String
+
+        /// Why an archive that failed to open with a password or key store is not counted.
+        /// One that only recipient slots open is not "unopenable" here: this home's identity
+        /// may well open it, but that would not show who made it.
+        public static func reason(for error: ArchiveError) -> String {
+            if case .noKeyOpens(_, let recipients, _) = error, recipients > 0 {
+                return "it opens only through recipient slots, and anyone with the public key can make such an archive; it has no record of being written here"
+            }
+            return error.description
+        }
     }
 
     /// Splits `candidates` into this home's archives and the others (DESIGN.md §3.8). An
@@ -275,7 +285,7 @@ extension ArchiveRetention {
                 case .noKeyOpens, .passwordNeeded, .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported,
                      .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
                     // (.vault(.notInitialized): a secure archive, and no key store here.)
-                    notOpened.append(NotOpened(path: candidate.path, reason: error.description))
+                    notOpened.append(NotOpened(path: candidate.path, reason: NotOpened.reason(for: error)))
                 default:
                     throw error
                 }

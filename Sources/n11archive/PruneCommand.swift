@@ -222,7 +222,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
                 switch error {
                 case .wrongPassword, .keyNotHere, .noKeyOpens, .passwordNeeded, .damaged, .notAnArchive, .unsupported,
                      .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
-                    Console.warning("'\(path)' is not counted as this home's; left alone (\(error))")
+                    Console.warning("'\(path)' is not counted as this home's; left alone (\(ArchiveRetention.NotOpened.reason(for: error)))")
                     notOpened.append(path.description)
                 default: throw error
                 }
