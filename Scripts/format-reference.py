@@ -451,6 +451,10 @@ def parse_header(data):
             allowed = ("device",) if h["mode"] == "secure" else ("password", "p256")
             if slot["type"] not in allowed:
                 raise Reject(f"{what}: a {slot['type']} slot in a {h['mode']} archive")
+            if slot["type"] == "p256" and not is_p256_point(slot["_wrap"][:65]):
+                # Checked before any slot is tried (§2): the outcome must not depend on
+                # which identity a reader holds.
+                raise Reject(f"{what}: the ephemeral key is not an uncompressed point on P-256")
         if h["mode"] == "secure" and len(slots) != 1:
             raise Reject("header.json: a secure archive has exactly one device slot")
         if sum(1 for s in slots if s["type"] == "password") > MAX_PASSWORD_SLOTS:
@@ -478,6 +482,16 @@ def unwrap_ck(kek, keywrap, header_bytes):
         return AESGCM(kek).decrypt(keywrap[:12], keywrap[12:], header_bytes)
     except InvalidTag:
         raise Reject("keywrap.bin does not open: wrong password or damaged header")
+
+
+def is_p256_point(point):
+    if len(point) != 65 or point[0] != 4:
+        return False
+    try:
+        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+        return True
+    except ValueError:
+        return False
 
 
 def open_p256_slot(identity, wrap):

@@ -24,6 +24,16 @@ public struct ArchiveKeyEntries {
         public var provesOrigin: Bool { self != .recipient }
     }
 
+    /// A content key, the kind of slot that gave it, and for a version 1 portable archive its
+    /// password as a version 2 password slot: the same `kdf` (salt and cost) and so the same
+    /// KEK, wrapping the same content key (FORMAT.md §4.3). `rekey` keeps it, so a version 1
+    /// archive keeps opening with its password.
+    struct OpenedKey {
+        let key: SecureBytes
+        let openedBy: OpenedBy
+        var version1PasswordSlot: ArchiveHeader.KeySlot? = nil
+    }
+
     init(header: ArchiveHeader, keyEntry: [UInt8], name: String) {
         self.header = header
         self.keyEntry = keyEntry
@@ -39,7 +49,7 @@ public struct ArchiveKeyEntries {
               let header = try? ArchiveHeader(parsing: found[0].data),
               found[1].name == EntryName.second(version: header.version).name else { return nil }
         let keyEntrySize = found[1].name == EntryName.keyWrap ? FormatLimits.keyWrapBytes : FormatLimits.headerMACBytes
-        guard found[1].data.count == keyEntrySize else { return nil }
+        guard found[1].data.count == keyEntrySize, (try? Self.checkSlots(of: header)) != nil else { return nil }
         self.init(header: header, keyEntry: found[1].data, name: name)
     }
 
@@ -53,11 +63,24 @@ public struct ArchiveKeyEntries {
         } catch { throw ArchiveError.reading(name, error) }
     }
 
+    /// The header checks that need the crypto layer, made with the others before any slot is
+    /// tried (FORMAT.md §2): every `p256` slot's ephemeral key must be a point on P-256, so
+    /// whether an archive is refused never depends on which key a reader happens to hold.
+    static func checkSlots(of header: ArchiveHeader) throws(FormatError) {
+        var recipient = 0
+        for case .recipient(let wrap) in header.slots {
+            recipient += 1
+            guard (try? P256PublicKey(x963: Array(wrap.prefix(P256PublicKey.byteCount)))) != nil else {
+                throw .invalidHeader("p256 slot \(recipient)'s ephemeral key is not a point on P-256")
+            }
+        }
+    }
+
     /// Derives or looks up the key-encryption key and unwraps the content key. `derive` runs
     /// each Argon2id (the file reader closes its ZIP meanwhile, to bound memory).
     func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                           identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling, kdfCache: KDFCache?,
-                          derive: (() throws -> SecureBytes) throws -> SecureBytes) throws -> (key: SecureBytes, openedBy: OpenedBy) {
+                          derive: (() throws -> SecureBytes) throws -> SecureBytes) throws -> OpenedKey {
         func kek(_ kdf: ArchiveHeader.KDF, _ secret: SecureBytes) throws -> SecureBytes {
             func run() throws -> SecureBytes { try derive { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) } }
             guard let kdfCache else { return try run() }
@@ -72,14 +95,17 @@ public struct ArchiveKeyEntries {
             try kdfCeiling.check([kdf], archive: name)
             guard let secret = try password() else { throw ArchiveError.passwordNeeded }
             let key = try kek(kdf, secret)
-            do { return (try ArchiveKeys.unwrap(keyEntry, kek: key, header: header), .password) }
+            let contentKey: SecureBytes
+            do { contentKey = try ArchiveKeys.unwrap(keyEntry, kek: key, header: header) }
             catch { throw ArchiveError.wrongPassword(archive: name) }
+            let slot = ArchiveHeader.KeySlot.password(kdf, wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: key, archiveID: header.archiveID))
+            return OpenedKey(key: contentKey, openedBy: .password, version1PasswordSlot: slot)
         case .secure:
             let store = try keyStore()
             guard let key = store.archiveKey(id: header.archiveID) else {
                 throw ArchiveError.keyNotHere(archive: name, archiveID: header.archiveIDHex)
             }
-            do { return (try ArchiveKeys.unwrap(keyEntry, kek: key, header: header), .device) }
+            do { return OpenedKey(key: try ArchiveKeys.unwrap(keyEntry, kek: key, header: header), openedBy: .device) }
             catch { throw ArchiveError.damaged(archive: name, what: "the header or key wrap was changed") }
         }
     }
@@ -89,13 +115,13 @@ public struct ArchiveKeyEntries {
     /// slot. A slot that opens gives a content key only if the header MAC verifies under it.
     private func openSlots(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                            identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling,
-                           kek: (ArchiveHeader.KDF, SecureBytes) throws -> SecureBytes) throws -> (key: SecureBytes, openedBy: OpenedBy) {
+                           kek: (ArchiveHeader.KDF, SecureBytes) throws -> SecureBytes) throws -> OpenedKey {
         let id = header.archiveID
-        func authenticated(_ contentKey: SecureBytes, _ openedBy: OpenedBy) throws -> (key: SecureBytes, openedBy: OpenedBy) {
+        func authenticated(_ contentKey: SecureBytes, _ openedBy: OpenedBy) throws -> OpenedKey {
             guard contentKey.count == 32, try ArchiveKeys.headerMACVerifies(keyEntry, contentKey: contentKey, header: header) else {
                 throw ArchiveError.damaged(archive: name, what: "the header or its key slots were changed (header.mac does not verify)")
             }
-            return (contentKey, openedBy)
+            return OpenedKey(key: contentKey, openedBy: openedBy)
         }
         let recipientWraps = header.slots.compactMap { if case .recipient(let wrap) = $0 { return wrap } else { return nil } }
         if !recipientWraps.isEmpty {

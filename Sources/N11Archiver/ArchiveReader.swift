@@ -55,6 +55,7 @@ public final class ArchiveReader {
             let opened = try Self.openContainer(path)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
+            try ArchiveKeyEntries.checkSlots(of: header)
             keyEntry = opened.keyEntry
             // The second entry's name must be the one of the header's version.
             guard opened.entries[1].name == EntryName.second(version: header.version).name else {
@@ -147,13 +148,15 @@ public final class ArchiveReader {
                        kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil,
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         do {
-            let contentKey = try unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
-                                                  kdfCeiling: kdfCeiling, kdfCache: kdfCache)
+            let opened = try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
+                                                         kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer)
+            let contentKey = opened.key
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
             let entryIndices = toleratingMissingItems ? entriesByName(for: manifest) : try entriesInOrder(for: manifest)
-            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey, entryIndices: entryIndices)
+            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey, entryIndices: entryIndices,
+                                   version1PasswordSlot: opened.version1PasswordSlot)
         } catch { throw ArchiveError.reading(name, error) }
     }
 
@@ -200,13 +203,6 @@ extension ArchiveReader {
     /// The two entries that open the content key, as read from this file.
     var keyEntries: ArchiveKeyEntries { ArchiveKeyEntries(header: header, keyEntry: keyEntry, name: name) }
 
-    /// Derives or looks up the key-encryption key and unwraps the content key.
-    fileprivate func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
-                                      identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling,
-                                      kdfCache: KDFCache? = nil) throws -> SecureBytes {
-        try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling,
-                                        kdfCache: kdfCache, derive: derivingWithoutContainer).key
-    }
 }
 
 /// An archive whose content key and manifest are authenticated.
@@ -216,12 +212,16 @@ public final class UnlockedArchive {
     let contentKey: SecureBytes
     /// Each manifest item's ZIP entry; nil for one missing from a salvaged archive.
     let entryIndices: [Int?]
+    /// A version 1 portable archive's password as a version 2 slot (`ArchiveKeyEntries.OpenedKey`).
+    let version1PasswordSlot: ArchiveHeader.KeySlot?
 
-    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes, entryIndices: [Int?]) {
+    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes, entryIndices: [Int?],
+         version1PasswordSlot: ArchiveHeader.KeySlot? = nil) {
         self.reader = reader
         self.manifest = manifest
         self.contentKey = contentKey
         self.entryIndices = entryIndices
+        self.version1PasswordSlot = version1PasswordSlot
     }
 
     public var header: ArchiveHeader { reader.header }

@@ -8,7 +8,8 @@ import N11System
 /// the content key and archive ID stay, so the manifest and every item entry are copied
 /// byte for byte; only `header.json` (its slots) and `header.mac` are written anew. The
 /// result replaces the archive (or is written to another path) atomically. A version 1
-/// archive becomes version 2; its one password is kept only if it is added again.
+/// archive becomes version 2, its password a password slot with the same `kdf` (salt and
+/// cost), so it opens with the same password unless the change removes passwords.
 public enum ArchiveRekeyer {
     public struct Change {
         public var add: ArchiveAccess
@@ -41,7 +42,8 @@ public enum ArchiveRekeyer {
                 throw ArchiveError.unsupported(archive: reader.path, why: "a secure archive opens only with the device key of the machine that made it; there are no slots to change")
             }
             if output != nil, !replaceExisting, try FileStatus.of(target) != nil { throw ArchiveError.outputExists(path: target) }
-            let kept = header.slots.filter { slot in
+            let slots = header.version == 1 ? archive.version1PasswordSlot.map { [$0] } ?? [] : header.slots
+            let kept = slots.filter { slot in
                 switch slot {
                 case .password: return !change.removePasswords
                 case .recipient: return !change.removeRecipients

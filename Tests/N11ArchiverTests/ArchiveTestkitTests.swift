@@ -45,21 +45,30 @@ struct ArchiveTestkitTests {
         #expect(Self.fixtures().count >= 20)
     }
 
-    /// Opens, unlocks and verifies; the outcome is named by the step that refused.
+    /// Opens, unlocks and verifies; the outcome is named by the step that refused: the
+    /// header (and every slot's structure), the key (a slot opening and, in version 2,
+    /// `header.mac`), the manifest, an item's payload. `password-file:` and `identity:` say
+    /// what the reader is given (either may be absent).
     static func outcome(of fixture: Fixture, export: String) throws -> (String, ArchiveError?) {
-        let passwordPath = directory + "/" + (fixture.fields["password-file"] ?? "")
-        var password = try readBytes(passwordPath)
-        if password.last == 0x0A { password.removeLast() }
-        let secret = try SecureBytes(copying: password)
+        var secret: SecureBytes? = nil
+        if let passwordFile = fixture.fields["password-file"] {
+            var password = try readBytes(directory + "/" + passwordFile)
+            if password.last == 0x0A { password.removeLast() }
+            secret = try SecureBytes(copying: password)
+        }
+        let identities = try fixture.fields["identity"].map {
+            [try KeyFiles.identity(inFile: directory + "/" + $0) { throw VaultError.notInitialized(home: "no passphrase") }]
+        } ?? []
         let reader: ArchiveReader
         do { reader = try ArchiveReader(path: fixture.path) } catch { return ("header failure", error) }
+        let noKeyStore: () throws -> KeyStore = { throw VaultError.notInitialized(home: "none") }
+        do {
+            _ = try reader.authenticate(password: { secret }, keyStore: noKeyStore, identities: { identities })
+        } catch { return ("key failure", error) }
         let archive: UnlockedArchive
         do {
-            archive = try reader.unlock(password: { secret }, keyStore: { throw VaultError.notInitialized(home: "none") })
-        } catch {
-            if case .wrongPassword = error { return ("key failure", error) }
-            return ("manifest failure", error)
-        }
+            archive = try reader.unlock(password: { secret }, keyStore: noKeyStore, identities: { identities })
+        } catch { return ("manifest failure", error) }
         do {
             _ = try ArchiveVerifier.verify(archive, keyStore: nil)
             _ = try ArchiveExporter.export(archive, to: export, keyStore: nil)

@@ -243,7 +243,7 @@ struct RekeyTests {
         }
     }
 
-    @Test("the golden version 1 archive, rekeyed for a recipient, becomes version 2 with the same entries and restores with the identity")
+    @Test("the golden version 1 archive, rekeyed for a recipient, becomes version 2 with the same entries, keeps its password (same kdf) and restores with the identity")
     func fromVersion1() throws {
         try withTemporaryDirectory { dir in
             let copy = dir + "/v1.nu11vlt"
@@ -255,8 +255,19 @@ struct RekeyTests {
             _ = try ArchiveRekeyer.rekey(v1, .init(add: ArchiveAccess(recipients: [identity.publicKey]), removePasswords: false,
                                                    removeRecipients: false))
             let reader = try ArchiveReader(path: copy)
-            #expect(reader.header.version == 2 && reader.header.slots.map(\.typeName) == ["p256"])
+            #expect(reader.header.version == 2 && reader.header.slots.map(\.typeName) == ["password", "p256"])
+            // The version 1 password is a password slot under the same kdf (salt and cost).
+            guard case .password(let kdf, _)? = reader.header.slots.first else { Issue.record("no password slot"); return }
+            #expect(kdf == v1.header.kdf)
+            #expect(try reader.authenticate(password: { password }, keyStore: { throw NoKeyStore() }) == .password)
             #expect(try Self.content(copy).map(\.data) == before.map(\.data))
+            // Removing passwords in the same change leaves only the recipient.
+            let again = dir + "/v1-again.nu11vlt"
+            try writeBytes(try readBytes(GoldenArchiveTests.golden + "/portable-v1.nu11vlt"), to: again)
+            let v1Again = try ArchiveReader(path: again).unlock(password: { password }, keyStore: { throw NoKeyStore() })
+            _ = try ArchiveRekeyer.rekey(v1Again, .init(add: ArchiveAccess(recipients: [identity.publicKey]), removePasswords: true,
+                                                        removeRecipients: false))
+            #expect(try ArchiveReader(path: again).header.slots.map(\.typeName) == ["p256"])
             let archive = try reader.unlock(password: { nil }, keyStore: { throw NoKeyStore() }, identities: { [identity] })
             let (_, vault) = try makeVault(in: dir, name: "restored")
             _ = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
