@@ -43,7 +43,7 @@ final class VaultCatalogue {
         let path = Path.join(vaultPath, fileName)
         // Readers open it writable too: SQLite's shared-memory index of the WAL needs a
         // writable `-shm`. A vault on a read-only file system (a mounted snapshot, say) cannot
-        // change while it is read, so there it is read as immutable.
+        // change while it is read (`openOnReadOnlyFileSystem`).
         do {
             let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .readWrite))
             try catalogue.checkFormat()
@@ -54,10 +54,27 @@ final class VaultCatalogue {
             return catalogue
         } catch {
             guard !forWriting, FileSystem.isReadOnly(containing: vaultPath) else { throw error }
-            let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .immutable))
-            try catalogue.checkFormat()
-            return catalogue
+            return try openOnReadOnlyFileSystem(path)
         }
+    }
+
+    /// A catalogue that cannot change while it is read. Committed rows may still be only in
+    /// `-wal` (a writer was killed, or the snapshot was taken while one was open): SQLite
+    /// reads them through the `-shm` index beside it, read-only. Opened as immutable, SQLite
+    /// ignores a WAL, so that is done only when there is none; a WAL without its index is
+    /// refused rather than read as if its rows did not exist (FORMAT.md, Appendix A.1).
+    private static func openOnReadOnlyFileSystem(_ path: String) throws -> VaultCatalogue {
+        if let database = try? SQLiteDatabase(path: path, access: .readOnly) {
+            let catalogue = VaultCatalogue(path: path, database: database)
+            if (try? catalogue.checkFormat()) != nil { return catalogue }
+        }
+        if let wal = try FileStatus.of(path + "-wal"), wal.size > 0 {
+            throw SystemError("committed changes wait in Catalogue.sqlite-wal, which SQLite cannot read on a read-only file system without its -shm file; copy the vault to a writable place and read it there",
+                              path: path, errno: EROFS)
+        }
+        let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .immutable))
+        try catalogue.checkFormat()
+        return catalogue
     }
 
     /// Makes an empty catalogue at `path` (a temp name the caller renames into place) and

@@ -124,6 +124,36 @@ struct ResourceFailureTests {
         }
     }
 
+    @Test("a vault on a read-only file system whose last writer was killed: rows committed only in the WAL are read, or the vault is refused, never read without them")
+    func readOnlyWithWAL() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let fs = try TinyFileSystem(at: s.path("ro"), kilobytes: 2048)
+            let vault = fs.path + "/v"
+            expectExit(try s.run(["vault", "add", "--vault", vault, try s.file("p.jpg", randomBytes(1000))]), 0)
+            #expect(try s.list(["--vault", vault]).items.count == 1)
+            // A committed change (every row deleted) left in the WAL by a process that died
+            // before checkpointing, as a killed writer leaves it.
+            let script = "import sqlite3, os, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute('DELETE FROM items')\nc.commit()\nos._exit(0)\n"
+            #expect(TinyFileSystem.shell("python3 -c \"\(script)\" '\(vault)/Catalogue.sqlite'") == 0)
+            #expect((fileSize(vault + "/Catalogue.sqlite-wal") ?? 0) > 0, "the change is in the WAL")
+            // Without SQLite's -shm index (a copy that left it out) the WAL cannot be read in
+            // place: refused, never read as if the change had not happened.
+            let index = try readBytes(vault + "/Catalogue.sqlite-shm")
+            #expect(unlink(vault + "/Catalogue.sqlite-shm") == 0)
+            #expect(fs.remountReadOnly())
+            let refused = try s.run(["vault", "list", "--json", "--vault", vault])
+            expectExit(refused, 74)
+            #expect(refused.err.contains("Catalogue.sqlite-wal") && refused.err.contains("writable place"), "\(refused)")
+            // With it, SQLite reads the WAL read-only.
+            #expect(TinyFileSystem.shell("mount -o remount,rw '\(fs.path)'") == 0)
+            try writeBytes(index, to: vault + "/Catalogue.sqlite-shm")
+            #expect(fs.remountReadOnly())
+            let listed = try s.list(["--vault", vault])
+            #expect(listed.items.isEmpty, "the committed deletion in the WAL was ignored: \(listed.items)")
+        }
+    }
+
     @Test("read-only file system: add, create and cat -o fail with 74 and change nothing")
     func readOnly() throws {
         try withSandbox { s in
