@@ -45,6 +45,15 @@ static inline int n11_child_exited(pid_t pid) {
     return info.si_pid != 0;
 }
 
+/* Waits until child `pid` has exited, without reaping it (its PID stays taken until the
+   caller's waitpid): 0, or -1 with errno. */
+static inline int n11_wait_child_exit(pid_t pid) {
+    siginfo_t info;
+    int rc;
+    do { rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT); } while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
 /* pipe2(2) with O_CLOEXEC: glibc declares pipe2 only under _GNU_SOURCE. Both ends close on
    exec, so a command we start inherits only the end we hand it. */
 static inline int n11_pipe_cloexec(int fds[2]) {

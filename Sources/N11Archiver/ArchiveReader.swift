@@ -282,10 +282,11 @@ public struct KDFCeiling: Sendable, Equatable {
     /// Twice the moderate profile that `create` uses by default.
     public static let standardMemoryMiB: UInt64 = 512
     public static let standard = KDFCeiling(memoryMiB: standardMemoryMiB)
-    /// Work over all slots of one archive, in passes at the memory ceiling: 8 × 512 MiB is
-    /// five derivations of the moderate profile (3 passes × 256 MiB), room for two password
-    /// slots of it and more, while a planted file with four 32-pass slots is refused.
-    public static let passesAtCeiling: UInt64 = 8
+    /// Work over all slots of one archive, in passes at the memory ceiling: 32 × 512 MiB is
+    /// the most one slot within the memory ceiling can ask for (`create` never makes more),
+    /// and room for four password slots of the moderate profile (3 passes × 256 MiB) many
+    /// times over, while a planted file with four 32-pass slots at the ceiling is refused.
+    public static let passesAtCeiling: UInt64 = 32
 
     public init(memoryMiB: UInt64) { self.memoryMiB = memoryMiB }
 
@@ -298,10 +299,19 @@ public struct KDFCeiling: Sendable, Equatable {
         }
     }
 
+    /// The passes × MiB of all of `header`'s password slots together.
+    public static func work(of header: ArchiveHeader) -> UInt64 {
+        work(header.slots.compactMap { if case .password(let kdf, _) = $0 { return kdf } else { return nil } } + (header.kdf.map { [$0] } ?? []))
+    }
+
+    static func work(_ kdfs: [ArchiveHeader.KDF]) -> UInt64 {
+        kdfs.reduce(UInt64(0)) { $0 + $1.opsLimit * (($1.memoryKiB + 1023) >> 10) }
+    }
+
     /// Checks every slot's memory, then their work together, before anything is derived.
     func check(_ kdfs: [ArchiveHeader.KDF], archive: String) throws(ArchiveError) {
         for kdf in kdfs { try check(kdf, archive: archive) }
-        let work = kdfs.reduce(UInt64(0)) { $0 + $1.opsLimit * (($1.memoryKiB + 1023) >> 10) }
+        let work = Self.work(kdfs)
         guard work <= workMiBPasses else {
             throw .kdfWorkAboveCeiling(archive: archive, slots: kdfs.count, workMiBPasses: work, ceilingMiBPasses: workMiBPasses)
         }

@@ -224,61 +224,70 @@ extension ArchiveRetention {
         /// One that only recipient slots open is not "unopenable" here: this home's identity
         /// may well open it, but that would not show who made it.
         public static func reason(for error: ArchiveError) -> String {
-            if case .noKeyOpens(_, let recipients, _) = error, recipients > 0 {
-                return "it opens only through recipient slots, and anyone with the public key can make such an archive; it has no record of being written here"
+            switch error {
+            case .noKeyOpens(_, let recipients, 0) where recipients > 0:
+                return "it opens only through recipient slots, and anyone with the public key can make such an archive; this home has no record of writing it"
+            case .noKeyOpens, .passwordNeeded:
+                // noKeyOpens with password slots: no password was given.
+                return "it needs a password and none was given (its recipient slots, if any, prove nothing about who made it)"
+            default:
+                return error.description
             }
-            return error.description
         }
     }
 
-    /// Splits `candidates` into this home's archives and the others (DESIGN.md §3.8). An
-    /// archive is this home's when
-    /// - this home recorded writing it (`records`, by archive ID): the file at the recorded
-    ///   place with the recorded size, or elsewhere byte for byte the recorded SHA-256. Its
-    ///   time is the record's. A second file claiming an ID already counted is not counted;
+    /// Splits `candidates` (files of the user's: see `archives(in:)`) into this home's
+    /// archives and the others (DESIGN.md §3.8). An archive is this home's when
+    /// - this home recorded writing it (`records`, by the archive ID in its header): checked
+    ///   by `WrittenArchives.checkAsWritten`, and its time is the record's. A file whose ID
+    ///   has a record but that is not what was written is a damaged archive of ours, thrown
+    ///   so that nothing is deleted. A second file claiming an ID already counted (a copy)
+    ///   is not counted;
     /// - or it opens with `password` or `keyStore` through a password or device slot, which
-    ///   authenticates its header and so its time (`ArchiveReader.authenticate`). Opening a
-    ///   recipient slot proves nothing (anyone may hold the public key), so no identity is
-    ///   tried here.
-    /// Each portable archive costs one Argon2id with its own salt (`kdfCache` keeps each
-    /// result for the verification after); secure ones a key store look-up. A failure that is
-    /// not about this archive (a locked or damaged key store, I/O) is thrown: nothing may be
-    /// decided then. An archive that needs a password when none was given is not opened: a
-    /// file someone planted must not stop an unattended prune.
+    ///   authenticates its header and so its time. Opening a recipient slot proves nothing
+    ///   (anyone may hold the public key), so no identity is tried here.
+    /// Each candidate's header and key entry are read, and its file closed, before the next
+    /// (a year of daily archives must not hold a year of ZIP directories). Each portable
+    /// archive costs one Argon2id with its own salt (`kdfCache` keeps each result for the
+    /// verification after); secure ones a key store look-up. A failure that is not about the
+    /// archive (I/O, a locked or damaged key store) is thrown: nothing may be decided then. An
+    /// archive that needs a password when none was given is not counted: a file someone
+    /// planted must not stop an unattended prune.
     public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
                                      keyStore: () throws -> KeyStore,
-                                     records: [WrittenArchives.Record] = [],
+                                     records: [WrittenArchives.Record] = [], home: N11Home? = nil,
                                      kdfCeiling: KDFCeiling = .standard,
                                      kdfCache: KDFCache? = nil) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
         var ours: [Candidate] = [], notOpened: [NotOpened] = []
         let recordsByID = Dictionary(records.map { ($0.archiveID, $0) }, uniquingKeysWith: { first, _ in first })
-        var readers: [(candidate: Candidate, reader: ArchiveReader, record: WrittenArchives.Record?)] = []
+        var read: [(candidate: Candidate, keys: ArchiveKeyEntries, record: WrittenArchives.Record?)] = []
         for candidate in candidates {
             do {
-                let reader = try ArchiveReader(path: candidate.path)
-                readers.append((candidate, reader, recordsByID[reader.header.archiveIDHex]))
+                let keys = try ArchiveReader(path: candidate.path).keyEntries
+                read.append((candidate, keys, recordsByID[keys.header.archiveIDHex]))
+            } catch where error.kind == .ioFailure {
+                throw error
             } catch {
                 notOpened.append(NotOpened(path: candidate.path, reason: error.description))
             }
         }
         // The file at its record's place first, so that a copy never takes the original's count.
-        readers.sort { ($0.record?.isAt($0.candidate.path) ?? false) && !($1.record?.isAt($1.candidate.path) ?? false) }
+        read.sort { ($0.record?.isAt($0.candidate.path) ?? false) && !($1.record?.isAt($1.candidate.path) ?? false) }
         var counted = Set<String>()
-        for (candidate, reader, record) in readers {
+        for (candidate, keys, record) in read {
             if let record {
                 guard !counted.contains(record.archiveID) else {
                     notOpened.append(NotOpened(path: candidate.path, reason: "another file here is already counted as archive \(record.archiveID)"))
                     continue
                 }
-                if try WrittenArchives.isAsWritten(candidate.path, record: record) {
-                    counted.insert(record.archiveID)
-                    ours.append(Candidate(path: candidate.path, created: record.created))
-                    continue
-                }
+                if let home { try WrittenArchives.checkAsWritten(candidate.path, record: record, in: home) }
+                counted.insert(record.archiveID)
+                ours.append(Candidate(path: candidate.path, created: record.created))
+                continue
             }
             do {
-                let openedBy = try reader.authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling, kdfCache: kdfCache)
-                guard openedBy.provesOrigin else { continue }   // no identity is given: not reached
+                guard try keys.authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling,
+                                            kdfCache: kdfCache).provesOrigin else { continue }   // no identity is given
                 ours.append(candidate)
             } catch {
                 switch error {

@@ -9,7 +9,8 @@ import N11System
 /// there; two takers that meet both back off and retry after a random pause. A lock object
 /// older than a day, or of this host whose process is gone, is a holder that died: it is
 /// deleted and ignored. So is one dated in the future beyond clock skew: no taker wrote it
-/// then, and it would otherwise block every backup until that date.
+/// then, and it would otherwise block every backup until that date. Ages are measured
+/// against the time the remote gives our own object, not against this machine's clock.
 public final class RemoteLock {
     public static let prefix = ".n11archive.lock."
     static let staleAfter: TimeInterval = 24 * 3600
@@ -53,23 +54,28 @@ public final class RemoteLock {
             throw ArchiveError.wrap(error)
         }
         defer { _ = unlink(local) }
-        while true {
-            if try !conflicting(in: directory, exclusive: exclusive, except: nil, rclone: rclone) {
-                do { try rclone.upload(local, to: object) } catch {
-                    Interruption.cancel(cleanup)
-                    throw error
-                }
-                if try !conflicting(in: directory, exclusive: exclusive, except: object.name, rclone: rclone) {
+        do {
+            // The directory must exist: an upload would make it (a mistyped --output-dir).
+            _ = try rclone.list(directory)
+            while true {
+                // Our object first, then the listing: its time on the remote is the clock that
+                // ages the others, so no machine's clock decides whether a lock is stale.
+                try rclone.upload(local, to: object)
+                if try !conflicting(in: directory, exclusive: exclusive, own: object.name, rclone: rclone) {
                     return RemoteLock(object: object, rclone: rclone, interruptCleanup: cleanup)
                 }
                 try? rclone.delete(object)
+                guard Date() < deadline else {
+                    throw ArchiveError.remote(location: directory.description, why: "another n11archive is \(exclusive ? "using" : "pruning") this directory (a lock object \(prefix)… is there)",
+                                              kind: .busy, hint: "wait for it to finish, or give --lock-wait SECONDS; a lock object older than a day, or dated in the future, is ignored")
+                }
+                usleep(UInt32.random(in: 500_000...1_500_000))
             }
-            guard Date() < deadline else {
-                Interruption.cancel(cleanup)
-                throw .remote(location: directory.description, why: "another n11archive is \(exclusive ? "using" : "pruning") this directory (a lock object \(prefix)… is there)",
-                              kind: .busy, hint: "wait for it to finish, or give --lock-wait SECONDS; a lock object older than a day, or dated in the future, is ignored")
-            }
-            usleep(UInt32.random(in: 500_000...1_500_000))
+        } catch {
+            // Whatever failed, nothing of ours stays on the remote or in the cleanups.
+            try? rclone.delete(object)
+            Interruption.cancel(cleanup)
+            throw ArchiveError.wrap(error)
         }
     }
 
@@ -90,13 +96,15 @@ public final class RemoteLock {
         return kill(pid, 0) != 0 && errno == ESRCH
     }
 
-    /// Whether a live lock object other than `except` conflicts with taking one of this kind.
-    /// Dead ones of this host are deleted on the way.
-    private static func conflicting(in directory: RemotePath, exclusive: Bool, except: String?,
+    /// Whether a live lock object other than our own (`own`) conflicts with taking one of
+    /// this kind. Others are aged against our object's time on the remote (the local clock if
+    /// the listing does not show it yet); dead ones of this host are deleted on the way.
+    private static func conflicting(in directory: RemotePath, exclusive: Bool, own: String,
                                     rclone: Rclone) throws(ArchiveError) -> Bool {
-        let now = Date()
-        return try rclone.list(directory).contains { object in
-            guard object.name.hasPrefix(prefix), object.name != except else { return false }
+        let listed = try rclone.list(directory)
+        let now = listed.first { $0.name == own }?.modified ?? Date()
+        return listed.contains { object in
+            guard object.name.hasPrefix(prefix), object.name != own else { return false }
             if isStale(object, now: now) {
                 try? rclone.delete(directory.appending(object.name))
                 return false

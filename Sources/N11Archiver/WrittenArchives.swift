@@ -15,13 +15,19 @@ public enum WrittenArchives {
         public let size: Int64
         public let sha256: String
         public let created: Date
-        /// Where it was published: an absolute path, or `REMOTE:PATH`.
+        /// Where it was published: an absolute path, or `REMOTE:PATH` (records made by older
+        /// versions may hold a relative path, or none).
         public var location: String? = nil
 
-        /// Whether it was published at `path` (a local path, made absolute, or `REMOTE:PATH`).
+        /// Whether the local file `path` is the one published at the recorded place: the same
+        /// file, however either path spells it (a link, `./`, another working directory).
         public func isAt(_ path: String) -> Bool {
             guard let location else { return false }
-            return location == path || Path.absolute(location) == Path.absolute(path)
+            if location == path || Path.absolute(location) == Path.absolute(path) { return true }
+            guard RemotePath.parse(location) == nil,
+                  let recorded = (try? FileStatus.of(location, followLinks: true)) ?? nil,
+                  let here = (try? FileStatus.of(path, followLinks: true)) ?? nil else { return false }
+            return recorded.identity == here.identity
         }
     }
 
@@ -36,7 +42,7 @@ public enum WrittenArchives {
     public static func record(_ report: ArchiveCreator.Report, created: Date, location: String? = nil,
                               in home: N11Home) throws(ArchiveError) {
         try record(Record(archiveID: report.archiveID, size: report.archiveBytes, sha256: report.sha256, created: created,
-                          location: location ?? report.path), in: home)
+                          location: location ?? Path.absolute(report.path)), in: home)
     }
 
     /// Every record of this home.
@@ -101,22 +107,29 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
-    /// Whether `path` is the archive `record` describes: the file at the recorded place with
-    /// the recorded size (what `prune` trusts for a file of the user's: only they can have
-    /// changed it, and the newest is checked in full before anything is deleted), or a file
-    /// elsewhere (a copy, a renamed or moved archive) whose size and SHA-256 are the record's.
-    /// A file at the recorded place whose size differs is damage: thrown, so a prune stops.
-    public static func isAsWritten(_ path: String, record: Record) throws(ArchiveError) -> Bool {
+    /// Checks that `path`, a file of the user's whose header names `record`'s archive, is the
+    /// archive this home wrote: the file at the recorded place with the recorded size (only
+    /// the user can have changed it, and `prune` checks the newest byte for byte before it
+    /// deletes anything), or a file elsewhere (a copy, a renamed or moved archive, a record
+    /// of an older version without a place) whose size and SHA-256 are the record's; that
+    /// place is then recorded, so the next prune does not hash it again. Anything else is a
+    /// damaged copy of an archive of ours: thrown, so that a prune stops rather than passing
+    /// over what may be the newest backup.
+    public static func checkAsWritten(_ path: String, record: Record, in home: N11Home) throws(ArchiveError) {
         do {
             let fd = try FileDescriptor.openForReading(path)
             let size = try fd.status().size
-            if record.isAt(path) {
-                guard size == record.size else {
-                    throw ArchiveError.damaged(archive: path, what: "it is \(size) bytes; this machine wrote \(record.size)")
-                }
-                return true
+            guard size == record.size else {
+                throw ArchiveError.damaged(archive: path, what: "it is \(size) bytes; this machine wrote archive \(record.archiveID) with \(record.size)")
             }
-            return try size == record.size && sha256(of: fd) == record.sha256
+            if record.isAt(path) { return }
+            guard try sha256(of: fd) == record.sha256 else {
+                throw ArchiveError.damaged(archive: path, what: "its SHA-256 differs from the one recorded when this machine wrote archive \(record.archiveID)")
+            }
+            var moved = record
+            moved.location = Path.absolute(path)
+            let original = (try? FileStatus.of(record.location ?? "", followLinks: true)) ?? nil
+            if original == nil { try? Self.record(moved, in: home) }
         } catch { throw ArchiveError.wrap(error) }
     }
 

@@ -44,7 +44,8 @@ public struct CiphioMessage: Sendable, Equatable {
         if let colon = text.firstIndex(of: ":") {
             let tag = text[..<colon].lowercased()
             guard let named = Algorithm(rawValue: tag) else {
-                throw .invalidMessage("unknown algorithm prefix '\(text[..<colon].prefix(10))' (gcm, cbc or ctr)")
+                // The prefix is not shown: the input may be a secret given here by mistake.
+                throw .invalidMessage("the text before its first ':' is not an algorithm (gcm, cbc or ctr)")
             }
             algorithm = named
             body = text[text.index(after: colon)...]

@@ -109,9 +109,12 @@ public final class ChildProcess: @unchecked Sendable {
         try? output.close()
         var status: Int32 = 0
         if !reaped {
+            // Exited but not reaped: its PID cannot be reused yet, so the Ctrl-C cleanup is
+            // cancelled while a signal from it can still only reach this program.
+            _ = n11_wait_child_exit(pid)
+            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
             reaped = true
-            if let interruptCleanup { Interruption.cancel(interruptCleanup) }
         }
         let signal = status & 0x7F
         let code = signal == 0 ? (status >> 8) & 0xFF : 128 + signal

@@ -162,6 +162,13 @@ public struct FileStatus: Sendable {
     public let size: Int64
     /// The modification time, in whole seconds since 1970.
     public let modifiedSeconds: Int64
+    /// Which file this is, whatever path reached it (device and inode numbers).
+    public let identity: FileIdentity
+
+    public struct FileIdentity: Sendable, Equatable {
+        let device: UInt64
+        let inode: UInt64
+    }
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -174,6 +181,7 @@ public struct FileStatus: Sendable {
         owner = st.st_uid
         size = Int64(st.st_size)
         modifiedSeconds = Int64(st.st_mtim.tv_sec)
+        identity = FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
     /// `lstat` of a path; nil if nothing is there.

@@ -10,7 +10,7 @@ public enum PrivatePermissions {
         case notADirectory(path: String)
         case notARegularFile(path: String)
         /// A directory above the key store that another user could rename or replace things in.
-        case unsafeAncestor(path: String, owner: uid_t, mode: mode_t)
+        case unsafeAncestor(path: String, owner: uid_t, mode: mode_t, of: String)
         /// A place we act in (a vault) that another user owns: they could change what we do there.
         case belongsToOther(path: String, owner: uid_t)
         /// A place we act in that others may write to.
@@ -22,7 +22,7 @@ public enum PrivatePermissions {
             switch self {
             case let .tooOpen(_, mode, _), let .writableByOthers(_, mode): return "its mode is \(octal(mode))"
             case let .wrongOwner(_, owner), let .belongsToOther(_, owner): return "it belongs to uid \(owner)"
-            case let .unsafeAncestor(path, _, _): return "'\(path)' above it can be changed by others"
+            case let .unsafeAncestor(path, _, _, _): return "'\(path)' above it can be changed by others"
             case .notADirectory: return "it is not a directory"
             case .notARegularFile: return "it is not a regular file"
             }
@@ -38,16 +38,16 @@ public enum PrivatePermissions {
                 return "'\(path)' is not a directory"
             case let .notARegularFile(path):
                 return "'\(path)' is not a regular file (links are refused)"
-            case let .unsafeAncestor(path, owner, mode):
-                if owner != 0 && owner != getuid() {
-                    return "'\(path)', a directory above the key store, belongs to uid \(owner): that user could replace your key store; keep the n11archive home under directories owned by you or root"
+            case let .unsafeAncestor(path, owner, mode, what):
+                if owner != 0 && owner != geteuid() {
+                    return "'\(path)', a directory above \(what), belongs to uid \(owner): that user could replace \(what); keep it under directories owned by you or root"
                 }
-                return "'\(path)', a directory above the key store, is writable by others (\(octal(mode))) without the sticky bit: they could replace your key store; run: chmod go-w '\(path)'"
+                return "'\(path)', a directory above \(what), is writable by others (\(octal(mode))) without the sticky bit: they could replace \(what); run: chmod go-w '\(path)'"
             case let .belongsToOther(path, owner):
                 // chown would need root, and the other user could still have planted anything.
                 return "'\(path)' belongs to uid \(owner), not to you (uid \(geteuid())): its owner could change what n11archive does there; use a directory you made yourself"
             case let .writableByOthers(path, mode):
-                return "'\(path)' is writable by others (\(octal(mode))): they could change what n11archive does there; run: chmod go-w '\(path)'"
+                return "'\(path)' is writable by others (\(octal(mode))): they could change what n11archive does there; run: chmod go-w '\(path)' (on a Windows or network mount that ignores chmod, mount it with a umask or dir_mode that leaves others out)"
             }
         }
     }
@@ -96,16 +96,38 @@ public enum PrivatePermissions {
     /// must belong to root or the user and be writable by nobody else, unless it has the
     /// sticky bit (/tmp): otherwise another user could move the private directory aside
     /// and put one of their own in its place.
-    public static func checkAncestors(of path: String) throws {
+    public static func checkAncestors(of path: String, what: String = "your key store") throws {
         guard let resolved = realpath(path, nil) else { throw SystemError("cannot resolve", path: path) }
-        var current = String(cString: resolved)
+        let current = String(cString: resolved)
         free(resolved)
-        while current != "/" {
+        guard current != "/" else { return }
+        try checkFromDirectory(Path.directory(of: current), what: what)
+    }
+
+    /// The same rule for a place that does not exist yet: the nearest directory above it
+    /// that exists, and every one above that, are where it will be made.
+    public static func checkAncestors(ofNew path: String, what: String) throws {
+        var existing = Path.directory(of: Path.absolute(path))
+        while try FileStatus.of(existing, followLinks: true) == nil, existing != "/" { existing = Path.directory(of: existing) }
+        guard let resolved = realpath(existing, nil) else { throw SystemError("cannot resolve", path: existing) }
+        let current = String(cString: resolved)
+        free(resolved)
+        try checkFromDirectory(current, what: what)
+    }
+
+    /// `directory` (resolved) and each one above it, up to `/`.
+    private static func checkFromDirectory(_ directory: String, what: String) throws {
+        var current = directory
+        while true {
+            if let status = try FileStatus.of(current, followLinks: true) {
+                let foreign = status.owner != 0 && status.owner != geteuid()
+                let writableByOthers = status.permissions & 0o022 != 0 && status.permissions & mode_t(S_ISVTX) == 0
+                if foreign || writableByOthers {
+                    throw Violation.unsafeAncestor(path: current, owner: status.owner, mode: status.permissions, of: what)
+                }
+            }
+            if current == "/" { return }
             current = Path.directory(of: current)
-            guard let status = try FileStatus.of(current, followLinks: true) else { continue }
-            let foreign = status.owner != 0 && status.owner != geteuid()
-            let writableByOthers = status.permissions & 0o022 != 0 && status.permissions & mode_t(S_ISVTX) == 0
-            if foreign || writableByOthers { throw Violation.unsafeAncestor(path: current, owner: status.owner, mode: status.permissions) }
         }
     }
 

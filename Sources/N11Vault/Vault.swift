@@ -59,7 +59,7 @@ public final class Vault: @unchecked Sendable {
             // Reading a vault that is not there is a missing input, not a wrong directory.
             if status == nil && !forWriting { throw VaultError.vaultMissing(path: vault.path) }
             // Before anything is created in it (even the lock) or read from it.
-            if let status { try vault.checkOnlyUserCanChange(directory: status) }
+            if let status { try Self.checkOnlyUserCanChange(vault.path, directory: status) }
             // Decide before creating anything (even the lock file) in a directory that is not ours.
             if status != nil, !(try vault.isNewOrUnfinished()), ((try? FileStatus.of(vault.markerPath)) ?? nil) == nil {
                 throw VaultError.notAVault(path: vault.path)
@@ -67,7 +67,16 @@ public final class Vault: @unchecked Sendable {
             if forWriting {
                 // Lock first, then decide whether to create the layout: two processes starting
                 // the same new vault must not both try to write its marker.
-                if status == nil { vault.created.directory = try Directory.ensure(vault.path, mode: 0o700) }
+                if status == nil {
+                    vault.created.directory = try Directory.ensure(vault.path, mode: 0o700)
+                    // Someone else's directory may have appeared since the stat above.
+                    if !vault.created.directory, let now = try FileStatus.of(vault.path, followLinks: true) {
+                        try Self.checkOnlyUserCanChange(vault.path, directory: now)
+                    }
+                }
+                // A writer works on the vault by path (lock, catalogue, steps): nobody else may
+                // be able to swap it, or a directory above it, meanwhile (as for the key store).
+                try PrivatePermissions.checkAncestors(of: vault.path, what: "your vault")
                 try vault.takeLock(wait: lockWait)
             }
         } catch { throw VaultError.wrap(error) }
@@ -137,12 +146,22 @@ public final class Vault: @unchecked Sendable {
         return groups.joined(separator: "-")
     }
 
-    /// Whether `path` could be opened for writing as a vault (missing, empty, or a vault):
-    /// lets `init` refuse a bad --vault before it creates anything.
-    public static func canCreateOrOpen(at path: String) -> Bool {
-        guard let status = (try? FileStatus.of(Path.absolute(path), followLinks: true)) ?? nil else { return true }
-        guard status.kind == .directory, let names = try? Directory.entries(of: path) else { return false }
-        return names.allSatisfy({ $0 == ".lock" }) || names.contains(markerName)
+    /// Throws unless `path` could be opened for writing as a vault (missing, or an empty
+    /// directory or a vault that only the user can change, in a place nobody else can swap):
+    /// lets `init` refuse a bad --vault before it asks for anything or creates keys.
+    public static func checkCanCreateOrOpen(at path: String) throws(VaultError) {
+        let absolute = Path.absolute(path)
+        do {
+            guard let status = try FileStatus.of(absolute, followLinks: true) else {
+                try PrivatePermissions.checkAncestors(ofNew: absolute, what: "your vault")
+                return
+            }
+            guard status.kind == .directory else { throw VaultError.notAVault(path: absolute) }
+            try checkOnlyUserCanChange(absolute, directory: status)
+            try PrivatePermissions.checkAncestors(of: absolute, what: "your vault")
+            let names = try Directory.entries(of: absolute)
+            guard names.allSatisfy({ $0 == ".lock" }) || names.contains(markerName) else { throw VaultError.notAVault(path: absolute) }
+        } catch { throw VaultError.wrap(error) }
     }
 
     private var markerPath: String { Path.join(path, Self.markerName) }
@@ -152,7 +171,7 @@ public final class Vault: @unchecked Sendable {
     /// pending steps, content files or links for us to act on (an empty 0777 directory that
     /// someone else made for `init`, say). The vault directory may be reached through a link
     /// the user named (`status` follows it); nothing of the layout inside may be a link.
-    private func checkOnlyUserCanChange(directory status: FileStatus) throws {
+    private static func checkOnlyUserCanChange(_ path: String, directory status: FileStatus) throws {
         try PrivatePermissions.checkOnlyUserCanChange(path, status: status)
         let layout = [ItemKind.photo.directory, ItemKind.note.directory, MetaDirectory.name, Self.markerName]
             + VaultCatalogue.fileNames

@@ -486,8 +486,13 @@ public final class VaultStaging {
                 let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
                 let operations = lines.compactMap(Operation.init(line:))
                 // A journal is written atomically, so a partial one cannot exist; a malformed
-                // one is not ours to act on, and is left for a person to look at.
-                guard operations.count == lines.count else { continue }
+                // one is not ours to act on. It is a committed change all the same: the vault
+                // is not migrated (which would delete the staging directory with it) but
+                // refused, and the journal left for a person to look at.
+                guard operations.count == lines.count else {
+                    throw SystemError("a committed change's journal holds a step this version does not accept; nothing was changed",
+                                      path: Path.join(Path.join(vaultPath, name), journalName), errno: EBADMSG)
+                }
                 try apply(operations, in: vaultPath, keyStore: keyStore)
                 replayed += 1
             }

@@ -286,12 +286,21 @@ struct Create: ParsableCommand, HasOutputOptions {
                                                    progress: outputOptions.observer("upload"))
         let seconds = Date().timeIntervalSince(started)
         Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
+        // The archive is published: keeping the copy must not fail the command, nor replace a
+        // file that appeared under that name meanwhile.
+        var keptCopy: String? = nil
         if keepLocal {
-            try FileSystem.move(local, to: kept, missingIsDone: false)
-            Console.note("kept the local copy \(kept)")
+            do {
+                let spoolHandle = try DirectoryHandle.open(spoolDirectory, followingLink: true)
+                try DirectoryHandle.rename(Path.lastComponent(of: local), in: spoolHandle, to: final.name, in: spoolHandle, .noReplace)
+                keptCopy = kept
+                Console.note("kept the local copy \(kept)")
+            } catch {
+                Console.warning("the archive is published, but the local copy could not be kept as '\(kept)' (\(error)); it was removed")
+            }
         }
         return (report, Upload(remote: final.description, bytes: report.archiveBytes, checkedBy: checkedBy,
-                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keepLocal ? kept : nil))
+                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keptCopy))
     }
 }
 

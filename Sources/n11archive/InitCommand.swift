@@ -22,6 +22,11 @@ struct Init: ParsableCommand {
     var pin = false
 
     func run() throws {
+        let home = store.resolvedHome
+        let vaultPath = vaultOptions.vault ?? home.defaultVaultPath
+        // Check the vault's place before asking for a PIN or creating keys, so a failed init
+        // costs nothing and leaves nothing behind.
+        try Vault.checkCanCreateOrOpen(at: vaultPath)
         var pinBytes: SecureBytes? = nil
         if pin {
             guard let source = store.pinSource else {
@@ -31,10 +36,6 @@ struct Init: ParsableCommand {
         } else if store.pinFile != nil || store.pinFD != nil {
             throw CLIError(.usage, "--pin-file/--pin-fd given without --pin", hint: "add --pin to protect the key store with that PIN")
         }
-        let home = store.resolvedHome
-        let vaultPath = vaultOptions.vault ?? home.defaultVaultPath
-        // Check the vault's place before creating keys, so a failed init leaves nothing behind.
-        guard Vault.canCreateOrOpen(at: vaultPath) else { throw VaultError.notAVault(path: vaultPath) }
         let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
         let keyStore = try KeyStore.create(in: home, pin: pinBytes)
         let vault: Vault

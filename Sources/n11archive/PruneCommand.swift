@@ -118,6 +118,13 @@ struct Prune: ParsableCommand, HasOutputOptions {
         for path in unreadable {
             Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
         }
+        // Archives are there, and none is the user's: a prune that says "nothing to prune"
+        // every night while the disk fills up (a mount that maps every file to another uid,
+        // a job run as the wrong user) must be noticed.
+        if named.isEmpty && unreadable.isEmpty, let first = listing.foreign.first {
+            throw CLIError(.configuration, "the \(listing.foreign.count) archive(s) in '\(dir)' belong to uid \(first.owner), not to you (uid \(geteuid())), so nothing was deleted",
+                           hint: "run prune as the user who owns them; on a network or Windows mount, mount it with your uid (uid=, idmap) so that the files are yours")
+        }
         // Only this home's archives count (recorded as written here, or opening through a
         // password or device slot): a header is not authenticated until then, and another
         // home's archives, or forged ones with a recent date, must neither fill the keep
@@ -129,7 +136,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
         let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
         let (archives, notOpened) = nothingToDelete ? (named, [])
             : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,
-                                                 records: WrittenArchives.all(in: store.resolvedHome),
+                                                 records: WrittenArchives.all(in: store.resolvedHome), home: store.resolvedHome,
                                                  kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
         for other in notOpened {
             Console.warning("'\(other.path)' is not counted as this home's; left alone (\(other.reason))")

@@ -88,5 +88,11 @@ struct Rekey: ParsableCommand {
             counts[key].map { "\($0) \(word)\($0 == 1 ? "" : "s")" }
         }.joined(separator: " and ")
         Console.summary("rekeyed \(report.output): opens with \(described); \(report.copiedEntries) entries copied unchanged")
+        // Password slots whose Argon2id work together is above what readers spend by default.
+        let work = KDFCeiling.work(of: try ArchiveReader(path: report.output).header)
+        if work > KDFCeiling.standard.workMiBPasses {
+            let memory = (work + KDFCeiling.passesAtCeiling - 1) / KDFCeiling.passesAtCeiling
+            Console.warning("its password slots together ask for \(work) MiB × passes of Argon2id, above the \(KDFCeiling.standard.workMiBPasses) that verify, list, restore and prune spend by default: they will need --allow-kdf-memory \(memory)")
+        }
     }
 }

@@ -50,7 +50,7 @@ struct PruneTrustTests {
         }
     }
 
-    @Test("on the write-only machine, copies of its archives re-dated under their real IDs do not count; the originals stay")
+    @Test("on the write-only machine, another user's re-dated copies of its archives under their real IDs do not count; the user's own altered copy stops prune")
     func forgedRecordedIDs() throws {
         try withSandbox { s in
             _ = try s.fillVault()
@@ -74,13 +74,22 @@ struct PruneTrustTests {
             let forged = [dir + "/n11archive-29990101T000000Z.nu11vlt", dir + "/n11archive-29990101T000000Z-2.nu11vlt"]
             try PruneAuthenticationTests().forge(made[0], created: stamp, to: forged[0])
             try PruneAuthenticationTests().forge(made[1], created: stamp, to: forged[1])
+            for path in forged { #expect(chown(path, 65534, 65534) == 0) }
 
             let pruned = try s.run(["prune", dir, "--keep-last", "3", "--json"])
             expectExit(pruned, 0)
             let doc = try jsonDocument(pruned)
             #expect((doc["deleted"] as? [String]) == [], "genuine archives were deleted: \(pruned)")
-            #expect(Set((doc["notOpened"] as? [String]) ?? []) == Set(forged), "\(pruned)")
+            #expect(Set((doc["ignored"] as? [String]) ?? []) == Set(forged), "\(pruned)")
             #expect(made.allSatisfy(exists) && forged.allSatisfy(exists))
+
+            // As the user's own files, they claim IDs already counted (the originals are there):
+            // not counted either.
+            for path in forged { #expect(chown(path, geteuid(), getegid()) == 0) }
+            let own = try s.run(["prune", dir, "--keep-last", "3", "--json", "--dry-run"])
+            expectExit(own, 0)
+            #expect(Set((try jsonDocument(own)["notOpened"] as? [String]) ?? []) == Set(forged), "\(own)")
+            for path in forged { unlink(path) }
 
             // A byte-identical copy of an archive under another name counts once, never twice.
             let copy = dir + "/n11archive-29990101T000001Z.nu11vlt"
@@ -88,6 +97,23 @@ struct PruneTrustTests {
             let again = try s.run(["prune", dir, "--keep-last", "3", "--json", "--dry-run"])
             expectExit(again, 0)
             #expect(((try jsonDocument(again)["notOpened"] as? [String]) ?? []).contains(copy), "\(again)")
+            unlink(copy)
+
+            // The newest archive moved (renamed) and damaged on the way: not what was written,
+            // and nothing else counts as it, so it is a damaged backup of ours and prune stops.
+            let moved = dir + "/n11archive-29991231T235959Z.nu11vlt"
+            #expect(rename(made[2], moved) == 0)
+            try flipByte(in: moved, at: Int(fileSize(moved) ?? 0) / 2)
+            let stopped = try s.run(["prune", dir, "--keep-last", "1"])
+            expectExit(stopped, 65)
+            #expect(stopped.err.contains("29991231T235959Z"), "\(stopped)")
+            #expect(exists(made[0]) && exists(made[1]) && exists(moved))
+            try flipByte(in: moved, at: Int(fileSize(moved) ?? 0) / 2)
+            // Sound again under its new name: counted by its SHA-256, and its new place recorded.
+            let pruned2 = try s.run(["prune", dir, "--keep-last", "1", "--json"])
+            expectExit(pruned2, 0)
+            #expect(exists(moved) && !exists(made[0]) && !exists(made[1]), "\(pruned2)")
+
         }
     }
 
@@ -113,6 +139,22 @@ struct PruneTrustTests {
             #expect(chown(planted, geteuid(), getegid()) == 0)
             _ = try s.datedArchives(1, in: dir, password: pw)
             expectExit(try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw]), 65)
+        }
+    }
+
+    @Test("archives that all belong to another user (a mount that maps them, the wrong user's job) are 78, not 'nothing to prune'")
+    func allForeign() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o755) == 0)
+            let archives = try s.datedArchives(2, in: dir, password: pw)
+            for path in archives { #expect(chown(path, 65534, 65534) == 0) }
+            let pruned = try s.run(["prune", dir, "--keep-last", "1", "--password-file", pw])
+            expectExit(pruned, 78)
+            #expect(pruned.err.contains("belong to uid 65534") && pruned.err.contains("nothing was deleted"), "\(pruned)")
+            #expect(archives.allSatisfy(exists))
         }
     }
 

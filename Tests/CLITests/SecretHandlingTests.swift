@@ -56,6 +56,21 @@ struct SecretHandlingTests {
         }
     }
 
+    @Test("a secret file given where a Ciphio message is expected is not echoed")
+    func ciphioInputNotEchoed() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let pw = try s.passwordFile()
+            let secretFile = try s.file("netrc", Array("SECRETMRK:machine example.com password hunter2\n".utf8))
+            for args in [["text", "decrypt", secretFile, "--password-file", pw],
+                         ["vault", "add", "--note", "--from-ciphio", secretFile, "--password-file", pw]] {
+                let run = try s.run(args)
+                expectExit(run, 65)
+                #expect(!run.err.contains("SECRETMRK") && !run.out.contains("SECRETMRK"), "\(run)")
+            }
+        }
+    }
+
     @Test("vault add --from-ciphio refuses an unauthenticated (cbc, ctr) message unless --allow-unauthenticated, and then warns")
     func unauthenticatedCiphio() throws {
         try withSandbox { s in

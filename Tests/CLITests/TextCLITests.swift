@@ -50,7 +50,7 @@ struct TextCLITests {
             flipped[flipped.count - 3] ^= 1
             let cases: [(String, String, Int32, String)] = [
                 ("bad base64", "gcm:not*base64", 65, "not base64"),
-                ("unknown prefix", "aes:" + message.dropFirst(4), 65, "unknown algorithm prefix"),
+                ("unknown prefix", "aes:" + message.dropFirst(4), 65, "is not an algorithm"),
                 ("truncated", "gcm:" + Data(Array(Data(base64Encoded: String(message.dropFirst(4)))!.prefix(20))).base64EncodedString(), 65, "too short"),
                 ("changed", "gcm:" + Data(flipped).base64EncodedString(), 77, "does not open"),
             ]
