@@ -67,16 +67,18 @@ public final class Vault: @unchecked Sendable {
             if forWriting {
                 // Lock first, then decide whether to create the layout: two processes starting
                 // the same new vault must not both try to write its marker.
+                // A writer works on the vault by path (lock, catalogue, steps): nobody else may
+                // be able to swap it, or a directory above it, meanwhile (as for the key store).
                 if status == nil {
+                    try PrivatePermissions.checkAncestors(ofNew: vault.path, what: "your vault")
                     vault.created.directory = try Directory.ensure(vault.path, mode: 0o700)
                     // Someone else's directory may have appeared since the stat above.
                     if !vault.created.directory, let now = try FileStatus.of(vault.path, followLinks: true) {
                         try Self.checkOnlyUserCanChange(vault.path, directory: now)
                     }
+                } else {
+                    try PrivatePermissions.checkAncestors(of: vault.path, what: "your vault")
                 }
-                // A writer works on the vault by path (lock, catalogue, steps): nobody else may
-                // be able to swap it, or a directory above it, meanwhile (as for the key store).
-                try PrivatePermissions.checkAncestors(of: vault.path, what: "your vault")
                 try vault.takeLock(wait: lockWait)
             }
         } catch { throw VaultError.wrap(error) }

@@ -142,6 +142,19 @@ struct PruneTrustTests {
         }
     }
 
+    @Test("init --vault into an empty directory another user made is 78 before any PIN is asked, and leaves no home")
+    func initIntoForeignDirectory() throws {
+        try withSandbox { s in
+            let shared = s.path("shared-vault")
+            #expect(mkdir(shared, 0o777) == 0 && chmod(shared, 0o777) == 0 && chown(shared, 65534, 65534) == 0)
+            // --pin with no terminal would be 64 if the PIN were asked for first.
+            let run = try s.run(["init", "--vault", shared, "--pin"])
+            expectExit(run, 78)
+            #expect(run.err.contains("belongs to uid 65534"), "\(run)")
+            #expect(!exists(s.home) && listing(of: shared).isEmpty)
+        }
+    }
+
     @Test("archives that all belong to another user (a mount that maps them, the wrong user's job) are 78, not 'nothing to prune'")
     func allForeign() throws {
         try withSandbox { s in

@@ -52,6 +52,39 @@ struct PlantedVaultTests {
         }
     }
 
+    @Test("a vault below a directory others can write without the sticky bit is refused to writers (they could swap it)")
+    func unsafeAncestor() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let shared = dir + "/group-folder"
+            #expect(mkdir(shared, 0o777) == 0 && chmod(shared, 0o777) == 0)
+            let error = expectVaultError("unsafePermissions") {
+                _ = try Vault.open(at: shared + "/vault", keyStore: store, forWriting: true)
+            }
+            #expect(error?.description.contains("above your vault") == true, "\(String(describing: error))")
+            #expect(listing(of: shared).isEmpty)
+            expectVaultError("unsafePermissions") { try Vault.checkCanCreateOrOpen(at: shared + "/new/vault") }
+            #expect(chmod(shared, 0o1777) == 0)   // sticky, as /tmp: nobody can rename another's entry
+            try Vault.checkCanCreateOrOpen(at: shared + "/vault")
+            #expect(try Vault.open(at: shared + "/vault", keyStore: store, forWriting: true).items().isEmpty)
+        }
+    }
+
+    @Test("a committed v1 journal with a step of another shape stops the migration and stays for a person to look at")
+    func refusedVersion1Journal() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = dir + "/vault"
+            _ = try Vault.open(at: vault, keyStore: store, forWriting: true).add(photo([1, 2, 3]))
+            try TestCatalogue.downgradeToVersion1(vault)
+            let staging = vault + "/.n11staging-0123456789ab"
+            #expect(mkdir(staging, 0o700) == 0)
+            try writeBytes(Array("remove L/secret.txt\n".utf8), to: staging + "/commit")
+            expectVaultError("catalogueDamaged") { _ = try Vault.open(at: vault, keyStore: store, forWriting: true) }
+            #expect(exists(staging + "/commit") && exists(vault + "/Meta"), "the journal and the v1 layout stay")
+        }
+    }
+
     @Test("a link in place of Photos/ is refused, not followed")
     func linkedItemFolder() throws {
         try withTemporaryDirectory { dir in
