@@ -181,8 +181,12 @@ extension KeyStore {
             guard let key = try? P256PrivateKey(scalar: record.key), try Self.identityID(key.publicKey) == record.id else { throw damaged }
             identities.append(key)
         }
+        // One device key per archive: writers never add a second, and two for one archive
+        // would leave a reader to guess which one is the archive's (FORMAT.md, Appendix B).
+        let archiveRecords = records.filter { $0.kind == .archive }
+        guard Set(archiveRecords.map(\.id)).count == archiveRecords.count else { throw damaged }
         return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(rings: rings),
-                        archiveRecords: records.filter { $0.kind == .archive }, identities: identities, sealing: sealing)
+                        archiveRecords: archiveRecords, identities: identities, sealing: sealing)
     }
 
     static func identityID(_ key: P256PublicKey) throws -> [UInt8] { Array(try key.fingerprint.prefix(16)) }

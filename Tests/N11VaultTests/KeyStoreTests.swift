@@ -329,6 +329,47 @@ struct KeyStoreTests {
         }
     }
 
+    /// Rewrites a key store file with `edit` applied before its SHA-256 trailer, and the
+    /// trailer made anew: a file that is consistent, only not what any writer makes.
+    static func rewrite(_ path: String, _ edit: (inout [UInt8]) -> Void) throws {
+        var bytes = Array(try readBytes(path).dropLast(32))
+        edit(&bytes)
+        try writeBytes(bytes + (try SHA256Digest.hash(bytes)), to: path)
+    }
+
+    @Test("a PIN-sealed store asking for Argon2id beyond the bounds (4 TiB, 33 passes) is damage, refused before the PIN is asked",
+          arguments: [(14, UInt32.max), (10, 33)])
+    func oversizedPINCost(offset: Int, value: UInt32) throws {
+        try withTemporaryDirectory { dir in
+            let (home, _) = try makeHome(in: dir, pin: secret("12345678"))
+            try Self.rewrite(home.keyStorePath) { bytes in
+                for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * UInt32(i))) }
+            }
+            let provider = PINProvider("12345678")
+            let error = expectVaultError("keyStoreDamaged") { _ = try KeyStore.load(from: home, pin: provider.callAsFunction) }
+            #expect(error?.description.contains("out of bounds") == true, "\(String(describing: error))")
+            #expect(provider.calls == 0)
+        }
+    }
+
+    @Test("two device keys for one archive are damage: a reader would have to guess which is the archive's")
+    func duplicateDeviceKey() throws {
+        try withTemporaryDirectory { dir in
+            let (home, store) = try makeHome(in: dir)
+            let id = randomBytes(16)
+            try store.addArchiveKey(id: id, key: try SecureBytes(copying: randomBytes(32)))
+            _ = try KeyStore.load(from: home, pin: neverAskedForPIN)
+            try Self.rewrite(home.keyStorePath) { bytes in
+                // Header 10 bytes, store ID 16, count:u32, then records of 49 bytes; the last is the device key.
+                let count = Int(bytes[26]) | Int(bytes[27]) << 8
+                let last = Array(bytes[(30 + (count - 1) * 49)..<(30 + count * 49)])
+                bytes += [last[0]] + last[1..<17] + randomBytes(32)
+                bytes[26] = UInt8(count + 1)
+            }
+            expectVaultError("keyStoreDamaged") { _ = try KeyStore.load(from: home, pin: neverAskedForPIN) }
+        }
+    }
+
     @Test("a PIN-sealed store without the checksum (protection 1, as written before) still opens with its PIN")
     func protectionOneStillOpens() throws {
         try withTemporaryDirectory { dir in
