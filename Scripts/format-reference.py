@@ -764,6 +764,8 @@ def run(args):
 
         if args.explain and version == 1:
             out += explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace)
+        elif args.explain:
+            out += explain_head_v2(header_bytes, header, args, keywrap, ck, mkey, mtrace)
 
         # §5/§6 items: verify each completely before releasing it.
         STAGE = "payload"
@@ -854,6 +856,55 @@ def explain_head(header_bytes, header, kek, keywrap, ck, mkey, mtrace):
         f"| `manifest.json` chunk 0 tag | `{mtrace['tag'].hex()}` |",
         "",
     ]
+
+
+def explain_head_v2(header_bytes, header, args, mac, ck, mkey, mtrace):
+    """Every slot's derivation that the given password and identity allow, then header.mac."""
+    archive_id = header["_archiveId"]
+    lines = [
+        "### Worked example values (version 2)", "",
+        f"#### `header.json` (exact bytes, {len(header_bytes)} bytes; the message of `header.mac`)", "",
+        "```json", header_bytes.decode("utf-8"), "```", "",
+    ]
+    password = read_password(args.password_file) if args.password_file else None
+    identity = load_identity(args.identity, getattr(args, "passphrase_file", None)) if getattr(args, "identity", None) else None
+    for n, slot in enumerate(header["slots"]):
+        w = slot["_wrap"]
+        lines += [f"#### Slot {n} (`{slot['type']}`)", "", "| quantity | value |", "|---|---|"]
+        if slot["type"] == "password":
+            k = slot["kdf"]
+            lines += [f"| Argon2id salt | `{k['salt']}` |",
+                      f"| Argon2id parameters | t = {k['opsLimit']}, m = {k['memoryKiB']} KiB, p = 1, version 0x13, 32-byte output |"]
+            if password is not None:
+                lines.append(f"| KEK (Argon2id of the password) | `{derive_kek(password, k).hex()}` |")
+            lines += [f"| AES-256-GCM associated data | `{(SLOT_AAD + archive_id).hex()}` (`n11archive/v2/slot` ‖ archive ID) |",
+                      f"| wrap nonce (`wrap[0:12]`) | `{w[:12].hex()}` |",
+                      f"| wrap tag (`wrap[44:60]`) | `{w[44:].hex()}` |"]
+        elif slot["type"] == "p256":
+            lines.append(f"| ephemeral public key E (`wrap[0:65]`) | `{w[:65].hex()}` |")
+            if identity is not None:
+                peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), w[:65])
+                z = identity.exchange(ec.ECDH(), peer)
+                k = X963KDF(algorithm=hashes.SHA256(), length=16, sharedinfo=w[:65]).derive(z)
+                mine = identity.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+                lines += [f"| recipient public key R | `{mine.hex()}` |",
+                          f"| shared secret Z (x of the identity's scalar · E) | `{z.hex()}` |",
+                          f"| K = X9.63-KDF-SHA256(Z, SharedInfo = E), 16 bytes | `{k.hex()}` |",
+                          "| AES-128-GCM IV | `00000000000000000000000000000000` (16 zero bytes) |"]
+            lines.append(f"| wrap tag (`wrap[97:113]`) | `{w[97:].hex()}` |")
+        else:
+            lines += [f"| wrap nonce (`wrap[0:12]`) | `{w[:12].hex()}` |", f"| wrap tag (`wrap[44:60]`) | `{w[44:].hex()}` |"]
+        lines.append("")
+    mac_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=archive_id, info=HEADER_MAC_INFO).derive(ck)
+    lines += ["#### Content key, `header.mac` and manifest", "", "| quantity | value |", "|---|---|",
+              f"| archive ID (HKDF salt) | `{header['archiveId']}` |",
+              f"| content key (CK), from any slot | `{ck.hex()}` |",
+              f"| header MAC key = HKDF-SHA256(CK, salt = archive ID, info = `n11archive/v2/header`) | `{mac_key.hex()}` |",
+              f"| `header.mac` = HMAC-SHA256(MAC key, header.json) | `{mac.hex()}` |",
+              f"| entry key of `manifest.json` | `{mkey.hex()}` |",
+              f"| `manifest.json` chunk 0 nonce | `{mtrace['nonce'].hex()}` |",
+              f"| `manifest.json` chunk 0 tag | `{mtrace['tag'].hex()}` |", ""]
+    return lines
 
 
 def explain_item(n, name, key, trace, it, plaintext):

@@ -322,9 +322,10 @@ final class EVPKey {
         guard let info = EVP_PKEY2PKCS8(pkey) else { throw .library("EVP_PKEY2PKCS8") }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
         // pbe_nid −1: PBES2, here with AES-256-CBC; OpenSSL 3 picks HMAC-SHA256 as the PRF.
+        // A random 16-byte salt (with none given OpenSSL makes one of 8, below NIST's 128 bits).
         let sealed = passphrase.withUnsafeBytes { raw in
             PKCS8_encrypt(-1, EVP_aes_256_cbc(), raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(raw.count),
-                          nil, 0, Int32(iterations), info)
+                          nil, 16, Int32(iterations), info)
         }
         guard let sealed else {
             ERR_clear_error()

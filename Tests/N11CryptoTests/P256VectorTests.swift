@@ -215,6 +215,17 @@ struct P256VectorTests {
         let pem = try key.encryptedPKCS8PEM(passphrase: passphrase, iterations: 1000)
         let text = String(decoding: pem, as: UTF8.self)
         #expect(text.hasPrefix("-----BEGIN ENCRYPTED PRIVATE KEY-----\n"))
+        // PBKDF2's parameters (FORMAT.md, Appendix C): OID 1.2.840.113549.1.5.12, then
+        // SEQUENCE { OCTET STRING salt (16 bytes), … }.
+        let body = text.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let der = [UInt8](try #require(Data(base64Encoded: body)))
+        let pbkdf2: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x05, 0x0C]
+        let at = try #require((0...(der.count - pbkdf2.count)).first { Array(der[$0..<($0 + pbkdf2.count)]) == pbkdf2 })
+        #expect(der[at + 11] == 0x30 && der[at + 13] == 0x04 && der[at + 14] == 16, "the PBKDF2 salt is not 16 bytes")
+        #expect(!P256PrivateKey.isUsablePEMPassphrase(try SecureBytes(copying: Array(repeating: 0x61, count: 1024))))
+        #expect(throws: CryptoError.self) {
+            _ = try key.encryptedPKCS8PEM(passphrase: try SecureBytes(copying: Array(repeating: 0x61, count: 1024)), iterations: 1000)
+        }
         let back = try P256PrivateKey(pem: pem, passphrase: passphrase)
         #expect(back.scalar.bytes == key.scalar.bytes)
         #expect(throws: CryptoError.self) {
