@@ -16,7 +16,7 @@ What it checks, in order (section numbers refer to FORMAT.md):
          `manifest.json`, then `Photos/{ID}.n11` / `Notes/{ID}.n11note` (upper-case
          canonical UUID); no duplicates; entry data lies inside the file, before the
          central directory, in central-directory order and without overlap.
-  §2/§8  header.json: <= 4096 bytes (declared size checked before reading), strict JSON
+  §2/§8  header.json: <= 4096 bytes (v1) or 16384 (v2) (declared size checked first), strict JSON
          object (UTF-8, no duplicate keys, no NaN), exact field set, value checks
          (format, version, mode, archiveId, created, chunkSize, kdf and its bounds).
   §3     KEK = Argon2id(password, salt, t, m, p=1, v=0x13, 32 bytes). The password is the
@@ -390,6 +390,27 @@ def read_zip_layout(f, file_size):
     return entries
 
 
+def check_declared_version(prefix):
+    """§2: the version first. The first local header (stored, at offset 0) holds header.json;
+    if it says it is an n11archive header of a version this reader does not know, that is
+    what is reported, before the new version's entries or fields are looked at."""
+    if len(prefix) < 30 or prefix[:4] != b"PK\x03\x04":
+        return
+    method, size, nlen, xlen = struct.unpack_from("<H", prefix, 8)[0], struct.unpack_from("<I", prefix, 18)[0], \
+        struct.unpack_from("<H", prefix, 26)[0], struct.unpack_from("<H", prefix, 28)[0]
+    start = 30 + nlen + xlen
+    if method != 0 or prefix[30:30 + nlen] != b"header.json" or start + size > len(prefix):
+        return
+    try:
+        declared = json.loads(prefix[start:start + size])
+    except ValueError:
+        return
+    if isinstance(declared, dict) and declared.get("format") == "n11archive":
+        version = declared.get("version")
+        if is_int(version) and version not in (1, 2):
+            raise Reject(f"archive format version {version} is not supported (this reader reads versions 1 and 2)")
+
+
 def read_entry(f, entry):
     f.seek(entry.data_offset)
     data = f.read(entry.size)
@@ -682,6 +703,8 @@ def run(args):
         raise Reject(f"cannot open archive: {e.strerror}")
     with f:
         file_size = os.fstat(f.fileno()).st_size
+        check_declared_version(f.read(65536))
+        f.seek(0)
         entries = read_zip_layout(f, file_size)
         hdr_e, kw_e, man_e = entries[:3]
         item_entries = entries[3:]
@@ -887,7 +910,9 @@ def explain_head_v2(header_bytes, header, args, mac, ck, mkey, mtrace):
                 z = identity.exchange(ec.ECDH(), peer)
                 k = X963KDF(algorithm=hashes.SHA256(), length=16, sharedinfo=w[:65]).derive(z)
                 mine = identity.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
-                lines += [f"| recipient public key R | `{mine.hex()}` |",
+                scalar = identity.private_numbers().private_value.to_bytes(32, "big")
+                lines += [f"| recipient private key (the committed test identity's scalar) | `{scalar.hex()}` |",
+                          f"| recipient public key R | `{mine.hex()}` |",
                           f"| shared secret Z (x of the identity's scalar · E) | `{z.hex()}` |",
                           f"| K = X9.63-KDF-SHA256(Z, SharedInfo = E), 16 bytes | `{k.hex()}` |",
                           "| AES-128-GCM IV | `00000000000000000000000000000000` (16 zero bytes) |"]

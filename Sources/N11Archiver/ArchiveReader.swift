@@ -47,10 +47,17 @@ public final class ArchiveReader {
             default: throw ArchiveError.notAFile(path: name, what: "a device, FIFO or socket")
             }
             fileSize = status.size
-            var magic = [UInt8](repeating: 0, count: 4)
+            var prefix = [UInt8](repeating: 0, count: 64 << 10)
             let fd = try FileDescriptor.openForReading(path)
-            guard try fd.readFully(into: &magic, count: 4) == 4, magic == [0x50, 0x4B, 0x03, 0x04] else {
+            let got = try fd.readFully(into: &prefix, count: prefix.count)
+            guard got >= 4, Array(prefix[0..<4]) == [0x50, 0x4B, 0x03, 0x04] else {
                 throw ArchiveError.notAnArchive(archive: name, why: "it is not a ZIP file")
+            }
+            // The version first (FORMAT.md §2): a later version's new entries or fields are
+            // not damage, and it is reported as unsupported before they are looked at.
+            if let first = ZipPrefix.firstEntry(of: Array(prefix[0..<got])), first.name == EntryName.header,
+               let version = ArchiveHeader.declaredVersion(first.data), !(1...2).contains(version) {
+                throw FormatError.unsupportedVersion(version)
             }
             let opened = try Self.openContainer(path)
             container = opened

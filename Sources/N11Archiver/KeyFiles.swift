@@ -76,7 +76,12 @@ public enum KeyFiles {
             throw .invalidKeyFile(path: path, why: "it holds a public key; an identity is the private key (as `n11archive key export-private` writes it)")
         }
         do {
-            return try P256PrivateKey(pem: Array(text.utf8), passphrase: encrypted ? try passphrase() : nil)
+            let secret = encrypted ? try passphrase() : nil
+            // Said as it is, not as a wrong passphrase: OpenSSL cannot take such a passphrase.
+            if let secret, !P256PrivateKey.isUsablePEMPassphrase(secret) {
+                throw ArchiveError.invalidKeyFile(path: path, why: "a passphrase of more than \(P256PrivateKey.maximumPEMPassphraseLength) bytes, or with a NUL byte, cannot open a PEM key")
+            }
+            return try P256PrivateKey(pem: Array(text.utf8), passphrase: secret)
         } catch let error as CryptoError {
             // OpenSSL cannot tell a wrong passphrase from a damaged encrypted key.
             if encrypted { throw .wrongPassphrase(path: path) }

@@ -198,6 +198,25 @@ public struct ArchiveHeader: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// The `version` a header declares, read leniently (other fields skipped, whatever they
+    /// are), if it says it is an n11archive header: FORMAT.md §2 has a reader look at it
+    /// before anything else, so that a later version is reported as unsupported, not as
+    /// damage, whatever new entries or fields it brings. nil if the bytes do not say.
+    public static func declaredVersion(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count <= FormatLimits.headerBytes else { return nil }
+        return try? JSONReader.read(bytes) { reader -> Int? in
+            var format: String?, version: Int?
+            try reader.object { key, reader in
+                switch key {
+                case "format": format = try reader.string()
+                case "version": version = Int(try reader.integer(Int32.self))
+                default: try reader.skip()
+                }
+            }
+            return format == "n11archive" ? version : nil
+        }
+    }
+
     /// Parses and checks stored header bytes (FORMAT.md §2 rejection rules).
     public init(parsing bytes: [UInt8]) throws(FormatError) {
         guard bytes.count <= FormatLimits.headerBytes else { throw .limitExceeded("header of \(bytes.count) bytes (at most \(FormatLimits.headerBytes))") }

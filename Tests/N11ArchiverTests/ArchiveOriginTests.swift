@@ -103,6 +103,21 @@ struct ArchiveOriginTests {
         }
     }
 
+    @Test("a later format version is reported as unsupported before its new entries or header fields are looked at")
+    func laterVersion() throws {
+        try withTemporaryDirectory { dir in
+            var entries = try RawZip.entries(of: try readBytes(GoldenArchiveTests.golden + "/portable-v2.nu11vlt"))
+            let header = String(decoding: entries[0].data, as: UTF8.self)
+                .replacingOccurrences(of: "\"version\":2}", with: "\"version\":3,\"index\":\"x\"}")
+            entries[0] = .stored(EntryName.header, Array(header.utf8))
+            entries.append(.stored("index.bin", [1, 2, 3]))
+            let path = dir + "/v3.nu11vlt"
+            try writeBytes(RawZip.build(entries), to: path)
+            let error = expectArchiveError("unsupported", kind: .damaged) { _ = try ArchiveReader(path: path) }
+            #expect(error?.description.contains("version 3 is not supported") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test("a KDF cache derives once per salt and cost")
     func kdfCache() throws {
         let cache = KDFCache()
