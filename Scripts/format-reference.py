@@ -965,6 +965,80 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+# ---------------------------------------------------------------- Appendix B: key store
+
+KEYSTORE_MAGIC = b"N11KEYS\0"
+KEYSTORE_RECORD = 49
+
+
+def check_keystore(path):
+    """Appendix B's checks that need no PIN: the header, the Argon2id bounds and the checksum
+    of a sealed store (checked before any PIN would be asked for), and the whole body of an
+    unsealed one. Returns a one-line description; raises Reject."""
+    with open(path, "rb") as f:
+        data = f.read(1 << 20)
+    if len(data) < 10 or data[:8] != KEYSTORE_MAGIC:
+        raise Reject("not a key store (no N11KEYS magic)")
+    version, protection = data[8], data[9]
+    if version not in (1, 2):
+        raise Reject(f"key store version {version} is not known")
+    if protection == 2:
+        if len(data) < 10 + 24 + 12 + 16 + 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+            raise Reject("the key store's checksum does not match")
+        ops, mem = struct.unpack_from("<II", data, 10)
+        if not OPS_RANGE[0] <= ops <= OPS_RANGE[1] or not MEM_RANGE[0] <= mem <= MEM_RANGE[1]:
+            raise Reject(f"the key store's Argon2id cost (t = {ops}, m = {mem} KiB) is out of bounds")
+        return f"sealed key store (t = {ops}, m = {mem} KiB); its records need the PIN"
+    if protection != 0:
+        raise Reject(f"protection {protection} is not read here")
+    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
+        raise Reject("the key store's checksum does not match")
+    body = data[10:-32]
+    if len(body) < 20:
+        raise Reject("the key store's body is truncated")
+    count = struct.unpack_from("<I", body, 16)[0]
+    if len(body) != 20 + count * KEYSTORE_RECORD:
+        raise Reject("the key store's body has the wrong size")
+    current, pending, devices = {}, {}, set()
+    for i in range(count):
+        r = body[20 + i * KEYSTORE_RECORD:20 + (i + 1) * KEYSTORE_RECORD]
+        kind, rid = r[0], r[1:17]
+        if kind == 0 or kind > 14 or (version == 1 and kind > 5):
+            raise Reject(f"record {i}: kind {kind} is not known")
+        if kind in (1, 2, 3):
+            if any(rid):
+                raise Reject(f"record {i}: a current key's id is not zero")
+            current[kind] = current.get(kind, 0) + 1
+        elif kind in (9, 10, 11):
+            pending[kind] = pending.get(kind, 0) + 1
+        elif kind == 4:
+            if rid in devices:
+                raise Reject(f"record {i}: a second device key for archive {rid.hex()}")
+            devices.add(rid)
+    if any(current.get(k, 0) != 1 for k in (1, 2, 3)) or any(n > 1 for n in pending.values()):
+        raise Reject("a compartment without exactly one current key, or with two pending ones")
+    return f"unsealed key store, {count} records, {len(devices)} device key(s)"
+
+
+def run_keystore_testkit(directory):
+    """Each NAME.n11keys in `directory` against the `expect:` line (`success` or `refused`)
+    of NAME.txt; returns the number that differ."""
+    names = sorted(n[:-len(".n11keys")] for n in os.listdir(directory) if n.endswith(".n11keys"))
+    mismatches = 0
+    for name in names:
+        with open(os.path.join(directory, name + ".txt"), encoding="utf-8") as f:
+            fields = dict(line.rstrip("\n").partition(": ")[::2] for line in f)
+        try:
+            outcome, why = "success", check_keystore(os.path.join(directory, name + ".n11keys"))
+        except Reject as e:
+            outcome, why = "refused", str(e)
+        ok = outcome == fields.get("expect")
+        mismatches += 0 if ok else 1
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {outcome} ({why})", file=sys.stdout if ok else sys.stderr)
+    print(f"{len(names) - mismatches} of {len(names)} key store fixtures as expected")
+    return mismatches if names else 1
+
+
 def run_testkit(directory):
     """Runs every NAME.nu11vlt in `directory` against the `expect:` line of NAME.txt; returns
     the number of fixtures whose outcome differs."""
@@ -1011,6 +1085,8 @@ def main(argv=None):
     p = Parser(description="Reference reader for portable .nu11vlt archives "
                            "(written from FORMAT.md alone).")
     p.add_argument("archive", metavar="ARCHIVE", nargs="?")
+    p.add_argument("--keystore-testkit", metavar="DIR",
+                   help="check every NAME.n11keys in DIR against NAME.txt's 'expect:' (Appendix B)")
     p.add_argument("--testkit", metavar="DIR",
                    help="run every fixture in DIR (NAME.nu11vlt with NAME.txt's 'expect:' line) and "
                         "exit non-zero if any outcome differs")
@@ -1028,6 +1104,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.testkit:
         return EXIT_FAIL if run_testkit(args.testkit) else EXIT_OK
+    if args.keystore_testkit:
+        return EXIT_FAIL if run_keystore_testkit(args.keystore_testkit) else EXIT_OK
     if args.archive is None:
         p.error("give ARCHIVE (or --testkit DIR)")
     try:
