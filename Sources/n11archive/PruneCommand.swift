@@ -222,8 +222,10 @@ struct Prune: ParsableCommand, HasOutputOptions {
                 continue
             }
             do {
-                try keyEntries.authenticate(password: secrets.password, keyStore: secrets.keyStore,
-                                            kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
+                // (No identity is tried here, so what opens is a password or device slot.)
+                guard try keyEntries.authenticate(password: secrets.password, keyStore: secrets.keyStore,
+                                                  kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache).provesOrigin
+                else { continue }
                 archives.append(.init(path: path.description, created: keyEntries.header.created))
             } catch let error as ArchiveError {
                 switch error {
