@@ -21,6 +21,9 @@ struct Verify: ParsableCommand, HasOutputOptions {
         """)
 
     @OptionGroup var input: ArchiveInput
+    @Argument(help: ArgumentHelp("More archives, checked the same way in order (a shell glob: verify --as-written ~/backups/n11archive-*.nu11vlt); the first that fails ends the run with its exit status.",
+                                 valueName: "FILE"), completion: .file())
+    var moreFiles: [String] = []
     @OptionGroup var outputOptions: OutputOptions
 
     @Flag(name: .customLong("as-written"),
@@ -47,26 +50,60 @@ struct Verify: ParsableCommand, HasOutputOptions {
         let durationSeconds: Double
     }
 
+    /// Several archives in one `--json` document.
+    struct ManyDocument: Encodable {
+        let outcome = "ok", command = "verify"
+        let archives: [AnyDocument]
+        let durationSeconds: Double
+    }
+
+    enum AnyDocument: Encodable {
+        case written(WrittenDocument), full(Document)
+        func encode(to encoder: Encoder) throws {
+            switch self {
+            case .written(let d): try d.encode(to: encoder)
+            case .full(let d): try d.encode(to: encoder)
+            }
+        }
+    }
+
     func run() throws {
+        let files = [input.file] + moreFiles
+        var documents: [AnyDocument] = []
+        for file in files {
+            var one = input
+            one.file = file
+            documents.append(try verify(one, quietJSON: files.count > 1))
+        }
+        if outputOptions.json && files.count > 1 {
+            try Console.json(ManyDocument(archives: documents, durationSeconds: Output.durationSeconds))
+        }
+    }
+
+    /// Checks one archive; prints its line (or, alone with --json, its document).
+    private func verify(_ input: ArchiveInput, quietJSON: Bool) throws -> AnyDocument {
         if asWritten {
             let reader = try input.reader(progress: outputOptions.observer("download"))
             let record = try WrittenArchives.check(reader.path, name: reader.name, in: input.store.resolvedHome)
+            let document = WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
+                                           sha256: record.sha256, durationSeconds: Output.durationSeconds)
             if outputOptions.json {
-                try Console.json(WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
-                                                 sha256: record.sha256, durationSeconds: Output.durationSeconds))
-                return
+                if !quietJSON { try Console.json(document) }
+            } else {
+                Console.summary("ok: \(input.file) is byte for byte the archive this machine wrote (\(Console.byteCount(record.size)), SHA-256 \(record.sha256.prefix(16))…); its content was not decrypted")
             }
-            Console.summary("ok: \(input.file) is byte for byte the archive this machine wrote (\(Console.byteCount(record.size)), SHA-256 \(record.sha256.prefix(16))…); its content was not decrypted")
-            return
+            return .written(document)
         }
         let (archive, unlockedStore) = try input.unlock(try input.reader(progress: outputOptions.observer("download")))
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
+        let document = Document(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
+                                items: report.items, plaintextBytes: report.plaintextBytes, durationSeconds: Output.durationSeconds)
         if outputOptions.json {
-            try Console.json(Document(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
-                                      items: report.items, plaintextBytes: report.plaintextBytes, durationSeconds: Output.durationSeconds))
-            return
+            if !quietJSON { try Console.json(document) }
+        } else {
+            Console.summary("ok: \(input.file): \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) verified")
         }
-        Console.summary("ok: \(input.file): \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) verified")
+        return .full(document)
     }
 }

@@ -254,6 +254,37 @@ struct WriteOnlyPruneTests {
     }
 }
 
+@Suite("n11archive CLI: verify --as-written of several archives (README's glob)")
+struct VerifySeveralTests {
+    @Test("verify --as-written A B C checks each in order, prints a line each (one --json document), and the first damaged one ends the run")
+    func several() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
+            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
+            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
+            let dir = s.path("backups")
+            mkdir(dir, 0o700)
+            var made: [String] = []
+            for _ in 0..<3 {
+                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
+                expectExit(run, 0)
+                made.append(try #require(try jsonDocument(run)["archive"] as? String))
+            }
+            let all = try s.run(["verify", "--as-written"] + made)
+            expectExit(all, 0)
+            #expect(all.out.split(separator: "\n").filter { $0.hasPrefix("ok: ") }.count == 3, "\(all)")
+            let json = try s.run(["verify", "--as-written", "--json"] + made)
+            expectExit(json, 0)
+            #expect((try jsonDocument(json)["archives"] as? [[String: Any]])?.count == 3, "\(json)")
+            try flipByte(in: made[1], at: 200)
+            let damaged = try s.run(["verify", "--as-written"] + made)
+            expectExit(damaged, 65)
+            #expect(damaged.out.contains(made[0]) && !damaged.out.contains(made[2]), "\(damaged)")
+        }
+    }
+}
+
 @Suite("n11archive CLI: key store PIN and backups")
 struct KeyStoreManagementTests {
     @Test("a key store made by restore gets a PIN, changes it, loses it; the old PIN stops working")
