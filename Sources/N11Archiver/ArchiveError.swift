@@ -14,6 +14,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case notAnArchive(archive: String, why: String)
     case unsupported(archive: String, why: String)
     case archiveMissing(path: String)
+    /// A key file (public key, recipients list, identity) that is not there.
+    case keyFileMissing(path: String)
     /// The archive path names a directory or device, not a file.
     case notAFile(path: String, what: String)
     case outputExists(path: String)
@@ -64,7 +66,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened: return .authentication
         case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
-        case .archiveMissing, .notAFile: return .missingInput
+        case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
         case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
@@ -91,6 +93,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .notAnArchive(let a, let why): return "'\(a)' is not an n11archive archive (\(why))"
         case .unsupported(let a, let why): return "'\(a)': \(why)"
         case .archiveMissing(let p): return "'\(p)' does not exist"
+        case .keyFileMissing(let p): return "the key file '\(p)' does not exist"
         case let .notAFile(p, what): return "'\(p)' is \(what), not an archive file"
         case .outputExists(let p): return "'\(p)' already exists; nothing was written"
         case .conflicts(let ids):
@@ -135,6 +138,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
         case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies)"
         case .archiveMissing: return "check the archive's path and name; nothing was changed"
+        case .keyFileMissing: return "check the key file's path (`n11archive key export-public -o FILE` writes a public key, `key export-private` an identity); nothing was changed"
         case .notAFile: return "give the path of a .nu11vlt file (`n11archive archives DIR` lists the archives in a directory)"
         case .outputExists: return "pass --force to replace it, or choose another path"
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"

@@ -107,7 +107,7 @@ public enum KeyFiles {
 
     private static func readText(_ path: String) throws(ArchiveError) -> String {
         do {
-            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: path) }
+            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.keyFileMissing(path: path) }
             guard status.kind == .regular else { throw ArchiveError.invalidKeyFile(path: path, why: "not a regular file") }
             let bytes = try FileDescriptor.openForReading(path).readAll(limit: maximumSize)
             guard let text = String(validating: bytes, as: UTF8.self) else {

@@ -59,6 +59,16 @@ struct SecretHandlingTests {
         }
     }
 
+    @Test("a missing public key file is named as a key file, with the command that writes one (66)")
+    func missingKeyFile() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let run = try s.run(["create", "--portable", "--recipient", s.path("backup.pub"), "-o", s.path("x.nu11vlt")])
+            expectExit(run, 66)
+            #expect(run.err.contains("the key file") && run.err.contains("key export-public") && !run.err.contains("archive's path"), "\(run)")
+        }
+    }
+
     @Test("a secret file given where a Ciphio message is expected is not echoed")
     func ciphioInputNotEchoed() throws {
         try withSandbox { s in

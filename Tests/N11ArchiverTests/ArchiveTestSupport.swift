@@ -144,6 +144,7 @@ extension ArchiveError {
         case .notAnArchive: return "notAnArchive"
         case .unsupported: return "unsupported"
         case .archiveMissing: return "archiveMissing"
+        case .keyFileMissing: return "keyFileMissing"
         case .notAFile: return "notAFile"
         case .outputExists: return "outputExists"
         case .conflicts: return "conflicts"
