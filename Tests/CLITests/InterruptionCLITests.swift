@@ -9,11 +9,12 @@ import N11TestSupport
 
 /// Starts n11archive, waits until `ready()` says it is mid-work (or it exits), sends
 /// `signal`, and returns how it ended: the exit code, or 128 + the signal that ended it.
-private func interrupt(_ arguments: [String], home: String, signal: Int32, when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
+func interrupt(_ arguments: [String], home: String, environment extra: [String: String] = [:], signal: Int32,
+               when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: n11archiveBinary)
     process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
+    var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
     environment["N11_HOME"] = home
     environment["N11_PIN_FILE"] = nil
     process.environment = environment

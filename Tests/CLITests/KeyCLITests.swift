@@ -11,6 +11,28 @@ extension Sandbox {
     /// A second home on "another machine": its own N11_HOME under the sandbox.
     func elsewhere(_ name: String) -> [String: String] { ["N11_HOME": path(name)] }
 
+    /// The public key of an identity kept in another home ("offline"), in `backup.pub`: what
+    /// the README's write-only nightly job is given.
+    func offlinePublicKey() throws -> String {
+        expectExit(try run(["init"], environment: elsewhere("offline")), 0)
+        expectExit(try run(["key", "generate"], environment: elsewhere("offline")), 0)
+        return try file("backup.pub", Array(try run(["key", "export-public"], environment: elsewhere("offline")).stdout))
+    }
+
+    /// Makes `count` dated recipient-only archives for `pub` in `dir` (made 0700 if missing);
+    /// returns their paths, oldest first. `pause` runs before each one (for distinct seconds).
+    func recipientArchives(_ count: Int, for pub: String, in dir: String, pause: (Int) -> Void = { _ in }) throws -> [String] {
+        if !exists(dir) { mkdir(dir, 0o700) }
+        var made: [String] = []
+        for index in 0..<count {
+            pause(index)
+            let run = try run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
+            expectExit(run, 0)
+            made.append(try #require(try jsonDocument(run)["archive"] as? String))
+        }
+        return made
+    }
+
     func passphraseFile(_ text: String = "a long passphrase") throws -> String {
         let p = path("passphrase-\(text.count)")
         try writeBytes(Array((text + "\n").utf8), to: p)
@@ -202,17 +224,9 @@ struct WriteOnlyPruneTests {
         try withSandbox { s in
             _ = try s.fillVault()
             // The identity lives elsewhere: this machine only has the public key.
-            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
-            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
-            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
+            let pub = try s.offlinePublicKey()
             let dir = s.path("backups")
-            mkdir(dir, 0o700)
-            var made: [String] = []
-            for _ in 0..<3 {
-                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
-                expectExit(run, 0)
-                made.append(try #require(try jsonDocument(run)["archive"] as? String))
-            }
+            let made = try s.recipientArchives(3, for: pub, in: dir)
             // Nothing here opens them, yet each is known as written here.
             expectExit(try s.run(["verify", made[2]]), 77)
             let asWritten = try s.run(["verify", "--as-written", made[2]])
@@ -260,17 +274,7 @@ struct VerifySeveralTests {
     func several() throws {
         try withSandbox { s in
             _ = try s.fillVault()
-            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
-            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
-            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
-            let dir = s.path("backups")
-            mkdir(dir, 0o700)
-            var made: [String] = []
-            for _ in 0..<3 {
-                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
-                expectExit(run, 0)
-                made.append(try #require(try jsonDocument(run)["archive"] as? String))
-            }
+            let made = try s.recipientArchives(3, for: try s.offlinePublicKey(), in: s.path("backups"))
             let all = try s.run(["verify", "--as-written"] + made)
             expectExit(all, 0)
             #expect(all.out.split(separator: "\n").filter { $0.hasPrefix("ok: ") }.count == 3, "\(all)")

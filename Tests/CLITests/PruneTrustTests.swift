@@ -54,18 +54,9 @@ struct PruneTrustTests {
     func forgedRecordedIDs() throws {
         try withSandbox { s in
             _ = try s.fillVault()
-            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
-            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
-            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
             let dir = s.path("backups")
-            #expect(mkdir(dir, 0o700) == 0)
-            var made: [String] = []
-            for index in 0..<3 {
-                if index == 2 { usleep(2_100_000) }   // whole seconds for the forgeries' dates
-                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
-                expectExit(run, 0)
-                made.append(try #require(try jsonDocument(run)["archive"] as? String))
-            }
+            // Whole seconds between the second and the newest, for the forgeries' dates.
+            let made = try s.recipientArchives(3, for: try s.offlinePublicKey(), in: dir) { if $0 == 2 { usleep(2_100_000) } }
             // Just below the newest, under the two older archives' IDs.
             let info = try jsonDocument(try s.run(["info", made[2], "--json"]))
             let created = try #require(info["created"] as? String)
@@ -175,17 +166,8 @@ struct PruneTrustTests {
     func plantedPasswordArchive() throws {
         try withSandbox { s in
             _ = try s.fillVault()
-            expectExit(try s.run(["init"], environment: s.elsewhere("offline")), 0)
-            expectExit(try s.run(["key", "generate"], environment: s.elsewhere("offline")), 0)
-            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"], environment: s.elsewhere("offline")).stdout))
             let dir = s.path("backups")
-            #expect(mkdir(dir, 0o700) == 0)
-            var made: [String] = []
-            for _ in 0..<2 {
-                let run = try s.run(["create", "--portable", "--recipient", pub, "--output-dir", dir, "--json"])
-                expectExit(run, 0)
-                made.append(try #require(try jsonDocument(run)["archive"] as? String))
-            }
+            let made = try s.recipientArchives(2, for: try s.offlinePublicKey(), in: dir)
             let planted = dir + "/n11archive-29991231T235959Z.nu11vlt"
             expectExit(try s.run(["create", "--portable", "-o", planted, "--password-file", try s.passwordFile()] + fastKDF,
                                  environment: try stranger(s)), 0)

@@ -21,28 +21,6 @@ struct RemoteHostileTests {
         unlink(big)
     }
 
-    /// Starts n11archive, waits for `ready()`, sends `signal`; returns 128 + the signal that ended it (or its exit code).
-    func interrupt(_ arguments: [String], environment: [String: String], signal: Int32, when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: n11archiveBinary)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var sawWork = false
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline {
-            if ready() { sawWork = true; break }
-            usleep(2_000)
-        }
-        kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-        return (status, sawWork)
-    }
-
     /// rclone processes still working on `name` (an upload the interrupted command started).
     func rcloneRunning(on name: String) -> Bool {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).contains { pid in
@@ -60,8 +38,7 @@ struct RemoteHostileTests {
             let pw = try s.passwordFile()
             let world = try RemoteWorld(s)
             let args = ["create", "--portable", "-o", "dav:backups/x.nu11vlt", "--password-file", pw] + fastKDF
-            let (status, sawWork) = try interrupt(args, environment: world.environment.merging(["N11_HOME": s.home]) { $1 },
-                                                  signal: signal) {
+            let (status, sawWork) = try interrupt(args, home: s.home, environment: world.environment, signal: signal) {
                 listing(of: world.data + "/backups").contains { $0.hasPrefix(".n11tmp-") }
             }
             #expect(sawWork, "the upload never started")
