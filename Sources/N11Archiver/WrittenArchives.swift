@@ -67,6 +67,21 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
+    /// Records an archive that was just verified in full as written by this home (`verify
+    /// --adopt`): what a home made anew after a disaster says of its old archives, so that
+    /// `prune` here counts them again. `reader.path` is the file verified (for a remote
+    /// archive the fetched copy, whose bytes are the remote's); `location` where it lives.
+    public static func adopt(_ reader: ArchiveReader, location: String, in home: N11Home) throws(ArchiveError) -> Record {
+        do {
+            let fd = try FileDescriptor.openForReading(reader.path)
+            let adopted = Record(archiveID: reader.header.archiveIDHex, size: try fd.status().size, sha256: try sha256(of: fd),
+                                 created: reader.header.created,
+                                 location: RemotePath.parse(location) == nil ? Path.absolute(location) : location)
+            try record(adopted, in: home)
+            return adopted
+        } catch { throw ArchiveError.wrap(error) }
+    }
+
     /// After `rekey` replaced an archive this home wrote, records its new size and SHA-256
     /// (the archive ID stays). Does nothing for an archive this home has no record of.
     public static func rerecord(_ path: String, in home: N11Home) throws(ArchiveError) {

@@ -150,7 +150,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
         }
         if archives.isEmpty && !notOpened.isEmpty {
             throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' is this home's (written here, or opening with this password or key store), so nothing was deleted",
-                           hint: "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched")
+                           hint: "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched (after a disaster, `n11archive verify --adopt` takes your old archives back as this home's)")
         }
         let decision = ArchiveRetention.apply(policy, to: archives)
 
@@ -213,19 +213,30 @@ struct Prune: ParsableCommand, HasOutputOptions {
             return try body(local)
         }
         var archives: [ArchiveRetention.Candidate] = [], notOpened: [String] = [], ignored: [String] = []
-        let named = listed.filter { ArchiveRetention.isArchiveName($0.name) }
-        let nothingToDelete = named.count <= max(policy.keepLast, 1) && policy.keepDaily + policy.keepWeekly + policy.keepMonthly == 0
-        for object in named {
+        // Each object's time: a record's, or its header's from the first 64 KiB (not yet
+        // authenticated). Nothing else is fetched to decide.
+        var dated: [ArchiveRetention.Candidate] = [], unrecorded: [String: ArchiveKeyEntries] = [:]
+        for object in listed where ArchiveRetention.isArchiveName(object.name) {
             let path = dir.appending(object.name)
             if let record = records.first(where: { $0.location == path.description && $0.size == object.size }) {
-                archives.append(.init(path: path.description, created: record.created))
+                dated.append(.init(path: path.description, created: record.created))
                 continue
             }
-            if nothingToDelete { continue }
             guard let keyEntries = ArchiveKeyEntries(prefix: try rclone.prefix(path, count: RemoteArchives.headerPrefixBytes),
                                                      name: path.description) else {
                 Console.warning("'\(path)' has an archive's name but does not start like an n11archive archive; left alone")
                 ignored.append(path.description)
+                continue
+            }
+            unrecorded[path.description] = keyEntries
+            dated.append(.init(path: path.description, created: keyEntries.header.created))
+        }
+        // When the policy keeps every one of them, it keeps every subset too (as for a local
+        // directory): nothing can be deleted, so nothing is opened and no secret is needed.
+        let nothingToDelete = ArchiveRetention.apply(policy, to: dated).remove.isEmpty
+        for candidate in dated {
+            guard !nothingToDelete, let keyEntries = unrecorded[candidate.path] else {
+                archives.append(candidate)
                 continue
             }
             do {
@@ -233,16 +244,20 @@ struct Prune: ParsableCommand, HasOutputOptions {
                 guard try keyEntries.authenticate(password: secrets.password, keyStore: secrets.keyStore,
                                                   kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache).provesOrigin
                 else { continue }
-                archives.append(.init(path: path.description, created: keyEntries.header.created))
+                archives.append(candidate)
             } catch let error as ArchiveError {
                 switch error {
                 case .wrongPassword, .keyNotHere, .noKeyOpens, .passwordNeeded, .damaged, .notAnArchive, .unsupported,
                      .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
-                    Console.warning("'\(path)' is not counted as this home's; left alone (\(ArchiveRetention.NotOpened.reason(for: error)))")
-                    notOpened.append(path.description)
+                    Console.warning("'\(candidate.path)' is not counted as this home's; left alone (\(ArchiveRetention.NotOpened.reason(for: error)))")
+                    notOpened.append(candidate.path)
                 default: throw error
                 }
             }
+        }
+        if archives.isEmpty && !notOpened.isEmpty {
+            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' is this home's (written here, or opening with this password or key store), so nothing was deleted",
+                           hint: "check the password (or --home for secure archives); after a disaster, `n11archive verify --adopt` takes your old archives back as this home's")
         }
         let decision = ArchiveRetention.apply(policy, to: archives)
         var verified: String? = nil

@@ -30,6 +30,13 @@ struct Verify: ParsableCommand, HasOutputOptions {
           help: "Check only that the archive is byte for byte what this home's `create` wrote (size and SHA-256); needs no key.")
     var asWritten = false
 
+    @Flag(help: "After a full verify, record each archive as written by this home, so that prune here counts it (after a disaster: a new home taking its old archives back). Only for archives you know are yours.")
+    var adopt = false
+
+    func validate() throws {
+        if adopt && asWritten { throw ValidationError("--adopt verifies in full and then records; it cannot go with --as-written") }
+    }
+
     struct WrittenDocument: Encodable {
         let outcome = "ok", command = "verify"
         let archive: String
@@ -97,6 +104,10 @@ struct Verify: ParsableCommand, HasOutputOptions {
         let (archive, unlockedStore) = try input.unlock(try input.reader(progress: outputOptions.observer("download")))
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
+        if adopt {
+            _ = try WrittenArchives.adopt(archive.reader, location: input.file, in: input.store.resolvedHome)
+            Console.note("recorded \(input.file) as written by this home: prune here counts it")
+        }
         let document = Document(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
                                 items: report.items, plaintextBytes: report.plaintextBytes, durationSeconds: Output.durationSeconds)
         if outputOptions.json {

@@ -146,6 +146,28 @@ struct PruneTrustTests {
         }
     }
 
+    @Test("after a disaster: the home that holds the identity counts none of the old archives (77, naming --adopt) until verify --adopt takes them back")
+    func adoptAfterDisaster() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let dir = s.path("backups")
+            let made = try s.recipientArchives(3, for: try s.offlinePublicKey(), in: dir)
+            // The machine that wrote them is gone; the one with the identity takes over the job.
+            let newHome = s.elsewhere("offline")
+            let before = try s.run(["prune", dir, "--keep-last", "1"], environment: newHome)
+            expectExit(before, 77)
+            #expect(before.err.contains("--adopt"), "\(before)")
+            #expect(made.allSatisfy(exists))
+            let adopted = try s.run(["verify", "--adopt"] + made, environment: newHome)
+            expectExit(adopted, 0)
+            #expect(adopted.err.contains("recorded"), "\(adopted)")
+            let pruned = try s.run(["prune", dir, "--keep-last", "1"], environment: newHome)
+            expectExit(pruned, 0)
+            #expect(!exists(made[0]) && !exists(made[1]) && exists(made[2]), "\(pruned)")
+            expectExit(try s.run(["verify", "--adopt", "--as-written", made[2]], environment: newHome), 64)
+        }
+    }
+
     @Test("archives that all belong to another user (a mount that maps them, the wrong user's job) are 78, not 'nothing to prune'")
     func allForeign() throws {
         try withSandbox { s in

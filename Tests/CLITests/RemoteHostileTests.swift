@@ -135,6 +135,27 @@ struct RemoteHostileTests {
         }
     }
 
+    @Test("prune REMOTE:DIR: when the policy keeps every archive (any rules), nothing is opened and no secret is needed")
+    func policyShortcut() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let world = try RemoteWorld(s)
+            // Another home's password archives: this home has no record of them.
+            var env = world.environment
+            env["N11_HOME"] = s.path("other")
+            expectExit(try s.run(["init"], environment: env), 0)
+            expectExit(try s.run(["vault", "add", try s.file("o.jpg", randomBytes(3000))], environment: env), 0)
+            let pw = try s.passwordFile()
+            for _ in 0..<3 {
+                expectExit(try s.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw] + fastKDF, environment: env), 0)
+            }
+            let pruned = try world.run(["prune", "dav:backups", "--keep-last", "3", "--keep-weekly", "4", "--json"])
+            expectExit(pruned, 0)
+            #expect((try jsonDocument(pruned)["kept"] as? [[String: Any]])?.count == 3, "\(pruned)")
+            #expect(!pruned.err.contains("not counted"), "archives were opened: \(pruned)")
+        }
+    }
+
     @Test("--spool /tmp is refused with the advice to choose a private directory, never to chmod it (78)")
     func sharedSpool() throws {
         try withSandbox { s in
