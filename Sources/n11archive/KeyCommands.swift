@@ -83,19 +83,35 @@ extension KeyCommand {
               n11archive key export-public                  # to standard output
               n11archive key export-public -o backup.pub
               n11archive key export-public --standard -o spki.pem
+              n11archive key export-public --from backup.key -o backup.pub
             FileLock's form is a PUBLIC KEY block holding the raw 65-byte point; \
             --standard writes a SubjectPublicKeyInfo. Every n11archive command reads both.
             """)
 
         @OptionGroup var store: StoreOptions
+        @Option(name: .customLong("from"),
+                help: ArgumentHelp("Take the identity from this private key file (as `key export-private` writes it) instead of the key store.", valueName: "FILE"),
+                completion: .file())
+        var from: String?
+        @OptionGroup var passphrase: PassphraseOptions
         @Option(name: .short, help: ArgumentHelp("Write to FILE (never replacing one) instead of standard output.", valueName: "FILE"), completion: .file())
         var output: String?
         @Flag(help: "Write a standard SubjectPublicKeyInfo PEM instead of FileLock's raw point.") var standard = false
         @Option(help: ArgumentHelp("Which identity, by fingerprint prefix (when the key store holds several).", valueName: "HEX"))
         var fingerprint: String?
 
+        func validate() throws {
+            if from != nil && fingerprint != nil { throw ValidationError("--fingerprint picks among the key store's identities; it cannot go with --from") }
+        }
+
         func run() throws {
-            let key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint).publicKey
+            let key: P256PublicKey
+            if let from {
+                // After a disaster the identity may be only in its file: no import needed.
+                key = try KeyFiles.identity(inFile: from) { try passphrase.read(for: from, confirm: false) }.publicKey
+            } else {
+                key = try KeyCommand.choose(try store.loadKeyStore(), fingerprint).publicKey
+            }
             let text = standard ? KeyFiles.standardPEM(key) : KeyFiles.fileLockPEM(key)
             guard let output else {
                 for line in text.split(separator: "\n") { Console.out(String(line)) }

@@ -268,6 +268,28 @@ struct WriteOnlyPruneTests {
     }
 }
 
+@Suite("n11archive CLI: a public key from a private key file")
+struct ExportPublicFromFileTests {
+    @Test("key export-public --from FILE writes the public key of an identity file, on a machine with no key store")
+    func fromFile() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["key", "generate"]), 0)
+            let pp = try s.passphraseFile()
+            let key = s.path("backup.key")
+            expectExit(try s.run(["key", "export-private", "-o", key, "--passphrase-file", pp]), 0)
+            let fromStore = try s.run(["key", "export-public"])
+            let bare = s.elsewhere("bare")
+            let fromFile = try s.run(["key", "export-public", "--from", key, "--passphrase-file", pp], environment: bare)
+            expectExit(fromFile, 0)
+            #expect(fromFile.out == fromStore.out && !fromFile.out.isEmpty, "\(fromFile)")
+            #expect(!exists(s.path("bare")), "no home was made")
+            expectExit(try s.run(["key", "export-public", "--from", key, "--passphrase-file", try s.passphraseFile("another long one")],
+                                 environment: bare), 77)
+        }
+    }
+}
+
 @Suite("n11archive CLI: verify --as-written of several archives (README's glob)")
 struct VerifySeveralTests {
     @Test("verify --as-written A B C checks each in order, prints a line each (one --json document), and the first damaged one ends the run")
