@@ -310,12 +310,12 @@ extension VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "rm",
             abstract: "Remove items from the vault.",
-            discussion: "Example:\n  n11archive vault rm 3F2A9C1B")
+            discussion: "Examples:\n  n11archive vault rm 3F2A9C1B\n  n11archive vault rm 'IMG_0001.jpg'   # a name only one item has")
 
         @OptionGroup var store: StoreOptions
         @OptionGroup var vaultOptions: VaultOptions
 
-        @Argument(help: ArgumentHelp("IDs (or unique prefixes) of the items to remove.", valueName: "ID"))
+        @Argument(help: ArgumentHelp("The items, as `vault cat` takes one: an ID, a unique ID prefix (4+ characters), or a name (or glob) only it has.", valueName: "ITEM"))
         var ids: [String]
 
         func validate() throws {
@@ -329,7 +329,13 @@ extension VaultCommand {
             let damaged = Set(try vault.damagedItemIDs())
             var items: [ItemMetadata] = [], damagedIDs: [String] = []
             for id in ids {
-                if damaged.contains(id.uppercased()) { damagedIDs.append(id.uppercased()) } else { items.append(try vault.item(matching: id)) }
+                if damaged.contains(id.uppercased()) {
+                    damagedIDs.append(id.uppercased())
+                } else {
+                    // The same forms as `vault cat`; a name several items share is refused
+                    // (ambiguous), never taken as all of them.
+                    items.append(try vault.item(matching: id, orName: true))
+                }
             }
             try vault.remove(items)
             for id in damagedIDs { try vault.removeDamaged(id: id) }

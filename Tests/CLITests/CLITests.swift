@@ -231,6 +231,17 @@ struct CLITests {
             #expect(try s.list().items.count == 2)
             #expect(!exists(s.vault + "/Photos/\(lines[2].id).n11"))
             #expect(try TestCatalogue.record(id: lines[2].id, in: s.vault) == nil)
+
+            // rm takes an item as cat does: by a name only it has; a shared name is refused.
+            let byName = try s.run(["vault", "rm", "b.jpg"])
+            expectExit(byName, 0)
+            #expect(byName.out.contains(lines[1].id), "\(byName)")
+            mkdir(s.path("twin"), 0o700)
+            expectExit(try s.run(["vault", "add", try s.file("twin/a.jpg", randomBytes(10))]), 0)
+            let shared = try s.run(["vault", "rm", "a.jpg"])
+            expectExit(shared, 66)
+            #expect(shared.err.contains("2"), "\(shared)")
+            #expect(try s.list().items.count == 2, "nothing was removed by a name two items share")
         }
     }
 
