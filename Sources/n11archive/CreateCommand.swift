@@ -203,7 +203,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         // The default leaves the backup compartment out: say so every time, even with
         // --quiet (a nightly job would otherwise never back those items up, unnoticed).
         for (left, count) in leftOut.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            let message = "\(count) item(s) in the \(left.rawValue) compartment are not in this archive; use --compartment \(left.rawValue) (or --all-compartments)"
+            let message = "\(count) item(s) in the \(left.rawValue) compartment are not in this archive; add --all-compartments to include them (--compartment \(left.rawValue) alone would archive only those)"
             if compartment.isEmpty && !allCompartments { Console.warning(message) } else { Console.note(message) }
         }
         if outputOptions.json {

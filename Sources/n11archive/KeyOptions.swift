@@ -42,7 +42,7 @@ struct PassphraseOptions: ParsableArguments {
             }
         }
         // On a terminal `accept` runs before the second prompt; from a file, right after.
-        let secret = try source.read(what: "passphrase", confirm: confirm, accept: confirm ? check : nil)
+        let secret = try source.read(what: "passphrase", confirm: confirm, subject: "'\(path)'", accept: confirm ? check : nil)
         if confirm { try check(secret) }
         return secret
     }

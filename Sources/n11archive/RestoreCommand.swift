@@ -151,7 +151,8 @@ struct Restore: ParsableCommand, HasOutputOptions {
                            hint: "`n11archive list \(input.file)` shows the IDs and names")
         }
         let item = archive.manifest.items[selected[0]]
-        try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: false, what: "item \(item.id)")
+        try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: false, what: "item \(item.id)",
+                                                      alternatives: "give a directory: --export DIR")
         _ = try ArchiveExporter.exportOne(archive, index: selected[0], keyStore: keyStore, to: StandardOutputSink())
         Console.note("wrote \(item.id) '\(item.name)' (\(Console.byteCount(item.size))) to standard output")
     }

@@ -31,15 +31,17 @@ enum SecretSource {
     /// Reads the secret. `what` names it in prompts and errors ("PIN", "password");
     /// `confirm` asks twice on a terminal (when setting a new one).
     /// `accept` checks a new secret's rules right after it is typed, before "Repeat".
-    func read(what: String, confirm: Bool = false, accept: ((SecureBytes) throws -> Void)? = nil) throws -> SecureBytes {
-        do { return try readChecked(what: what, confirm: confirm, accept: accept) }
+    /// `subject` names what the secret is for in a terminal prompt (a key file, say), so that
+    /// a person asked for several secrets knows which one.
+    func read(what: String, confirm: Bool = false, subject: String? = nil, accept: ((SecureBytes) throws -> Void)? = nil) throws -> SecureBytes {
+        do { return try readChecked(what: what, confirm: confirm, subject: subject, accept: accept) }
         catch let error as CryptoError {
             // Too long, or an unreadable descriptor: the user's input, not damaged data.
             throw CLIError(.usage, "cannot read the \(what): \(error.description)")
         }
     }
 
-    private func readChecked(what: String, confirm: Bool, accept: ((SecureBytes) throws -> Void)?) throws -> SecureBytes {
+    private func readChecked(what: String, confirm: Bool, subject: String?, accept: ((SecureBytes) throws -> Void)?) throws -> SecureBytes {
         let secret: SecureBytes
         switch self {
         case .file(let path):
@@ -60,7 +62,7 @@ enum SecretSource {
                 throw CLIError(.usage, "no terminal to ask for the \(what)",
                                hint: "give it with --\(what.lowercased())-file FILE or --\(what.lowercased())-fd N")
             }
-            secret = try prompt(tty, "Enter \(what): ")
+            secret = try prompt(tty, "Enter \(what)\(subject.map { " for \($0)" } ?? ""): ")
             try accept?(secret)
             if confirm {
                 let again = try prompt(tty, "Repeat \(what): ")

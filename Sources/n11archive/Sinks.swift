@@ -17,10 +17,12 @@ final class StandardOutputSink: UnverifiedPlaintextSink {
 
     /// Binary bytes on a terminal garble it (and may drive its escape sequences): refused
     /// unless `force`, before anything is read, as gzip and age refuse.
-    static func refuseBinaryOnTerminal(_ binary: Bool, force: Bool, what: String) throws {
+    /// `alternatives` says what else the command takes (its own flags, not another's).
+    static func refuseBinaryOnTerminal(_ binary: Bool, force: Bool, what: String,
+                                       alternatives: String = "give -o FILE, or pass --force") throws {
         guard binary && !force && Terminal.isTerminal(1) else { return }
         throw CLIError(.usage, "standard output is a terminal; \(what) is binary and was not written",
-                       hint: "redirect it (> FILE), give -o FILE, or pass --force")
+                       hint: "redirect it (> FILE), or \(alternatives)")
     }
 }
 

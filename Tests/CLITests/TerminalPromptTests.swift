@@ -34,6 +34,19 @@ struct TerminalPromptTests {
         }
     }
 
+    @Test("a key file's passphrase prompt names the file")
+    func passphrasePromptNamesTheFile() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["key", "generate"]), 0)
+            let key = s.path("backup.key")
+            let (transcript, _) = try runOnTerminal(["key", "export-private", "-o", key],
+                                                    typing: ["a long passphrase", "a long passphrase"], home: s.home)
+            #expect(transcript.contains("Enter passphrase for '\(key)':"), "\(transcript)")
+            #expect(exists(key), "\(transcript)")
+        }
+    }
+
     @Test("two different PINs create nothing")
     func pinMismatch() throws {
         try withSandbox { s in
