@@ -45,11 +45,7 @@ public enum ArchiveRetention {
     public static func apply(_ policy: Policy, to archives: [Candidate]) -> Decision {
         // Newest first; equal times (same second) by the name's -N suffix, higher first
         // (create picks -2 only when the bare name exists, so -2 is the later one).
-        let ordered = archives.sorted {
-            if $0.created != $1.created { return $0.created > $1.created }
-            let a = sequence(of: Path.lastComponent(of: $0.path)), b = sequence(of: Path.lastComponent(of: $1.path))
-            return a != b ? a > b : $0.path > $1.path
-        }
+        let ordered = archives.sorted(by: newestFirst)
         var reasons = Array(repeating: [String](), count: ordered.count)
         if !ordered.isEmpty { reasons[0].append("newest") }
         for index in ordered.indices.prefix(policy.keepLast) { reasons[index].append("last") }
@@ -62,6 +58,15 @@ public enum ArchiveRetention {
             if why.isEmpty { decision.remove.append(archive) } else { decision.keep.append((archive, why)) }
         }
         return decision
+    }
+
+    /// The order of archives everywhere (`prune`, `archives`): newest first by header time;
+    /// in the same second by the name's -N suffix, higher first (create picks -2 only when
+    /// the bare name exists, so -2 is the later one); then by path.
+    public static func newestFirst(_ a: Candidate, _ b: Candidate) -> Bool {
+        if a.created != b.created { return a.created > b.created }
+        let x = sequence(of: Path.lastComponent(of: a.path)), y = sequence(of: Path.lastComponent(of: b.path))
+        return x != y ? x > y : a.path > b.path
     }
 
     /// Walks newest first; the first archive seen in each new bucket is that bucket's newest.

@@ -29,6 +29,26 @@ extension Sandbox {
 
 @Suite("n11archive CLI: create --output-dir and prune")
 struct PruneCLITests {
+    @Test("archives lists in prune's order (header time, then -N in the same second) and shows undated archives too")
+    func archivesOrder() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            let dated = try s.datedArchives(3, in: dir, password: pw)   // likely within one second: -2, -3
+            usleep(1_100_000)   // a later second than the dated ones
+            let undated = dir + "/by-hand.nu11vlt"
+            expectExit(try s.run(["create", "--portable", "-o", undated, "--password-file", pw] + fastKDF), 0)
+            try writeBytes([1, 2, 3], to: dir + "/.n11tmp-123-x.nu11vlt.abc")
+            let listed = try s.run(["archives", dir, "--json"])
+            expectExit(listed, 0)
+            let names = ((try jsonDocument(listed)["archives"] as? [[String: Any]]) ?? []).compactMap { $0["archive"] as? String }
+            // The hand-made one is the newest by its header; then the dated ones, newest first.
+            #expect(names == [undated] + dated.reversed(), "\(names)")
+        }
+    }
+
 
     @Test("--output-dir: UTC-stamped names, -2 when the name is taken, never overwriting")
     func datedNames() throws {
