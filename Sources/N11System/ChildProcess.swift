@@ -13,6 +13,8 @@ public final class ChildProcess: @unchecked Sendable {
     private let errorFile: FileDescriptor
     private let pid: pid_t
     private var reaped = false
+    /// The raw status waitpid gave once the program was reaped.
+    private var waitStatus: Int32 = 0
     /// Ends the program if Ctrl-C or SIGTERM ends us first: a child is not in our process
     /// group's signal when someone kills only us (cron, systemd, `kill PID`), and an upload
     /// left running would finish what the interrupted command was taking back.
@@ -107,15 +109,16 @@ public final class ChildProcess: @unchecked Sendable {
     /// Waits for the program to end (closing our end of its output first).
     public func wait() -> Outcome {
         try? output.close()
-        var status: Int32 = 0
         if !reaped {
             // Exited but not reaped: its PID cannot be reused yet, so the Ctrl-C cleanup is
             // cancelled while a signal from it can still only reach this program.
             _ = n11_wait_child_exit(pid)
             if let interruptCleanup { Interruption.cancel(interruptCleanup) }
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            while waitpid(pid, &waitStatus, 0) < 0 && errno == EINTR {}
             reaped = true
         }
+        // Kept, so that a second wait (after `terminate`, say) tells the same.
+        let status = waitStatus
         let signal = status & 0x7F
         let code = signal == 0 ? (status >> 8) & 0xFF : 128 + signal
         var text: [UInt8] = []

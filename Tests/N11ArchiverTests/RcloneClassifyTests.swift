@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+@testable import N11Archiver
+@testable import N11System
+
+/// How rclone's failures become n11archive's: each kind of message a real rclone prints (as
+/// the loopback suites saw them) gets its exit kind and says what happened, without running
+/// rclone (issue 26: these were reached only through whole commands against servers).
+@Suite("Rclone failures, classified")
+struct RcloneClassifyTests {
+    static let cases: [(status: Int32, text: String, kind: FailureKind, says: String)] = [
+        (1, "2026/11/22 21:00:00 CRITICAL: Failed to create file system for \"nas:x\": didn't find section in config file", .configuration, "no remote named 'nas'"),
+        (1, "2026/11/22 21:00:00 ERROR : x: Failed to copy: 401 Unauthorized", .authentication, "refused rclone's credentials"),
+        (1, "2026/11/22 21:00:00 ERROR : x: Failed to copy: 507 Insufficient Storage", .ioFailure, "the remote is full"),
+        (3, "2026/11/22 21:00:00 ERROR : : error listing: directory not found", .missingInput, "no such directory"),
+        (4, "2026/11/22 21:00:00 ERROR : x: object not found", .missingInput, "no such file"),
+        (1, "2026/11/22 21:00:00 ERROR : dial tcp 127.0.0.1:9: connect: connection refused", .ioFailure, "cannot reach the remote"),
+        (1, "{\"level\":\"error\",\"msg\":\"Failed to copy: connection reset by peer\",\"time\":\"2026-11-22T21:00:00Z\"}", .ioFailure, "connection reset by peer"),
+        (9, "2026/11/22 21:00:00 ERROR : something new", .ioFailure, "rclone failed (exit status 9): something new"),
+    ]
+
+    @Test("each message gets its kind and a message naming the remote", arguments: cases.indices)
+    func classified(_ index: Int) {
+        let (status, text, kind, says) = Self.cases[index]
+        let error = Rclone.classify(ChildProcess.Outcome(status: status, errorText: text), subject: RemotePath(remote: "nas", path: "x"))
+        #expect(error.kind == kind, "\(error)")
+        #expect(error.description.contains(says) && error.description.contains("nas:x"), "\(error)")
+    }
+
+    @Test("a time whose milliseconds read 403 is not a refusal")
+    func timeIsNotAStatus() {
+        let error = Rclone.classify(ChildProcess.Outcome(status: 1, errorText: "2026/11/22 21:00:00.403 ERROR : x: connection refused"),
+                                    subject: RemotePath(remote: "nas", path: "x"))
+        #expect(error.kind == .ioFailure, "\(error)")
+    }
+}

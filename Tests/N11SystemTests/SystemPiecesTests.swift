@@ -1,0 +1,135 @@
+import Foundation
+import Glibc
+import Testing
+@testable import N11System
+
+/// Direct tests of the POSIX layer's pieces that the higher layers and the CLI suites only
+/// reached through whole commands (issue 26): directories opened without following links,
+/// locks, atomic files, child processes, and the permission rules for shared places.
+@Suite("N11System pieces, tested directly")
+struct SystemPiecesTests {
+    func scratch(_ body: (String) throws -> Void) throws {
+        var template = Array((NSTemporaryDirectory() + "/n11-system-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        let dir = try #require(made.map { String(cString: $0) })
+        defer { _ = try? FileManager.default.removeItem(atPath: dir) }
+        try body(dir)
+    }
+
+    func write(_ path: String, _ text: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test("DirectoryHandle: a link in place of a subdirectory is refused; renameat2 without replacing leaves both files")
+    func directoryHandle() throws {
+        try scratch { dir in
+            #expect(mkdir(dir + "/real", 0o700) == 0 && symlink(dir + "/real", dir + "/link") == 0)
+            let handle = try DirectoryHandle.open(dir)
+            #expect(throws: SystemError.self) { _ = try handle.openSubdirectory("link") }
+            #expect(throws: SystemError.self) { _ = try DirectoryHandle.open(dir + "/link") }
+            #expect(try DirectoryHandle.open(dir + "/link", followingLink: true).status().kind == .directory)
+            #expect(try handle.status(of: "missing") == nil)
+
+            try write(dir + "/a", "a")
+            try write(dir + "/b", "b")
+            do {
+                try DirectoryHandle.rename("a", in: handle, to: "b", in: handle, .noReplace)
+                Issue.record("a rename without replacing replaced b")
+            } catch let error as SystemError {
+                #expect(error.errno == EEXIST)
+            }
+            #expect(try String(contentsOfFile: dir + "/b", encoding: .utf8) == "b" && FileManager.default.fileExists(atPath: dir + "/a"))
+            try DirectoryHandle.rename("a", in: handle, to: "b", in: handle, .exchange)
+            #expect(try String(contentsOfFile: dir + "/b", encoding: .utf8) == "a")
+        }
+    }
+
+    @Test("DirectoryHandle.removePrivateTree removes a real tree of the user's, never through a link")
+    func removePrivateTree() throws {
+        try scratch { dir in
+            #expect(mkdir(dir + "/tree", 0o700) == 0 && mkdir(dir + "/tree/sub", 0o700) == 0)
+            try write(dir + "/tree/sub/f", "x")
+            #expect(mkdir(dir + "/victim", 0o700) == 0)
+            try write(dir + "/victim/keep", "keep")
+            #expect(symlink(dir + "/victim", dir + "/planted") == 0)
+            let handle = try DirectoryHandle.open(dir)
+            #expect(handle.removePrivateTree("tree"))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/tree"))
+            #expect(!handle.removePrivateTree("planted"))
+            #expect(FileManager.default.fileExists(atPath: dir + "/victim/keep"))
+        }
+    }
+
+    @Test("FileLock: a second taker is told who holds it; after release it is free")
+    func fileLock() throws {
+        try scratch { dir in
+            let path = dir + "/.lock"
+            guard case .acquired(let first) = try FileLock.acquire(path) else { Issue.record("not acquired"); return }
+            switch try FileLock.acquire(path, shared: true) {
+            case .heldBy(let pid): #expect(pid == getpid())
+            case .acquired: Issue.record("a shared lock was taken beside an exclusive one")
+            }
+            first.release()
+            guard case .acquired = try FileLock.acquire(path) else { Issue.record("released, but still held"); return }
+            // A link in the lock's place is refused, not followed.
+            #expect(unlink(path) == 0 && symlink(dir + "/elsewhere", path) == 0)
+            #expect(throws: (any Error).self) { _ = try FileLock.acquire(path) }
+            #expect(!FileManager.default.fileExists(atPath: dir + "/elsewhere"))
+        }
+    }
+
+    @Test("AtomicFile: without replacing, an existing file stays and nothing of ours is left; abort leaves nothing")
+    func atomicFile() throws {
+        try scratch { dir in
+            let target = dir + "/out"
+            try write(target, "old")
+            let file = try AtomicFile(path: target)
+            try file.descriptor.write(Array("new".utf8))
+            #expect(throws: SystemError.self) { try file.commit(replaceExisting: false) }
+            #expect(try String(contentsOfFile: target, encoding: .utf8) == "old")
+            let aborted = try AtomicFile(path: dir + "/other")
+            aborted.abort()
+            let left = try FileManager.default.contentsOfDirectory(atPath: dir)
+            #expect(left == ["out"], "\(left)")
+            let replacing = try AtomicFile(path: target)
+            try replacing.descriptor.write(Array("new".utf8))
+            try replacing.commit()
+            #expect(try String(contentsOfFile: target, encoding: .utf8) == "new")
+        }
+    }
+
+    @Test("ChildProcess: output, error text and status; a missing program is ENOENT; terminate ends a running one")
+    func childProcess() throws {
+        let (outcome, output) = try ChildProcess.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        #expect(outcome.status == 3 && String(decoding: output, as: UTF8.self) == "out\n" && outcome.errorText.contains("err"))
+        do {
+            _ = try ChildProcess.start(["/nonexistent/program"])
+            Issue.record("a missing program started")
+        } catch let error as SystemError {
+            #expect(error.errno == ENOENT)
+        }
+        let sleeper = try ChildProcess.start(["sleep", "30"])
+        let started = Date()
+        sleeper.terminate()
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(sleeper.wait().status == 128 + SIGTERM)
+    }
+
+    @Test("Shared places: a place others can write is refused to act in; a new place below a non-sticky shared directory too")
+    func sharedPlaces() throws {
+        try scratch { dir in
+            #expect(mkdir(dir + "/open", 0o775) == 0 && chmod(dir + "/open", 0o775) == 0)
+            let open = try #require(try FileStatus.of(dir + "/open"))
+            #expect(throws: PrivatePermissions.Violation.self) { try PrivatePermissions.checkOnlyUserCanChange(dir + "/open", status: open) }
+            #expect(chmod(dir + "/open", 0o755) == 0)
+            try PrivatePermissions.checkOnlyUserCanChange(dir + "/open", status: try #require(try FileStatus.of(dir + "/open")))
+
+            #expect(mkdir(dir + "/shared", 0o777) == 0 && chmod(dir + "/shared", 0o777) == 0)
+            #expect(throws: PrivatePermissions.Violation.self) {
+                try PrivatePermissions.checkAncestors(ofNew: dir + "/shared/a/b/vault", what: "your vault")
+            }
+            #expect(chmod(dir + "/shared", 0o1777) == 0)
+            try PrivatePermissions.checkAncestors(ofNew: dir + "/shared/a/b/vault", what: "your vault")
+        }
+    }
+}
