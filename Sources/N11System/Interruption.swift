@@ -85,12 +85,17 @@ public enum Interruption {
         return set
     }
 
+    /// Told the signal and whether anything is to be taken back, before the clean-ups run:
+    /// the CLI says so on standard error, since exit 130 alone tells a person nothing.
+    nonisolated(unsafe) public static var willCleanUp: ((_ signal: Int32, _ takingBack: Bool) -> Void)?
+
     private static func waitForSignal() {
         var set = signalSet()
         var received: Int32 = 0
         while sigwait(&set, &received) != 0 {}
         pthread_mutex_lock(lock)
         Terminal.restoreAfterInterruption()
+        willCleanUp?(received, !cleanups.isEmpty)
         for cleanup in cleanups.reversed() { cleanup.action() }
         cleanups.removeAll()
         // Die of the signal itself: default action, unblocked in this thread, raised here.

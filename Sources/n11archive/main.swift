@@ -7,6 +7,10 @@ import N11System
 ProcessHardening.disableCoreDumps()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
+Interruption.willCleanUp = { signal, takingBack in
+    let name = [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
+    Console.warning("interrupted by \(name)\(takingBack ? "; taking back what this run made" : "")")
+}
 FileLock.willWait = { lock, holder, seconds in
     Console.note("\(holder.map { "process \($0)" } ?? "another process") holds '\(lock)'; waiting up to \(Int(seconds.rounded(.up))) s for it to finish…")
 }

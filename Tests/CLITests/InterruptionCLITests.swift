@@ -10,7 +10,7 @@ import N11TestSupport
 /// Starts n11archive, waits until `ready()` says it is mid-work (or it exits), sends
 /// `signal`, and returns how it ended: the exit code, or 128 + the signal that ended it.
 func interrupt(_ arguments: [String], home: String, environment extra: [String: String] = [:], signal: Int32,
-               when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
+               standardError: String? = nil, when ready: () -> Bool) throws -> (status: Int32, sawWork: Bool) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: n11archiveBinary)
     process.arguments = arguments
@@ -20,7 +20,12 @@ func interrupt(_ arguments: [String], home: String, environment extra: [String: 
     process.environment = environment
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
+    if let standardError {
+        FileManager.default.createFile(atPath: standardError, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
+    } else {
+        process.standardError = FileHandle.nullDevice
+    }
     try process.run()
     var sawWork = false
     let deadline = Date().addingTimeInterval(60)
@@ -62,11 +67,16 @@ struct InterruptionCLITests {
             _ = try prepare(s)
             let out = s.path("out")
             mkdir(out, 0o700)
+            let errors = s.path("stderr")
             let (status, sawWork) = try interrupt(["create", "--portable", "-o", out + "/new.nu11vlt", "--password-file", s.path("password")] + fastKDF,
-                                                  home: s.home, signal: signal) { !hidden(in: out).isEmpty }
+                                                  home: s.home, signal: signal, standardError: errors) { !hidden(in: out).isEmpty }
             #expect(sawWork, "the temp archive never appeared")
             #expect(status == 128 + signal, "exit \(status)")
             #expect(listing(of: out).isEmpty, "\(listing(of: out))")
+            // A person is told why it stopped, not left with exit 130 alone.
+            let said = String(decoding: try readBytes(errors), as: UTF8.self)
+            #expect(said.contains("warning: interrupted by \(signal == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM"); taking back what this run made"),
+                    "\(said)")
         }
     }
 
