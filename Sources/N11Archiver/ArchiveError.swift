@@ -240,6 +240,11 @@ public enum ArchiveError: CategorizedError, Sendable {
 extension ArchiveError {
     /// A failure while reading one item, naming it.
     static func itemFailed(archive: String, id: String, _ error: any Error) -> ArchiveError {
+        // The archive's key opened its header and manifest already: a tag that fails in an
+        // item is that item's bytes, never "a wrong key".
+        if case CryptoError.authenticationFailed = error {
+            return .damaged(archive: archive, what: "item \(id) failed authentication (the archive's key is right: this item's bytes were changed or damaged)")
+        }
         let translated = reading(archive, error)
         if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: "item \(id): \(what)") }
         return translated

@@ -32,6 +32,17 @@ struct MisleadingMessageTests {
         }
     }
 
+    @Test("a damaged item in an archive whose password is right is named as damaged, not as a wrong key")
+    func damagedItemNotWrongKey() throws {
+        try withSandbox { s in
+            let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Fixtures/vectors/archive").path
+            let run = try s.run(["verify", fixtures + "/item-flipped.nu11vlt", "--password-file", fixtures + "/../../golden/portable-v1.password"])
+            expectExit(run, 65)
+            #expect(run.err.contains("the archive's key is right") && !run.err.contains("wrong key"), "\(run)")
+        }
+    }
+
     @Test("usage errors read `n11archive: error:`, a mistyped command or flag gets a did-you-mean")
     func usageErrors() throws {
         try withSandbox { s in
