@@ -169,7 +169,10 @@ public struct Rclone: Sendable {
         let watcher = Thread {
             var reported: Int64 = 0
             func update() {
-                if let bytes = Self.transferredBytes(in: child.errorTail()), bytes > reported {
+                // rclone counts a retried transfer's bytes again: never past the whole file.
+                if var bytes = Self.transferredBytes(in: child.errorTail()) {
+                    if size > 0 { bytes = min(bytes, size) }
+                    guard bytes > reported else { return }
                     progress.add(bytes: bytes - reported)
                     reported = bytes
                 }

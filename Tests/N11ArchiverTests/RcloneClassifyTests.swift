@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import Synchronization
 import Testing
 @testable import N11Archiver
 @testable import N11System
@@ -25,6 +27,22 @@ struct RcloneClassifyTests {
         let error = Rclone.classify(ChildProcess.Outcome(status: status, errorText: text), subject: RemotePath(remote: "nas", path: "x"))
         #expect(error.kind == kind, "\(error)")
         #expect(error.description.contains(says) && error.description.contains("nas:x"), "\(error)")
+    }
+
+    @Test("a transfer's progress never passes the file's size, though rclone counts a retried transfer's bytes again")
+    func progressCapped() throws {
+        let dir = NSTemporaryDirectory() + "/n11-rclone-fake-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A stand-in rclone that reports 250 bytes moved for a 100-byte file, then succeeds.
+        let fake = dir + "/rclone"
+        try Data("#!/bin/sh\necho '{\"stats\":{\"bytes\":250}}' >&2\nexit 0\n".utf8).write(to: URL(fileURLWithPath: fake))
+        chmod(fake, 0o755)
+        let seen = Mutex<[ArchiveProgress.Snapshot]>([])
+        let progress = ArchiveProgress(interval: 0) { snapshot in seen.withLock { $0.append(snapshot) } }
+        try Rclone(environment: ["N11_RCLONE": fake]).download(RemotePath(remote: "nas", path: "x"), to: dir + "/x", progress: progress, size: 100)
+        let last = try #require(seen.withLock { $0.last })
+        #expect(last.finished && last.bytes == 100 && last.totalBytes == 100, "\(last)")
     }
 
     @Test("a time whose milliseconds read 403 is not a refusal")
