@@ -85,9 +85,10 @@ public enum Interruption {
         return set
     }
 
-    /// Told the signal and whether anything is to be taken back, before the clean-ups run:
+    /// Told the signal and whether anything was taken back, after the clean-ups ran (a
+    /// message that cannot be written, on a closed terminal, must not keep them from running):
     /// the CLI says so on standard error, since exit 130 alone tells a person nothing.
-    nonisolated(unsafe) public static var willCleanUp: ((_ signal: Int32, _ takingBack: Bool) -> Void)?
+    nonisolated(unsafe) public static var didCleanUp: (@Sendable (_ signal: Int32, _ tookBack: Bool) -> Void)?
 
     private static func waitForSignal() {
         var set = signalSet()
@@ -95,9 +96,10 @@ public enum Interruption {
         while sigwait(&set, &received) != 0 {}
         pthread_mutex_lock(lock)
         Terminal.restoreAfterInterruption()
-        willCleanUp?(received, !cleanups.isEmpty)
+        let tookBack = !cleanups.isEmpty
         for cleanup in cleanups.reversed() { cleanup.action() }
         cleanups.removeAll()
+        didCleanUp?(received, tookBack)
         // Die of the signal itself: default action, unblocked in this thread, raised here.
         signal(received, SIG_DFL)
         var one = sigset_t()

@@ -36,12 +36,14 @@ enum Console {
         writeLine("n11archive: warning: \(escapingControlCharacters(message))", to: FileHandle.standardError)
     }
 
+    /// A message that cannot be written (a closed terminal, a full disk behind `2>`) is
+    /// dropped: `FileHandle.write(_:)` would trap and end the process before its cleanups.
     private static func writeLine(_ line: String, to handle: FileHandle) {
-        handle.write(Data((line + "\n").utf8))
+        try? handle.write(contentsOf: Data((line + "\n").utf8))
     }
 
     private static func writeRaw(_ bytes: [UInt8], to handle: FileHandle) {
-        if !bytes.isEmpty { handle.write(Data(bytes)) }
+        if !bytes.isEmpty { try? handle.write(contentsOf: Data(bytes)) }
     }
 
     /// `text` with every C0 control (U+0000–U+001F, newline and tab included), DEL and C1

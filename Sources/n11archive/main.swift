@@ -7,9 +7,12 @@ import N11System
 ProcessHardening.disableCoreDumps()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
-Interruption.willCleanUp = { signal, takingBack in
+Interruption.didCleanUp = { signal, tookBack in
     let name = [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
-    Console.warning("interrupted by \(name)\(takingBack ? "; taking back what this run made" : "")")
+    // One write(2), its result ignored: the terminal may be gone, and this thread holds the
+    // interruption lock (no progress-bar state is touched from here).
+    let line = Array("\nn11archive: warning: interrupted by \(name)\(tookBack ? "; took back what this run had made" : "")\n".utf8)
+    _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
 }
 FileLock.willWait = { lock, holder, seconds in
     Console.note("\(holder.map { "process \($0)" } ?? "another process") holds '\(lock)'; waiting up to \(Int(seconds.rounded(.up))) s for it to finish…")

@@ -21,7 +21,7 @@ func interrupt(_ arguments: [String], home: String, environment extra: [String: 
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = FileHandle.nullDevice
     if let standardError {
-        FileManager.default.createFile(atPath: standardError, contents: nil)
+        if !FileManager.default.fileExists(atPath: standardError) { FileManager.default.createFile(atPath: standardError, contents: nil) }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
     } else {
         process.standardError = FileHandle.nullDevice
@@ -75,8 +75,22 @@ struct InterruptionCLITests {
             #expect(listing(of: out).isEmpty, "\(listing(of: out))")
             // A person is told why it stopped, not left with exit 130 alone.
             let said = String(decoding: try readBytes(errors), as: UTF8.self)
-            #expect(said.contains("warning: interrupted by \(signal == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM"); taking back what this run made"),
+            #expect(said.contains("warning: interrupted by \(signal == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM"); took back what this run had made"),
                     "\(said)")
+        }
+    }
+
+    @Test("with standard error unwritable (a closed terminal, /dev/full), SIGTERM still takes back what the run made")
+    func unwritableStandardError() throws {
+        try withSandbox { s in
+            _ = try prepare(s)
+            let out = s.path("out")
+            mkdir(out, 0o700)
+            let (status, sawWork) = try interrupt(["create", "--portable", "-o", out + "/new.nu11vlt", "--password-file", s.path("password")] + fastKDF,
+                                                  home: s.home, signal: SIGTERM, standardError: "/dev/full") { !hidden(in: out).isEmpty }
+            #expect(sawWork, "the temp archive never appeared")
+            #expect(status == 128 + SIGTERM, "exit \(status): not ended by the signal (a trap writing the message?)")
+            #expect(listing(of: out).isEmpty, "\(listing(of: out))")
         }
     }
 
