@@ -315,7 +315,7 @@ extension VaultCommand {
         @OptionGroup var store: StoreOptions
         @OptionGroup var vaultOptions: VaultOptions
 
-        @Argument(help: ArgumentHelp("The items, as `vault cat` takes one: an ID, a unique ID prefix (4+ characters), or a name (or glob) only it has.", valueName: "ITEM"))
+        @Argument(help: ArgumentHelp("The items: an ID, a unique ID prefix (4+ characters), or the exact name only that item has.", valueName: "ITEM"))
         var ids: [String]
 
         func validate() throws {
@@ -332,15 +332,34 @@ extension VaultCommand {
                 if damaged.contains(id.uppercased()) {
                     damagedIDs.append(id.uppercased())
                 } else {
-                    // The same forms as `vault cat`; a name several items share is refused
-                    // (ambiguous), never taken as all of them.
-                    items.append(try vault.item(matching: id, orName: true))
+                    items.append(try Self.resolve(id, in: vault))
                 }
             }
             try vault.remove(items)
             for id in damagedIDs { try vault.removeDamaged(id: id) }
             for item in items { Console.out("removed \(item.id)  \(item.name)") }
             for id in damagedIDs { Console.out("removed \(id)  (damaged)") }
+        }
+
+        /// An item to remove: by its ID or a unique prefix, or by a name only it has, taken
+        /// exactly (no glob: `photo[1].jpg` must not remove `photo1.jpg`). A word that is both
+        /// a prefix of one item's ID and another item's name is refused: deleting is not a
+        /// place to guess.
+        static func resolve(_ word: String, in vault: Vault) throws -> ItemMetadata {
+            let byID = try? vault.item(matching: word)
+            let byName = try vault.items().filter { $0.name == word }
+            switch (byID, byName.count) {
+            case (let item?, 0): return item
+            case (let item?, _) where byName.allSatisfy({ $0.id == item.id }): return item
+            case (_?, _):
+                throw CLIError(.missingInput, "'\(word)' is both the start of an item's ID and another item's name; nothing was removed",
+                               hint: "give the full ID (`n11archive vault list` shows them)")
+            case (nil, 1): return byName[0]
+            case (nil, 0): return try vault.item(matching: word)   // says why: not found, too short, ambiguous
+            case (nil, _):
+                throw CLIError(.missingInput, "\(byName.count) items are named '\(word)'; nothing was removed",
+                               hint: "give the ID of the one to remove (`n11archive vault list` shows them)")
+            }
         }
     }
 

@@ -240,8 +240,23 @@ struct CLITests {
             expectExit(try s.run(["vault", "add", try s.file("twin/a.jpg", randomBytes(10))]), 0)
             let shared = try s.run(["vault", "rm", "a.jpg"])
             expectExit(shared, 66)
-            #expect(shared.err.contains("2"), "\(shared)")
+            #expect(shared.err.contains("2 items are named 'a.jpg'"), "\(shared)")
             #expect(try s.list().items.count == 2, "nothing was removed by a name two items share")
+            // A name is taken exactly: brackets are not a pattern.
+            mkdir(s.path("odd"), 0o700)
+            expectExit(try s.run(["vault", "add", try s.file("odd/photo1.jpg", randomBytes(10)), try s.file("odd/photo[1].jpg", randomBytes(11))]), 0)
+            let bracket = try s.run(["vault", "rm", "photo[1].jpg"])
+            expectExit(bracket, 0)
+            #expect(bracket.out.contains("photo[1].jpg") && !bracket.out.contains("photo1.jpg"), "\(bracket)")
+            // A word that is one item's ID prefix and another's name removes nothing.
+            let remaining = try s.list().items
+            let other = try #require(remaining.first { ($0["name"] as? String) == "photo1.jpg" }?["id"] as? String)
+            let idStart = String(other.prefix(6))
+            expectExit(try s.run(["vault", "add", "--name", idStart, try s.file("odd/named", randomBytes(12))]), 0)
+            let clash = try s.run(["vault", "rm", idStart])
+            expectExit(clash, 66)
+            #expect(clash.err.contains("both the start of an item's ID and another item's name"), "\(clash)")
+            #expect(try s.list().items.count == remaining.count + 1)
         }
     }
 
