@@ -71,12 +71,27 @@ public enum WrittenArchives {
     /// --adopt`): what a home made anew after a disaster says of its old archives, so that
     /// `prune` here counts them again. `reader.path` is the file verified (for a remote
     /// archive the fetched copy, whose bytes are the remote's); `location` where it lives.
-    public static func adopt(_ reader: ArchiveReader, location: String, in home: N11Home) throws(ArchiveError) -> Record {
+    ///
+    /// Returns nil when this home already holds a record of the archive (its own, or one
+    /// adopted before): that record, and the copy it names, stay as they are. A header dated
+    /// in the future is refused: adopted, it would stay the newest archive forever.
+    /// `verifiedAs` is the file's status when its verification began: a file that changed
+    /// since is not recorded.
+    public static func adopt(_ reader: ArchiveReader, location: String, verifiedAs before: FileStatus,
+                             in home: N11Home, now: Date = Date()) throws(ArchiveError) -> Record? {
+        guard try lookup(reader.header.archiveIDHex, in: home) == nil else { return nil }
+        guard reader.header.created <= now.addingTimeInterval(300) else {
+            throw .damaged(archive: reader.name, what: "its header is dated \(reader.header.created), in the future; it was not adopted")
+        }
         do {
             let fd = try FileDescriptor.openForReading(reader.path)
-            let adopted = Record(archiveID: reader.header.archiveIDHex, size: try fd.status().size, sha256: try sha256(of: fd),
-                                 created: reader.header.created,
-                                 location: RemotePath.parse(location) == nil ? Path.absolute(location) : location)
+            let digest = try sha256(of: fd)
+            let after = try fd.status()
+            guard after.identity == before.identity, after.size == before.size, after.modifiedSeconds == before.modifiedSeconds else {
+                throw ArchiveError.damaged(archive: reader.name, what: "it changed while it was verified; it was not adopted")
+            }
+            let adopted = Record(archiveID: reader.header.archiveIDHex, size: after.size, sha256: digest, created: reader.header.created,
+                                 location: RemotePath.parse(location)?.description ?? Path.absolute(location))
             try record(adopted, in: home)
             return adopted
         } catch { throw ArchiveError.wrap(error) }

@@ -19,25 +19,39 @@ struct ArchiveInput: ParsableArguments {
     /// Opens and authenticates the archive: identities (the key store's and `--identity`
     /// files) are tried on recipient slots first, then the password; secure archives load
     /// the key store. Pass a reader already opened to avoid opening the file twice.
-    func unlock(_ opened: ArchiveReader? = nil, toleratingMissingItems: Bool = false) throws -> (UnlockedArchive, KeyStore?) {
+    /// `cache` keeps what was read for the next archive of the same command (a descriptor or
+    /// a command can be read only once, and a person is asked once, not per archive).
+    func unlock(_ opened: ArchiveReader? = nil, toleratingMissingItems: Bool = false,
+                cache: UnlockSecrets = UnlockSecrets()) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
-        var keyStore: KeyStore? = nil
         func loadStore() throws -> KeyStore {
-            if let keyStore { return keyStore }
+            if let keyStore = cache.keyStore { return keyStore }
             let loaded = try store.loadKeyStore()
-            keyStore = loaded
+            cache.keyStore = loaded
             return loaded
         }
         // No source at all (cron without a password file): nil, and the reader says what
         // would open the archive.
         let archive = try reader.unlock(password: {
-            password.source == nil ? nil : try password.read(confirm: false, cost: reader.header.passwordKDFs.first)
+            if let password = cache.password { return password }
+            cache.password = password.source == nil ? nil : try password.read(confirm: false, cost: reader.header.passwordKDFs.first)
+            return cache.password
         },
                                         keyStore: loadStore, identities: {
+            if let identities = cache.identities { return identities }
             // A machine without a key store has no identities of its own.
             let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
-            return (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
+            let found = (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
+            cache.identities = found
+            return found
         }, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
-        return (archive, keyStore)
+        return (archive, cache.keyStore)
     }
+}
+
+/// What unlocking read, kept for the next archive of one command.
+final class UnlockSecrets {
+    var password: SecureBytes?
+    var keyStore: KeyStore?
+    var identities: [P256PrivateKey]?
 }

@@ -65,9 +65,9 @@ struct Prune: ParsableCommand, HasOutputOptions {
         if policy.isEmpty {
             // The parser runs this before it reports unknown options: name a mistyped rule.
             let rules = ["--keep-last", "--keep-daily", "--keep-weekly", "--keep-monthly"]
-            if let typo = CommandLine.arguments.first(where: { word in
-                word.hasPrefix("--") && !rules.contains(word) && rules.contains { Suggestion.distance(word, $0) <= 2 }
-            }), let meant = Suggestion.closest(to: typo, among: rules) {
+            let options = CommandLine.arguments.filter { $0.hasPrefix("--") }.map { String($0.prefix { $0 != "=" }) }
+            if let typo = options.first(where: { word in !rules.contains(word) && rules.contains { Suggestion.distance(word, $0) <= 2 } }),
+               let meant = Suggestion.closest(to: typo, among: rules) {
                 throw ValidationError("unknown option '\(typo)'; did you mean '\(meant)'?")
             }
             throw ValidationError("give at least one of --keep-last, --keep-daily, --keep-weekly and --keep-monthly (a number above 0)")

@@ -21,9 +21,22 @@ enum SpoolFiles {
         for path in paths { _ = unlink(path) }
         paths = []
     }
+
+    /// Removes one fetched copy now (a command reading several remote archives must not hold
+    /// a full copy of each until it ends).
+    static func remove(_ path: String) {
+        guard let index = paths.firstIndex(of: path) else { return }
+        _ = unlink(path)
+        paths.remove(at: index)
+    }
 }
 
 extension ArchiveInput {
+    /// Lets go of `reader`'s fetched copy, if `file` is on a remote.
+    func releaseFetchedCopy(of reader: ArchiveReader) {
+        if RemotePath.parse(file) != nil { SpoolFiles.remove(reader.path) }
+    }
+
     /// The archive to read: `file` itself, or, for `REMOTE:PATH`, a copy fetched into the
     /// spool (0600, removed when the command ends) and named as the remote one in messages.
     func reader(progress: ArchiveProgress? = nil) throws -> ArchiveReader {

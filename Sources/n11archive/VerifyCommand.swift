@@ -76,11 +76,13 @@ struct Verify: ParsableCommand, HasOutputOptions {
 
     func run() throws {
         let files = [input.file] + moreFiles
+        // The password, key store and identities, read once for every archive.
+        let secrets = UnlockSecrets()
         var documents: [AnyDocument] = []
         for file in files {
             var one = input
             one.file = file
-            documents.append(try verify(one, quietJSON: files.count > 1))
+            documents.append(try verify(one, quietJSON: files.count > 1, secrets: secrets))
         }
         if outputOptions.json && files.count > 1 {
             try Console.json(ManyDocument(archives: documents, durationSeconds: Output.durationSeconds))
@@ -88,10 +90,11 @@ struct Verify: ParsableCommand, HasOutputOptions {
     }
 
     /// Checks one archive; prints its line (or, alone with --json, its document).
-    private func verify(_ input: ArchiveInput, quietJSON: Bool) throws -> AnyDocument {
+    private func verify(_ input: ArchiveInput, quietJSON: Bool, secrets: UnlockSecrets) throws -> AnyDocument {
         if asWritten {
             let reader = try input.reader(progress: outputOptions.observer("download"))
             let record = try WrittenArchives.check(reader.path, name: reader.name, in: input.store.resolvedHome)
+            input.releaseFetchedCopy(of: reader)
             let document = WrittenDocument(archive: input.file, archiveId: record.archiveID, archiveBytes: record.size,
                                            sha256: record.sha256, durationSeconds: Output.durationSeconds)
             if outputOptions.json {
@@ -101,13 +104,19 @@ struct Verify: ParsableCommand, HasOutputOptions {
             }
             return .written(document)
         }
-        let (archive, unlockedStore) = try input.unlock(try input.reader(progress: outputOptions.observer("download")))
+        let reader = try input.reader(progress: outputOptions.observer("download"))
+        let before = try FileStatus.of(reader.path, followLinks: true)
+        let (archive, unlockedStore) = try input.unlock(reader, cache: secrets)
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
-        if adopt {
-            _ = try WrittenArchives.adopt(archive.reader, location: input.file, in: input.store.resolvedHome)
-            Console.note("recorded \(input.file) as written by this home: prune here counts it")
+        if adopt, let before {
+            if try WrittenArchives.adopt(archive.reader, location: input.file, verifiedAs: before, in: input.store.resolvedHome) != nil {
+                Console.note("recorded \(input.file) as written by this home: prune here counts it")
+            } else {
+                Console.note("\(input.file): this home has a record of archive \(archive.header.archiveIDHex) already; kept as it is")
+            }
         }
+        input.releaseFetchedCopy(of: reader)
         let document = Document(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
                                 items: report.items, plaintextBytes: report.plaintextBytes, durationSeconds: Output.durationSeconds)
         if outputOptions.json {

@@ -303,6 +303,12 @@ struct VerifySeveralTests {
             let json = try s.run(["verify", "--as-written", "--json"] + made)
             expectExit(json, 0)
             #expect((try jsonDocument(json)["archives"] as? [[String: Any]])?.count == 3, "\(json)")
+            // A password from a descriptor is read once for all of them.
+            let pw = try s.passwordFile()
+            let dir = s.path("portable")
+            mkdir(dir, 0o700)
+            let portable = try s.datedArchives(2, in: dir, password: pw)
+            expectExit(try s.run(["verify", "--password-fd", "3"] + portable, descriptors: [3: pw]), 0)
             try flipByte(in: made[1], at: 200)
             let damaged = try s.run(["verify", "--as-written"] + made)
             expectExit(damaged, 65)

@@ -161,10 +161,17 @@ struct PruneTrustTests {
             let adopted = try s.run(["verify", "--adopt"] + made, environment: newHome)
             expectExit(adopted, 0)
             #expect(adopted.err.contains("recorded"), "\(adopted)")
+            // Adopting again changes nothing: the record (and the copy it names) stays.
+            let record = try readBytes(s.path("offline/written/") + (try #require(listing(of: s.path("offline/written")).first)))
+            let again = try s.run(["verify", "--adopt", made[0]], environment: newHome)
+            expectExit(again, 0)
+            #expect(again.err.contains("has a record of archive"), "\(again)")
+            #expect(try readBytes(s.path("offline/written/") + (try #require(listing(of: s.path("offline/written")).first))) == record)
             let pruned = try s.run(["prune", dir, "--keep-last", "1"], environment: newHome)
             expectExit(pruned, 0)
             #expect(!exists(made[0]) && !exists(made[1]) && exists(made[2]), "\(pruned)")
             expectExit(try s.run(["verify", "--adopt", "--as-written", made[2]], environment: newHome), 64)
+
         }
     }
 

@@ -118,6 +118,39 @@ struct ArchiveOriginTests {
         }
     }
 
+    @Test("adopt records a verified archive once, never one dated in the future or changed since its verification began")
+    func adopt() throws {
+        try withTemporaryDirectory { dir in
+            let (home, vault) = try makeVault(in: dir, name: "home")
+            let path = dir + "/a.nu11vlt", future = dir + "/future.nu11vlt"
+            _ = try createArchive(from: vault, mode: .portable, to: path)
+            _ = try createArchive(from: vault, mode: .portable, to: future, now: Date().addingTimeInterval(3600))
+            let other = N11Home(root: dir + "/new-home")
+            let reader = try ArchiveReader(path: path)
+            let before = try #require(try FileStatus.of(path, followLinks: true))
+            let record = try #require(try WrittenArchives.adopt(reader, location: path, verifiedAs: before, in: other))
+            #expect(record.location == path && record.size == before.size)
+            #expect(try WrittenArchives.adopt(reader, location: dir + "/elsewhere.nu11vlt", verifiedAs: before, in: other) == nil,
+                    "a second adoption replaced the record")
+            #expect(try WrittenArchives.lookup(reader.header.archiveIDHex, in: other)?.location == path)
+
+            let futureReader = try ArchiveReader(path: future)
+            let futureStatus = try #require(try FileStatus.of(future, followLinks: true))
+            expectArchiveError("damaged", kind: .damaged) {
+                _ = try WrittenArchives.adopt(futureReader, location: future, verifiedAs: futureStatus, in: other)
+            }
+            // Changed after its verification began (here: its size): not recorded.
+            let third = dir + "/b.nu11vlt"
+            _ = try createArchive(from: vault, mode: .portable, to: third)
+            let thirdReader = try ArchiveReader(path: third)
+            let stale = try #require(try FileStatus.of(path, followLinks: true))   // another file's status
+            expectArchiveError("damaged", kind: .damaged) {
+                _ = try WrittenArchives.adopt(thirdReader, location: third, verifiedAs: stale, in: other)
+            }
+            _ = home
+        }
+    }
+
     @Test("a KDF cache derives once per salt and cost")
     func kdfCache() throws {
         let cache = KDFCache()
