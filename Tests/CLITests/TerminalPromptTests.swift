@@ -13,7 +13,11 @@ func runOnTerminal(_ arguments: [String], typing lines: [String], home: String) 
 /// Runs a shell command line on a pseudo-terminal (util-linux `script`), typing `lines`
 /// one by one, each after a pause; `$N11` in it is the binary under test.
 func runShellOnTerminal(_ commandLine: String, typing lines: [String], home: String) throws -> (String, Int32) {
-    let typing = lines.map { "sleep 0.8; printf '%s\\n' '\($0)'" }.joined(separator: "; ")
+    // Typed only once the prompt is surely up (echo off): on a loaded machine (CI, two
+    // cores, the whole suite at once) the tool can take well over a second to get there,
+    // and a line typed earlier is echoed and read as the wrong answer.
+    let typing = lines.enumerated().map { "sleep \($0.offset == 0 ? "3" : "1.5"); printf '%s\\n' '\($0.element)'" }
+        .joined(separator: "; ")
     let escaped = commandLine.replacingOccurrences(of: "\"", with: "\\\"")
     return try runShell("(\(typing.isEmpty ? "true" : typing); sleep 0.8) | script -qec \"\(escaped)\" /dev/null",
                         environment: ["N11_HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "N11": n11archiveBinary])
