@@ -1,6 +1,8 @@
 #ifndef N11_CZIP_SHIM_H
 #define N11_CZIP_SHIM_H
 #include <zip.h>
+/* zlib: the CRC-32 of an entry read without libzip (a salvage's local-header scan). */
+#include <zlib.h>
 #include <sys/stat.h>
 
 /* Function-like macros do not import into Swift; one wrapper each. */

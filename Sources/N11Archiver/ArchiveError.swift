@@ -11,6 +11,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case wrongPassword(archive: String)
     case keyNotHere(archive: String, archiveID: String)
     case damaged(archive: String, what: String)
+    /// A salvage stopped: what authenticates the rest (header, key entry, manifest) is damaged.
+    case unsalvageable(archive: String, what: String)
     case notAnArchive(archive: String, why: String)
     case unsupported(archive: String, why: String)
     case archiveMissing(path: String)
@@ -65,7 +67,7 @@ public enum ArchiveError: CategorizedError, Sendable {
     public var kind: FailureKind {
         switch self {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened: return .authentication
-        case .damaged, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
+        case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
@@ -90,6 +92,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .keyNotHere(let a, let id):
             return "'\(a)' is a secure archive bound to the machine that made it: its key (archive \(id)) is not in this key store"
         case .damaged(let a, let what): return "'\(a)' is damaged or was tampered with: \(what)"
+        case .unsalvageable(let a, let what): return "'\(a)' cannot be salvaged: \(what)"
         case .notAnArchive(let a, let why): return "'\(a)' is not an n11archive archive (\(why))"
         case .unsupported(let a, let why): return "'\(a)': \(why)"
         case .archiveMissing(let p): return "'\(p)' does not exist"
@@ -137,6 +140,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .wrongPassword: return "check the password; an archive's password cannot be recovered"
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
         case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies)"
+        case .unsalvageable:
+            return "a salvage needs the archive's header.json, its second entry and its manifest intact (they authenticate every item): use another copy of the archive; nothing was written"
         case .archiveMissing: return "check the archive's path and name; nothing was changed"
         case .keyFileMissing: return "check the key file's path (`n11archive key export-public -o FILE` writes a public key, `key export-private` an identity); nothing was changed"
         case .notAFile: return "give the path of a .nu11vlt file (`n11archive archives DIR` lists the archives in a directory)"
@@ -211,6 +216,14 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as CategorizedError: return .caller(e)
         default: return .caller(UnclassifiedError(error, context: "cannot create '\(output)'"))
         }
+    }
+
+    /// Translates a lower layer's failure while reading `archive`. In a salvage, damage that
+    /// still stops the archive is `unsalvageable` (its hint cannot be "use --salvage").
+    static func reading(_ archive: String, _ error: any Error, salvaging: Bool) -> ArchiveError {
+        let translated = reading(archive, error)
+        if salvaging, case .damaged(let a, let what) = translated { return .unsalvageable(archive: a, what: what) }
+        return translated
     }
 
     /// Translates a lower layer's failure while reading `archive`.

@@ -109,7 +109,10 @@ public enum ArchiveExporter {
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
             // Ctrl-C waits for the moves (and, on failure, their undoing) to end.
-            try Interruption.critical { try destination.publish(staging, verified, overwrite: overwrite) }
+            try Interruption.critical {
+                try destination.publish(staging, verified, overwrite: overwrite)
+                Interruption.committed("the export")
+            }
         } catch { throw ArchiveError.writing(root, error) }
         published = true
         progress?.finish()

@@ -18,6 +18,11 @@ public final class ArchiveReader {
     /// The open ZIP and its checked entries. Let go while Argon2id runs (see `unlock`).
     /// nil only while `unlock` derives a key (see `derivingWithoutContainer`).
     private var container: Container?
+    /// Opened for a salvage (see `init`).
+    public let salvaging: Bool
+    /// Whether the entries were found by their local headers: the central directory is
+    /// damaged (only in a salvage).
+    public var foundByLocalHeaders: Bool { container?.zip.foundByLocalHeaders ?? false }
     /// The second entry: `keywrap.bin` (version 1) or `header.mac` (version 2).
     let keyEntry: [UInt8]
 
@@ -35,10 +40,14 @@ public final class ArchiveReader {
         }
     }
 
-    public init(path: String, name displayName: String? = nil) throws(ArchiveError) {
+    /// With `salvaging` (a salvage, FORMAT.md §1.1), a ZIP that libzip cannot open, or whose
+    /// central directory breaks the layout, is read again through its local headers; a
+    /// failure that still stops it is `unsalvageable`.
+    public init(path: String, name displayName: String? = nil, salvaging: Bool = false) throws(ArchiveError) {
         self.path = path
         let name = displayName ?? path
         self.name = name
+        self.salvaging = salvaging
         do {
             guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: name) }
             switch status.kind {
@@ -59,7 +68,7 @@ public final class ArchiveReader {
                let version = ArchiveHeader.declaredVersion(first.data), !(1...2).contains(version) {
                 throw FormatError.unsupportedVersion(version)
             }
-            let opened = try Self.openContainer(path)
+            let opened = try Self.openContainer(path, salvaging: salvaging)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
             try ArchiveKeyEntries.checkSlots(of: header)
@@ -68,12 +77,24 @@ public final class ArchiveReader {
             guard opened.entries[1].name == EntryName.second(version: header.version).name else {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
-        } catch { throw ArchiveError.reading(name, error) }
+        } catch { throw ArchiveError.reading(name, error, salvaging: salvaging) }
     }
 
-    /// Opens the ZIP and checks its entries against the layout (FORMAT.md §1, §8).
-    private static func openContainer(_ path: String) throws -> Container {
-        let zip = try ZipReader(path: path)
+    /// Opens the ZIP through its central directory; when `salvaging` and that fails (the ZIP
+    /// does not open, or its directory breaks the layout), through its local headers instead.
+    private static func openContainer(_ path: String, salvaging: Bool) throws -> Container {
+        do {
+            return try openContainer(ZipReader(path: path), salvaging: false)
+        } catch where salvaging && (error is ContainerError || error is FormatError) {
+            let zip = try ZipReader(scanningLocalHeadersOf: path, accepting: EntryName.isInLayout)
+            return try openContainer(zip, salvaging: true)
+        }
+    }
+
+    /// Checks `zip`'s entries against the layout (FORMAT.md §1, §8). From a local-header scan
+    /// (`salvaging`) the first of two entries of one name is kept: the scan only took names
+    /// of the layout, and an item's bytes authenticate under its name or not at all.
+    private static func openContainer(_ zip: ZipReader, salvaging: Bool) throws -> Container {
         let count = zip.entryCount
         guard count >= EntryName.fixed.count else { throw FormatError.notAnArchive("\(count) entries") }
         guard count <= EntryName.fixed.count + FormatLimits.items else {
@@ -96,7 +117,10 @@ public final class ArchiveReader {
             } else {
                 _ = try EntryName.parseItem(entry.name)
             }
-            guard names.insert(entry.name).inserted else { throw FormatError.invalidManifest("entry '\(entry.name)' appears twice") }
+            guard names.insert(entry.name).inserted else {
+                if salvaging && index >= EntryName.fixed.count { continue }
+                throw FormatError.invalidManifest("entry '\(entry.name)' appears twice")
+            }
             entries.append(entry)
         }
         guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
@@ -123,10 +147,10 @@ public final class ArchiveReader {
         Heap.releaseFreePages()
         let result: SecureBytes
         do { result = try derive() } catch {
-            container = try? Self.openContainer(path)
+            container = try? Self.openContainer(path, salvaging: salvaging)
             throw error
         }
-        let reopened = try Self.openContainer(path)
+        let reopened = try Self.openContainer(path, salvaging: salvaging)
         guard reopened.headerBytes == header.bytes, reopened.keyEntry == keyEntry else {
             throw ArchiveError.damaged(archive: name, what: "the archive changed while it was being read")
         }
@@ -161,10 +185,11 @@ public final class ArchiveReader {
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
-            let entryIndices = toleratingMissingItems ? entriesByName(for: manifest) : try entriesInOrder(for: manifest)
+            let byName = toleratingMissingItems || foundByLocalHeaders
+            let entryIndices = byName ? entriesByName(for: manifest) : try entriesInOrder(for: manifest)
             return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey, entryIndices: entryIndices,
                                    version1PasswordSlot: opened.version1PasswordSlot)
-        } catch { throw ArchiveError.reading(name, error) }
+        } catch { throw ArchiveError.reading(name, error, salvaging: toleratingMissingItems) }
     }
 
     /// The authenticated manifest decides which entries must exist, in which order.

@@ -133,7 +133,7 @@ public enum ArchiveRestorer {
             staging.discard()
             throw error
         }
-        do { try staging.commit() } catch { throw .vault(error) }
+        do { try staging.commit(committing: "the restore") } catch { throw .vault(error) }
         progress?.finish()
         return report
     }

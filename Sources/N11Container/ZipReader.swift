@@ -10,10 +10,18 @@ public struct ZipEntryInfo: Sendable {
 }
 
 /// Reads a ZIP with libzip's consistency checks on, refusing every kind of entry the format
-/// never writes (FORMAT.md §1) before any of it is read.
+/// never writes (FORMAT.md §1) before any of it is read. For a salvage, it can instead find
+/// the entries by their local headers alone (`init(scanningLocalHeadersOf:accepting:)`).
 public final class ZipReader {
     public let path: String
-    private let archive: OpaquePointer
+    private let backend: Backend
+
+    private enum Backend {
+        /// libzip, through the central directory.
+        case directory(OpaquePointer)
+        /// The entries a `LocalHeaderScan` found, read from the open file.
+        case localHeaders(FileDescriptor, [ScannedEntry])
+    }
 
     public init(path: String) throws(ContainerError) {
         self.path = path
@@ -21,16 +29,50 @@ public final class ZipReader {
         guard let za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
             throw .unreadable(path: path, reason: ZipWriter.message(code))
         }
-        archive = za
+        backend = .directory(za)
     }
 
-    deinit { zip_discard(archive) }
+    /// Finds the entries without the central directory: walks the local headers from the
+    /// start of the file, skipping what does not read as a STORED entry whose name `accepts`
+    /// takes (FORMAT.md §1.1). Nothing found this way is trusted more than a ZIP's word.
+    public init(scanningLocalHeadersOf path: String, accepting accepts: @escaping (String) -> Bool) throws(ContainerError) {
+        self.path = path
+        do {
+            let file = try FileDescriptor.openForReading(path)
+            let scan = LocalHeaderScan(file: file, fileSize: try file.status().size, accepts: accepts)
+            backend = .localHeaders(file, try scan.entries())
+        } catch let error as ContainerError {
+            throw error
+        } catch {
+            throw .unreadable(path: path, reason: "\(error)")
+        }
+    }
 
-    /// The number of entries the central directory declares.
-    public var entryCount: Int { Int(zip_get_num_entries(archive, 0)) }
+    deinit { if case .directory(let archive) = backend { zip_discard(archive) } }
+
+    /// Whether the entries were found by their local headers (the central directory unused).
+    public var foundByLocalHeaders: Bool {
+        if case .localHeaders = backend { return true } else { return false }
+    }
+
+    /// The number of entries the central directory declares (or the scan found).
+    public var entryCount: Int {
+        switch backend {
+        case .directory(let archive): return Int(zip_get_num_entries(archive, 0))
+        case .localHeaders(_, let entries): return entries.count
+        }
+    }
 
     /// Stats and checks entry `index`: STORED, not encrypted, not a link or directory.
     public func entry(at index: Int) throws(ContainerError) -> ZipEntryInfo {
+        let archive: OpaquePointer
+        switch backend {
+        case .directory(let za): archive = za
+        case .localHeaders(_, let entries):
+            // The scan took only STORED, unencrypted entries; links and directories have no
+            // mode in a local header, and their names are not the layout's.
+            return ZipEntryInfo(index: index, name: entries[index].name, size: entries[index].size)
+        }
         var st = zip_stat_t()
         zip_stat_init(&st)
         guard zip_stat_index(archive, zip_uint64_t(index), zip_flags_t(ZIP_FL_ENC_RAW), &st) == 0, let cName = st.name else {
@@ -55,6 +97,12 @@ public final class ZipReader {
     /// adds nothing but a second pass over the data (4% of a verify). Entries are STORED
     /// (`entry(at:)` refuses others), so the raw bytes libzip then hands out are the data.
     public func open(_ entry: ZipEntryInfo, checkCRC: Bool = true) throws(ContainerError) -> ByteSource {
+        let archive: OpaquePointer
+        switch backend {
+        case .directory(let za): archive = za
+        case .localHeaders(let file, let entries):
+            return ScannedEntrySource(file: file, entry: entries[entry.index], checksCRC: checkCRC)
+        }
         let flags = checkCRC ? zip_flags_t(0) : zip_flags_t(ZIP_FL_COMPRESSED)
         guard let file = zip_fopen_index(archive, zip_uint64_t(entry.index), flags) else {
             throw .entryReadFailed(name: entry.name, reason: String(cString: zip_strerror(archive)))

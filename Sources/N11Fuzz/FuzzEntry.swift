@@ -58,11 +58,15 @@ final class FuzzWorld: @unchecked Sendable {
     func archive(_ bytes: [UInt8]) {
         let path = root + "/input.nu11vlt"
         guard (try? AtomicFile.write(bytes, to: path)) != nil else { return }
-        guard let reader = try? ArchiveReader(path: path) else { return }
+        // A salvage's local-header scan (FORMAT.md §1.1) reads what libzip refuses: every
+        // input goes through it too, and through everything after it when libzip refused.
+        let salvaged = try? ArchiveReader(path: path, salvaging: true)
+        guard let reader = (try? ArchiveReader(path: path)) ?? salvaged else { return }
         // Keep the fuzzer fast: only cheap key derivations are attempted (the bounds checks
         // themselves ran in ArchiveReader above, whatever the parameters).
         if reader.header.passwordKDFs.contains(where: { $0.memoryKiB > 1024 || $0.opsLimit > 1 }) { return }
-        guard let archive = try? reader.unlock(password: { self.password }, keyStore: { self.keyStore }) else { return }
+        guard let archive = try? reader.unlock(password: { self.password }, keyStore: { self.keyStore },
+                                               toleratingMissingItems: reader.salvaging) else { return }
         _ = try? ArchiveVerifier.verify(archive, keyStore: keyStore)
         let vaultPath = root + "/vault", exportPath = root + "/export"
         if let vault = try? Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true) {

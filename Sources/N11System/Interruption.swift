@@ -88,18 +88,44 @@ public enum Interruption {
     /// Told the signal and whether anything was taken back, after the clean-ups ran (a
     /// message that cannot be written, on a closed terminal, must not keep them from running):
     /// the CLI says so on standard error, since exit 130 alone tells a person nothing.
-    nonisolated(unsafe) public static var didCleanUp: (@Sendable (_ signal: Int32, _ tookBack: Bool) -> Void)?
+    /// `committed` is what `committed(_:)` named, if the run got that far (nothing of it was
+    /// taken back).
+    nonisolated(unsafe) public static var didCleanUp: (@Sendable (_ signal: Int32, _ tookBack: Bool, _ committed: String?) -> Void)?
+
+    /// Told the first signal that came after `committed(_:)`: the run goes on to its end.
+    nonisolated(unsafe) public static var willFinish: (@Sendable (_ signal: Int32, _ committed: String) -> Void)?
+
+    /// What the run committed (`committed(_:)`), and whether a signal was already let pass.
+    nonisolated(unsafe) private static var committedWork: String?
+    nonisolated(unsafe) private static var letOneSignalPass = false
+
+    /// Marks the run's change as committed (a restore's vault change, say): there is nothing
+    /// left to take back, and dying now would only make exit 130 say "nothing restored" of a
+    /// restore that is complete. The first signal from here on is reported (`willFinish`)
+    /// and the run finishes with its own exit status; a second one ends it at once. Call it
+    /// inside the `critical` section that commits, so no signal falls between the two.
+    public static func committed(_ what: String) {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        committedWork = what
+    }
 
     private static func waitForSignal() {
         var set = signalSet()
         var received: Int32 = 0
-        while sigwait(&set, &received) != 0 {}
-        pthread_mutex_lock(lock)
+        while true {
+            while sigwait(&set, &received) != 0 {}
+            pthread_mutex_lock(lock)
+            guard let committed = committedWork, !letOneSignalPass else { break }
+            letOneSignalPass = true
+            willFinish?(received, committed)
+            pthread_mutex_unlock(lock)
+        }
         Terminal.restoreAfterInterruption()
-        let tookBack = !cleanups.isEmpty
+        let tookBack = !cleanups.isEmpty && committedWork == nil
         for cleanup in cleanups.reversed() { cleanup.action() }
         cleanups.removeAll()
-        didCleanUp?(received, tookBack)
+        didCleanUp?(received, tookBack, committedWork)
         // Die of the signal itself: default action, unblocked in this thread, raised here.
         signal(received, SIG_DFL)
         var one = sigset_t()

@@ -317,7 +317,9 @@ public final class VaultStaging {
     }
 
     /// Makes every staged change visible: the commit point, then the file steps, then cleanup.
-    public func commit() throws(VaultError) {
+    /// With `committing`, what the change is to a person ("the restore"): once it commits, a
+    /// Ctrl-C lets the run finish instead of ending it (`Interruption.committed`).
+    public func commit(committing what: String? = nil) throws(VaultError) {
         precondition(!finished)
         // Ctrl-C waits for the commit and its steps: a commit is never cut in half by us
         // (a SIGKILL can cut it; the next writer then finishes it from the pending rows).
@@ -332,6 +334,7 @@ public final class VaultStaging {
             }
             finished = true
             if let interruptCleanup { Interruption.cancel(interruptCleanup) }
+            if let what { Interruption.committed(what) }
             // The commit point has passed: from here a failure (or a crash) is finished by the
             // next process that opens the vault for writing, and the user must know not to retry.
             do { try Self.carryOutPending(of: catalogue, in: vault.path, keyStore: vault.keyStore) }

@@ -39,12 +39,13 @@ extension ArchiveInput {
 
     /// The archive to read: `file` itself, or, for `REMOTE:PATH`, a copy fetched into the
     /// spool (0600, removed when the command ends) and named as the remote one in messages.
-    func reader(progress: ArchiveProgress? = nil) throws -> ArchiveReader {
-        guard let remote = RemotePath.parse(file) else { return try ArchiveReader(path: file) }
+    /// With `salvaging`, a damaged ZIP directory is read past (`ArchiveReader.init`).
+    func reader(progress: ArchiveProgress? = nil, salvaging: Bool = false) throws -> ArchiveReader {
+        guard let remote = RemotePath.parse(file) else { return try ArchiveReader(path: file, salvaging: salvaging) }
         let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
         Console.note("fetching \(file)…")
         let local = try RemoteArchives.fetch(remote, into: spoolDirectory, progress: progress)
         SpoolFiles.removeAtExit(local)
-        return try ArchiveReader(path: local, name: file)
+        return try ArchiveReader(path: local, name: file, salvaging: salvaging)
     }
 }

@@ -89,7 +89,10 @@ struct Restore: ParsableCommand, HasOutputOptions {
     }
 
     func run() throws {
-        let reader = try input.reader(progress: outputOptions.observer("download"))
+        let reader = try input.reader(progress: outputOptions.observer("download"), salvaging: salvage)
+        if reader.foundByLocalHeaders {
+            Console.warning("the ZIP directory of '\(input.file)' is damaged: its entries were found by their local headers; every item restored is still verified (make a new archive)")
+        }
         let report: ArchiveRestorer.Report
         var createdKeyStore = false
         if export == "-" {

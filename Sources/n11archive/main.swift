@@ -7,12 +7,24 @@ import N11System
 ProcessHardening.disableCoreDumps()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
-Interruption.didCleanUp = { signal, tookBack in
-    let name = [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
-    // One write(2), its result ignored: the terminal may be gone, and this thread holds the
-    // interruption lock (no progress-bar state is touched from here).
-    let line = Array("\nn11archive: warning: interrupted by \(name)\(tookBack ? "; took back what this run had made" : "")\n".utf8)
+/// One write(2) to standard error, its result ignored: the terminal may be gone, and the
+/// signal thread holds the interruption lock (no progress-bar state is touched from there).
+@Sendable func writeSignalNote(_ text: String) {
+    let line = Array("\nn11archive: warning: \(text)\n".utf8)
     _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+}
+@Sendable func signalName(_ signal: Int32) -> String {
+    [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
+}
+Interruption.didCleanUp = { signal, tookBack, committed in
+    if let committed {
+        writeSignalNote("interrupted by \(signalName(signal)) after \(committed) was committed: it is complete and stays; only the report was cut short")
+    } else {
+        writeSignalNote("interrupted by \(signalName(signal))\(tookBack ? "; took back what this run had made" : "")")
+    }
+}
+Interruption.willFinish = { signal, committed in
+    writeSignalNote("\(signalName(signal)) came after \(committed) was committed: finishing (it is complete either way; press again to stop at once)")
 }
 FileLock.willWait = { lock, holder, seconds in
     Console.note("\(holder.map { "process \($0)" } ?? "another process") holds '\(lock)'; waiting up to \(Int(seconds.rounded(.up))) s for it to finish…")

@@ -21,7 +21,7 @@ func interrupt(_ arguments: [String], home: String, environment extra: [String: 
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = FileHandle.nullDevice
     if let standardError {
-        if !FileManager.default.fileExists(atPath: standardError) { FileManager.default.createFile(atPath: standardError, contents: nil) }
+        if !FileManager.default.fileExists(atPath: standardError) { _ = FileManager.default.createFile(atPath: standardError, contents: nil) }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: standardError))
     } else {
         process.standardError = FileHandle.nullDevice
@@ -106,6 +106,67 @@ struct InterruptionCLITests {
             #expect(status == 128 + SIGTERM, "exit \(status)")
             #expect(!exists(home2 + "/keystore.n11keys"), "the key store this run made is still there")
             #expect(!exists(home2 + "/vault"), "\(listing(of: home2 + "/vault"))")
+        }
+    }
+
+    @Test("Ctrl-C after a restore committed: it finishes and exits 0, saying so; a second Ctrl-C ends it (130), saying the restore stays",
+          arguments: [1, 2])
+    func afterCommit(signals: Int) throws {
+        try withSandbox { s in
+            let (archive, password, items) = try s.archiveOfPhotos(3)
+            let home2 = s.path("home2")
+            // Standard output is a pipe filled beforehand, so the report's write blocks: the
+            // run is held right after its commit point, where the signals then arrive.
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            defer { close(ends[0]) }
+            let flags = fcntl(ends[1], F_GETFL)
+            _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)
+            let filler = [UInt8](repeating: 0x2E, count: 4096)
+            while write(ends[1], filler, filler.count) > 0 {}
+            _ = fcntl(ends[1], F_SETFL, flags)
+            let errors = s.path("stderr")
+            _ = FileManager.default.createFile(atPath: errors, contents: nil)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: n11archiveBinary)
+            process.arguments = ["restore", archive, "--password-file", password]
+            process.environment = ProcessInfo.processInfo.environment.merging(["N11_HOME": home2]) { $1 }
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle(fileDescriptor: ends[1], closeOnDealloc: false)
+            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+            try process.run()
+            close(ends[1])
+            // Committed: every item is in place and the staging directory is gone.
+            let deadline = Date().addingTimeInterval(60)
+            func committed() -> Bool {
+                items.allSatisfy { exists(home2 + "/vault/Photos/\($0.id).n11") } && hidden(in: home2 + "/vault").isEmpty
+            }
+            while !committed() && process.isRunning && Date() < deadline { usleep(5_000) }
+            #expect(committed(), "the restore never committed")
+            usleep(300_000)
+            kill(process.processIdentifier, SIGINT)
+            usleep(500_000)
+            #expect(process.isRunning, "the first Ctrl-C after the commit ended the run")
+            if signals == 2 {
+                kill(process.processIdentifier, SIGINT)
+                usleep(500_000)
+            }
+            var sink = [UInt8](repeating: 0, count: 65536)
+            while read(ends[0], &sink, sink.count) > 0 {}
+            process.waitUntilExit()
+            let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+            let said = String(decoding: try readBytes(errors), as: UTF8.self)
+            #expect(said.contains("came after the restore was committed: finishing"), "\(said)")
+            if signals == 1 {
+                #expect(status == 0, "exit \(status): \(said)")
+            } else {
+                #expect(status == 128 + SIGINT, "exit \(status)")
+                #expect(said.contains("after the restore was committed: it is complete and stays"), "\(said)")
+                #expect(!said.contains("took back"), "\(said)")
+            }
+            for item in items {
+                #expect(try s.run(["vault", "cat", item.id], environment: ["N11_HOME": home2]).stdout == item.bytes, "\(item.name)")
+            }
         }
     }
 

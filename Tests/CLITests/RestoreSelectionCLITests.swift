@@ -150,6 +150,54 @@ struct RestoreSelectionCLITests {
         }
     }
 
+    @Test("a damaged ZIP directory: restore refuses (65); --salvage finds every entry by its local header and restores all (0, with a warning)")
+    func salvagePastDamagedDirectory() throws {
+        try withSandbox { s in
+            let (archive, password, items) = try s.archiveOfPhotos(5)
+            var bytes = try readBytes(archive)
+            // One flipped byte in the middle of the central directory's first item record's name.
+            let directory = try #require(bytes.firstRange(of: [0x50, 0x4B, 0x01, 0x02] as [UInt8])?.lowerBound)
+            let itemRecord = try #require(bytes[directory...].firstRange(of: Array(items[0].id.utf8))?.lowerBound)
+            bytes[itemRecord + 10] ^= 0x01
+            let damaged = try s.file("directory.nu11vlt", bytes)
+            let dir = s.path("out")
+            let refused = try s.run(["restore", damaged, "--export", dir, "--password-file", password])
+            expectExit(refused, 65)
+            #expect(!exists(dir))
+            let salvaged = try s.run(["restore", damaged, "--export", dir, "--salvage", "--password-file", password])
+            expectExit(salvaged, 0)
+            #expect(salvaged.err.contains("found by their local headers"), "\(salvaged)")
+            let files = s.exported(dir)
+            #expect(files.count == items.count)
+            for item in items { #expect(files[item.name] == item.bytes, "\(item.name)") }
+
+            // No directory at all (a copy cut off before its end) and one item's local header
+            // damaged: every other item comes back, that one is named as missing (3).
+            var cut = Array(bytes[..<directory])
+            let victim = items[3]
+            let victimName = try #require(cut.firstRange(of: Array(victim.id.utf8))?.lowerBound)
+            cut[victimName - 30 - 7] ^= 0x40 // "Photos/" precedes the ID; 30 bytes of header before the name
+            let truncated = try s.file("truncated.nu11vlt", cut)
+            let home2 = s.path("home2")
+            let partial = try s.run(["restore", truncated, "--salvage", "--password-file", password], environment: ["N11_HOME": home2])
+            expectExit(partial, 3)
+            #expect(partial.err.contains("not restored: \(victim.id)") && partial.err.contains("missing"), "\(partial)")
+            for item in items where item.id != victim.id {
+                #expect(try s.run(["vault", "cat", item.id], environment: ["N11_HOME": home2]).stdout == item.bytes, "\(item.name)")
+            }
+
+            // The manifest's local header damaged too: nothing authenticates the items, so the
+            // salvage stops (65), and its hint does not suggest the --salvage just given.
+            let manifestName = try #require(cut.firstRange(of: Array("manifest.json".utf8))?.lowerBound)
+            cut[manifestName + 2] ^= 0x01
+            let hopeless = try s.file("hopeless.nu11vlt", cut)
+            let stopped = try s.run(["restore", hopeless, "--export", s.path("out2"), "--salvage", "--password-file", password])
+            expectExit(stopped, 65)
+            #expect(stopped.err.contains("cannot be salvaged") && !stopped.err.contains("restore --salvage"), "\(stopped)")
+            #expect(!exists(s.path("out2")))
+        }
+    }
+
     @Test("a missing entry: restore refuses (65); --salvage names it as missing and restores the rest (3)")
     func salvageMissingItem() throws {
         try withSandbox { s in

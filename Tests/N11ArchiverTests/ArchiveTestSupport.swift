@@ -141,6 +141,7 @@ extension ArchiveError {
         case .wrongPassword: return "wrongPassword"
         case .keyNotHere: return "keyNotHere"
         case .damaged: return "damaged"
+        case .unsalvageable: return "unsalvageable"
         case .notAnArchive: return "notAnArchive"
         case .unsupported: return "unsupported"
         case .archiveMissing: return "archiveMissing"
