@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import N11System
 
@@ -10,6 +11,9 @@ public struct InputFile: Sendable {
     public let asNote: Bool
     /// Its size when checked (for a progress bar's total).
     public let size: Int64
+    /// Its modification time when checked: the item's created time (a photo keeps the time
+    /// the camera or the copy gave it, and an export gives it back).
+    public let modified: Date
 
     public static func check(_ path: String, asNote: Bool) throws -> InputFile {
         let status: FileStatus?
@@ -22,7 +26,9 @@ public struct InputFile: Sendable {
         default: throw VaultError.inputNotRegularFile(path: path, what: "a special file (device, FIFO or socket)")
         }
         if asNote && status.size > Int64(Vault.maximumNoteSize) { throw VaultError.noteTooLarge(path: path, limit: Vault.maximumNoteSize) }
-        return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote, size: status.size)
+        // Before 1970 (or 0, an unset time) is no time to keep: the time of the add instead.
+        let modified = status.modifiedSeconds > 0 ? Date(timeIntervalSince1970: Double(status.modifiedSeconds)) : Date()
+        return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote, size: status.size, modified: modified)
     }
 
     /// Opens the file for reading (a note is read whole and checked to be UTF-8).

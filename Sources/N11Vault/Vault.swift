@@ -506,7 +506,8 @@ public final class Vault: @unchecked Sendable {
 
     /// What to add: where the bytes come from and how the item is described.
     public struct NewItem {
-        /// Opens the item's bytes; called only when the item is encrypted.
+        /// Opens the item's bytes; called when the item is encrypted (and, if `rereadable`,
+        /// before, to compare its content with an item of the same size).
         public let open: () throws -> ByteSource
         public let kind: ItemKind
         public let name: String
@@ -515,29 +516,61 @@ public final class Vault: @unchecked Sendable {
         /// The size it will likely have (a file's, when checked): buffers are sized to it, so
         /// a small item does not pay for a large one's.
         public let sizeHint: Int64?
+        /// The item's created time; nil for the time of the add.
+        public let created: Date?
+        /// Whether `open` gives the bytes afresh each time (a file, bytes in memory; not stdin).
+        public let rereadable: Bool
 
         public init(opening open: @escaping () throws -> ByteSource, kind: ItemKind, name: String,
-                    compartment: Compartment, expires: Date?, sizeHint: Int64? = nil) {
+                    compartment: Compartment, expires: Date?, sizeHint: Int64? = nil, created: Date? = nil, rereadable: Bool = false) {
             self.open = open
             self.kind = kind
             self.name = name
             self.compartment = compartment
             self.expires = expires
             self.sizeHint = sizeHint
+            self.created = created
+            self.rereadable = rereadable
         }
 
+        /// Read once from `source` (stdin, say), created at the time of the add.
         public init(source: ByteSource, kind: ItemKind, name: String, compartment: Compartment, expires: Date?,
                     sizeHint: Int64? = nil) {
             self.init(opening: { source }, kind: kind, name: name, compartment: compartment, expires: expires, sizeHint: sizeHint)
         }
+
+        /// A checked file, created at its modification time.
+        public init(file: InputFile, kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
+            self.init(opening: file.open, kind: kind, name: name, compartment: compartment, expires: expires,
+                      sizeHint: file.size, created: file.modified, rereadable: true)
+        }
+
+        /// Bytes held in memory (a note), created at the time of the add.
+        public init(bytes: [UInt8], kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
+            self.init(opening: { MemorySource(bytes) }, kind: kind, name: name, compartment: compartment, expires: expires,
+                      sizeHint: Int64(bytes.count), rereadable: true)
+        }
+    }
+
+    /// A new item `add` left out because the vault (or the same add) already holds its content.
+    public struct Duplicate: Sendable {
+        /// The new item's name.
+        public let name: String
+        /// The live item of the same kind, compartment and content.
+        public let existing: ItemMetadata
     }
 
     /// Encrypts and stores items all at once: each is staged out of sight, and one journaled
     /// commit publishes them (see `VaultStaging`), so a failure or a kill adds none of them.
     /// `progress` counts the bytes read (its totals are the caller's to announce) and each
     /// item; `staged` follows each item as it is sealed, before the commit.
-    public func add(_ items: [NewItem], now: Date = Date(), progress: VaultChangeProgress? = nil,
-                    staged: (ItemMetadata) -> Void = { _ in }) throws(VaultError) -> [ItemMetadata] {
+    ///
+    /// With `skippingDuplicates`, an item whose content a live item of the same kind and
+    /// compartment already has (in the vault, or added before it in `items`) is left out and
+    /// handed to `skipped`. Only items of a size some such item has are read to compare: a
+    /// first add reads nothing twice. An item that is not `rereadable` (stdin) is always added.
+    public func add(_ items: [NewItem], now: Date = Date(), skippingDuplicates: Bool = false, progress: VaultChangeProgress? = nil,
+                    staged: (ItemMetadata) -> Void = { _ in }, skipped: (Duplicate) -> Void = { _ in }) throws(VaultError) -> [ItemMetadata] {
         precondition(lock != nil, "vault opened read-only")
         for new in items {
             try ItemMetadata.checkName(new.name)
@@ -545,12 +578,19 @@ public final class Vault: @unchecked Sendable {
                 throw .invalidCompartmentUse("fade items, and only they, have an expiry")
             }
         }
+        var known = skippingDuplicates ? KnownContent(try allItems().filter { !$0.isExpired(at: now) }) : KnownContent()
         let staging = try VaultStaging(vault: self)
         var added: [ItemMetadata] = []
         do {
             for new in items {
+                if skippingDuplicates, let existing = try known.item(with: new) {
+                    if let size = new.sizeHint { progress?.add(bytes: size) }
+                    progress?.itemDone()
+                    skipped(Duplicate(name: new.name, existing: existing))
+                    continue
+                }
                 let item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
-                                             name: new.name, created: now, expires: new.expires, replaces: nil) { file, key in
+                                             name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil) { file, key in
                     let source = try new.open()
                     return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
                                                        key: key, to: file, sizeHint: new.sizeHint)
@@ -558,6 +598,7 @@ public final class Vault: @unchecked Sendable {
                 progress?.itemDone()
                 staged(item)
                 added.append(item)
+                if skippingDuplicates { known.insert(item) }
             }
         } catch {
             staging.discard()
@@ -599,4 +640,51 @@ public final class Vault: @unchecked Sendable {
 private struct UncheckedSendable<Value>: @unchecked Sendable {
     var value: Value
     init(_ value: Value) { self.value = value }
+}
+
+/// The live items' content by kind, compartment and size, for `Vault.add` to find a new item
+/// that is already there. The digest of a new item is computed only when some item has its
+/// size, so photos of distinct sizes (nearly all of them) are never read twice.
+private struct KnownContent {
+    private struct Key: Hashable {
+        let kind: ItemKind
+        let compartment: Compartment
+        let size: Int64
+    }
+    private var items: [Key: [ItemMetadata]] = [:]
+
+    init() {}
+
+    init(_ live: [ItemMetadata]) {
+        for item in live { insert(item) }
+    }
+
+    mutating func insert(_ item: ItemMetadata) {
+        items[Key(kind: item.kind, compartment: item.compartment, size: item.size), default: []].append(item)
+    }
+
+    /// The known item with `new`'s content, if any.
+    func item(with new: Vault.NewItem) throws(VaultError) -> ItemMetadata? {
+        guard new.rereadable, let size = new.sizeHint,
+              let candidates = items[Key(kind: new.kind, compartment: new.compartment, size: size)] else { return nil }
+        let digest: String
+        do {
+            let hasher = try SHA256Digest()
+            let source = try new.open()
+            var buffer = [UInt8](repeating: 0, count: Int(min(size, 1 << 20)) + 1)
+            var total: Int64 = 0
+            while true {
+                let n = try source.read(into: &buffer, offset: 0, count: buffer.count)
+                if n == 0 { break }
+                hasher.update(buffer[0..<n])
+                total += Int64(n)
+            }
+            // Changed since it was checked: not the same content, whatever the digest.
+            guard total == size else { return nil }
+            digest = try hasher.finish().hex
+        } catch {
+            throw VaultError.wrap(error)
+        }
+        return candidates.first { $0.sha256 == digest }
+    }
 }

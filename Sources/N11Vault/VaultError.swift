@@ -146,6 +146,8 @@ public enum VaultError: CategorizedError, Sendable {
         case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
         case .notAVault: return "choose an empty or new directory with --vault"
         case .inputMissing: return "check the path; nothing was added"
+        case .inputNotRegularFile(let path, let what) where what == "a directory":
+            return "a directory is not walked; add the files in it with: find '\(path)' -type f -print0 | n11archive vault add --null --files-from -  (nothing was added)"
         case .inputNotRegularFile: return "only regular files can be added; nothing was added"
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
         case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"

@@ -41,12 +41,9 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
                                      created: archive.header.created, items: items))
             return
         }
-        var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
-        for item in items {
-            rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
-                         Timestamp.string(item.created, withFraction: false),
-                         item.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", item.name])
-        }
-        Console.table(rows)
+        ItemTable.print(items.map {
+            .init(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, size: $0.size,
+                  created: $0.created, expires: $0.expires, name: $0.name)
+        })
     }
 }

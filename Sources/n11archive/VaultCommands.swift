@@ -33,8 +33,13 @@ extension VaultCommand {
               n11archive vault add --fade 7d boarding-pass.png
               n11archive vault add --note --from-ciphio message.txt --password-file pw
               find ~/Pictures -type f -print0 | n11archive vault add --null --files-from -
-            Either every file is added or none is: each "added" line is printed as its file \
-            is encrypted, and if a later one fails none of them is added. - is stdin. With --from-ciphio each FILE (or stdin) \
+            Either every file is added or none is: the "added" lines are printed once all of \
+            them are in the vault. A file whose content the vault already holds (a photo of \
+            the same bytes, in the same compartment) is skipped and named on a "skipped" line; \
+            --allow-duplicates adds it anyway. Each item's created time is its file's \
+            modification time (the time of the add for stdin), and an export gives it back. \
+            A directory is not walked: list its files with find (last example). \
+            - is stdin. With --from-ciphio each FILE (or stdin) \
             is a Ciphio text message (`n11archive text --help`), decrypted in memory \
             straight into a sealed note: the plaintext never touches the disk.
             """)
@@ -75,6 +80,10 @@ extension VaultCommand {
         var allowUnauthenticated = false
 
         @OptionGroup var password: PasswordOptions
+
+        @Flag(name: .customLong("allow-duplicates"),
+              help: "Add files whose content an item of the same compartment already has (by default they are skipped).")
+        var allowDuplicates = false
 
         @Flag(help: "Show progress even when stderr is not a terminal.")
         var progress = false
@@ -137,12 +146,12 @@ extension VaultCommand {
                     let text = plain.withUnsafeBytes { Array($0) }
                     guard String(validating: text, as: UTF8.self) != nil else { throw VaultError.noteNotText(path: file ?? "stdin") }
                     let base = file.map { Path.lastComponent(of: $0) } ?? "note"
-                    return .init(source: MemorySource(text), kind: .note, name: name ?? base, compartment: target, expires: expires)
+                    return .init(bytes: text, kind: .note, name: name ?? base, compartment: target, expires: expires)
                 }
                 let vault = try vaultOptions.open(with: store, forWriting: true)
-                for item in try vault.add(notes, now: now) {
-                    Console.out("added \(item.id)  note  \(item.compartment.rawValue)  \(item.name)")
-                }
+                var skipped: [Vault.Duplicate] = []
+                let added = try vault.add(notes, now: now, skippingDuplicates: !allowDuplicates, skipped: { skipped.append($0) })
+                report(added: added, skipped: skipped)
                 return
             }
             let vault = try vaultOptions.open(with: store, forWriting: true)
@@ -150,10 +159,9 @@ extension VaultCommand {
             var items: [Vault.NewItem] = []
             for input in inputs.isEmpty ? [nil] : inputs {
                 if let input {
-                    items.append(.init(opening: input.open, kind: kind, name: name ?? input.name, compartment: target, expires: expires,
-                                       sizeHint: input.size))
+                    items.append(.init(file: input, kind: kind, name: name ?? input.name, compartment: target, expires: expires))
                 } else if note {
-                    items.append(.init(source: MemorySource(try InputFile.readNote(from: stdin)), kind: .note, name: name ?? "note",
+                    items.append(.init(bytes: try InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
                                        compartment: target, expires: expires))
                 } else {
                     // A photo from stdin streams through, however large.
@@ -164,16 +172,24 @@ extension VaultCommand {
             let observer = inputs.contains(where: { $0 == nil }) || inputs.isEmpty ? nil
                 : ProgressLine.observer("add", quiet: false, forced: progress)
             observer?.begin(items: items.count, bytes: inputs.reduce(0) { $0 + ($1?.size ?? 0) })
-            // All or nothing, even if killed: one journaled commit (see VaultStaging).
-            var printed = 0
-            do {
-                _ = try vault.add(items, now: now, progress: observer) { item in
-                    Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
-                    printed += 1
-                }
-            } catch {
-                if printed > 0 { Console.error("none of the \(printed) item(s) listed above was added: adding is all or nothing") }
-                throw error
+            // All or nothing, even if killed: one journaled commit (see VaultStaging). The
+            // "added" lines come after it, so a failed add never lists an item as added.
+            var skipped: [Vault.Duplicate] = []
+            let added = try vault.add(items, now: now, skippingDuplicates: !allowDuplicates, progress: observer,
+                                      skipped: { skipped.append($0) })
+            report(added: added, skipped: skipped)
+        }
+
+        /// One line per item added and per file skipped, then how many were skipped.
+        private func report(added: [ItemMetadata], skipped: [Vault.Duplicate]) {
+            for item in added {
+                Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
+            }
+            for duplicate in skipped {
+                Console.out("skipped \(duplicate.name): same content as \(duplicate.existing.id) '\(duplicate.existing.name)'")
+            }
+            if !skipped.isEmpty {
+                Console.note("\(skipped.count) file(s) skipped: the vault already holds their content (--allow-duplicates adds them anyway)")
             }
         }
     }
@@ -241,14 +257,10 @@ extension VaultCommand {
                 try reportDamaged(in: vault)
                 return
             }
-            var rows = [["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]]
-            rows.reserveCapacity(live.count + 1)
-            for item in live {
-                rows.append([item.id, item.kind.rawValue, item.compartment.rawValue, Console.byteCount(item.size),
-                             Timestamp.string(item.created, withFraction: false),
-                             item.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", item.name])
-            }
-            Console.table(rows)
+            ItemTable.print(live.map {
+                .init(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, size: $0.size,
+                      created: $0.created, expires: $0.expires, name: $0.name)
+            })
             if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }
             try reportDamaged(in: vault)
         }

@@ -5,8 +5,8 @@ import N11TestSupport
 
 // What a new user tripped over (issue 15): items by name, `-` for stdin and stdout, no
 // binary onto a terminal, listings with a header, the backup compartment that a default
-// create leaves out, prompts on /dev/tty whatever stdin is, and `vault add` reporting as
-// it goes.
+// create leaves out, prompts on /dev/tty whatever stdin is, and `vault add` reporting
+// what it added.
 
 
 @Suite("n11archive CLI: what a new user tripped over")
@@ -130,7 +130,7 @@ struct NewUserTrapsTests {
         }
     }
 
-    @Test("vault add prints each added line as it goes, and shows progress with --progress")
+    @Test("vault add prints an added line per item once all are in, and shows progress with --progress")
     func addReportsAsItGoes() throws {
         try withSandbox { s in
             try s.initialize()

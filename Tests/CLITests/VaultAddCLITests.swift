@@ -1,0 +1,137 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+// Adding the same photos again (issue 30): content the vault already holds is skipped and
+// named, a file keeps its modification time through an archive and an export, a failed
+// add lists nothing as added, a directory is answered with the find line that adds it, and
+// the item listings fit an 80-column terminal, oldest first.
+
+/// Sets a file's modification time to `seconds` since 1970.
+private func setModified(_ path: String, _ seconds: Int) {
+    var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
+    #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+}
+
+private func listedItems(_ s: Sandbox) throws -> [[String: Any]] {
+    let listed = try s.run(["vault", "list", "--json"])
+    expectExit(listed, 0)
+    return try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+}
+
+@Suite("n11archive CLI: vault add")
+struct VaultAddCLITests {
+
+    @Test("adding the same content again skips it and names the item that has it; --allow-duplicates adds it; another compartment is no duplicate")
+    func duplicatesSkipped() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let a = try s.file("a.jpg", randomBytes(40_000))
+            let b = try s.file("b.jpg", randomBytes(40_000))  // same size as a: read to compare, not a duplicate
+            expectExit(try s.run(["vault", "add", a]), 0)
+            let firstID = try #require(try listedItems(s).first?["id"] as? String)
+
+            let copy = try s.file("copy-of-a.jpg", try readBytes(a))
+            let again = try s.run(["vault", "add", a, b, copy])
+            expectExit(again, 0)
+            let lines = again.out.split(separator: "\n").map(String.init)
+            #expect(lines.filter { $0.hasPrefix("added ") }.count == 1 && lines.contains { $0.hasPrefix("added ") && $0.hasSuffix("b.jpg") }, "\(again)")
+            #expect(lines.contains("skipped a.jpg: same content as \(firstID) 'a.jpg'"), "\(again)")
+            #expect(lines.contains("skipped copy-of-a.jpg: same content as \(firstID) 'a.jpg'"), "\(again)")
+            #expect(again.err.contains("2 file(s) skipped") && again.err.contains("--allow-duplicates"), "\(again)")
+            #expect(try listedItems(s).count == 2)
+
+            // Two copies in one add: the second is a duplicate of the first.
+            let c = try s.file("c.jpg", randomBytes(1_000))
+            let c2 = try s.file("c2.jpg", try readBytes(c))
+            let pair = try s.run(["vault", "add", c, c2])
+            expectExit(pair, 0)
+            #expect(pair.out.contains("skipped c2.jpg: same content as") && pair.out.contains("'c.jpg'"), "\(pair)")
+
+            let allowed = try s.run(["vault", "add", "--allow-duplicates", copy])
+            expectExit(allowed, 0)
+            #expect(allowed.out.hasPrefix("added ") && !allowed.out.contains("skipped"), "\(allowed)")
+            expectExit(try s.run(["vault", "add", "--compartment", "backup", a]), 0)
+            #expect(try listedItems(s).count == 5, "a, b, c, the allowed copy and the backup-compartment one")
+
+            // Notes from stdin compare too (bytes in memory); a photo from stdin is always added.
+            expectExit(try s.run(["vault", "add", "--note", "--name", "n1"], stdin: Array("same text".utf8)), 0)
+            let note = try s.run(["vault", "add", "--note", "--name", "n2"], stdin: Array("same text".utf8))
+            #expect(note.out.contains("skipped n2: same content as"), "\(note)")
+        }
+    }
+
+    @Test("an item keeps its file's modification time: vault list, the archive's list and an export's mtime show it")
+    func modificationTimeKept() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let old = try s.file("z-old.jpg", randomBytes(2_000))
+            let new = try s.file("a-new.jpg", randomBytes(2_000))
+            setModified(old, 1_556_712_000)   // 2019-05-01T12:00:00Z
+            setModified(new, 1_700_000_000)   // 2023-11-14T22:13:20Z
+            expectExit(try s.run(["vault", "add", new, old]), 0)
+            let items = try listedItems(s)
+            let created = Dictionary(uniqueKeysWithValues: items.map { ($0["name"] as! String, $0["created"] as! String) })
+            #expect(created["z-old.jpg"]?.hasPrefix("2019-05-01T12:00:00") == true, "\(created)")
+            #expect(created["a-new.jpg"]?.hasPrefix("2023-11-14T22:13:20") == true, "\(created)")
+            // The table (not a terminal: full fields) lists the older photo first.
+            let table = try s.run(["vault", "list"])
+            let rows = table.out.split(separator: "\n").dropFirst()
+            #expect(rows.first?.hasSuffix("z-old.jpg") == true && rows.last?.hasSuffix("a-new.jpg") == true, "\(table)")
+
+            let password = try s.passwordFile()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+            let listed = try s.run(["list", archive, "--password-file", password])
+            #expect(listed.out.contains("2019-05-01T12:00:00Z"), "\(listed)")
+            let dir = s.path("out")
+            expectExit(try s.run(["restore", archive, "--export", dir, "--password-file", password]), 0)
+            var st = stat()
+            #expect(stat(dir + "/Photos/z-old.jpg", &st) == 0)
+            #expect(st.st_mtim.tv_sec == 1_556_712_000)
+        }
+    }
+
+    @Test("a failed add lists nothing as added on stdout; a directory is answered with the find line that adds its files")
+    func failuresListNothing() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let good = try s.file("good.txt", Array("fine".utf8))
+            let bad = try s.file("bad.txt", [0xFF, 0xFE, 0x00, 0x80])  // not UTF-8: found only when it is read
+            let failed = try s.run(["vault", "add", "--note", good, bad])
+            #expect(failed.status != 0, "\(failed)")
+            #expect(!failed.out.contains("added"), "\(failed)")
+            #expect(try listedItems(s).isEmpty)
+
+            let directory = s.path("pictures")
+            mkdir(directory, 0o700)
+            let refused = try s.run(["vault", "add", directory])
+            #expect(refused.status != 0)
+            #expect(refused.err.contains("find '\(directory)' -type f -print0 | n11archive vault add --null --files-from -"), "\(refused)")
+        }
+    }
+
+    @Test("on an 80-column terminal vault list fits: short unique IDs, times to the minute, long names cut with …; piped, every field is whole",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux script"))
+    func listFitsTheTerminal() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let long = "a photo from the summer holiday at the lake with everyone there.jpg"
+            let files = [try s.file(long, randomBytes(3_000)), try s.file("short.jpg", randomBytes(3_000))]
+            expectExit(try s.run(["vault", "add"] + files), 0)
+            let ids = try listedItems(s).map { $0["id"] as! String }
+            let (transcript, status) = try runShellOnTerminal("stty cols 80 rows 20; $N11 vault list", typing: [], home: s.home)
+            #expect(status == 0, "\(transcript)")
+            let lines = transcript.components(separatedBy: CharacterSet(charactersIn: "\r\n")).filter { !$0.isEmpty }
+            #expect(lines.count == 3, "\(transcript)")
+            for line in lines { #expect(line.count <= 80, "'\(line)' is wider than the terminal") }
+            for id in ids { #expect(transcript.contains(String(id.prefix(8))) && !transcript.contains(id), "\(transcript)") }
+            #expect(transcript.contains("short.jpg") && transcript.contains("a photo from") && transcript.contains("…"), "\(transcript)")
+
+            let piped = try s.run(["vault", "list"])
+            for id in ids { #expect(piped.out.contains(id)) }
+            #expect(piped.out.contains(long))
+        }
+    }
+}
