@@ -31,8 +31,15 @@ struct ArchiveInput: ParsableArguments {
             return loaded
         }
         // No source at all (cron without a password file): nil, and the reader says what
-        // would open the archive.
-        let archive = try reader.unlock(password: {
+        // would open the archive. A password typed on a terminal gets three tries, on the
+        // archive already read (a remote one is not fetched again).
+        var typed = false
+        if case .terminal = password.source { typed = true }
+        let archive = try TerminalRetry.run(typed: typed && cache.password == nil, what: "password", isWrong: { error in
+            guard case ArchiveError.wrongPassword = error else { return false }
+            cache.password = nil
+            return true
+        }) { try reader.unlock(password: {
             if let password = cache.password { return password }
             cache.password = password.source == nil ? nil : try password.read(confirm: false, cost: reader.header.passwordKDFs.first)
             return cache.password
@@ -44,7 +51,7 @@ struct ArchiveInput: ParsableArguments {
             let found = (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
             cache.identities = found
             return found
-        }, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
+        }, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems) }
         return (archive, cache.keyStore)
     }
 }
@@ -54,4 +61,23 @@ final class UnlockSecrets {
     var password: SecureBytes?
     var keyStore: KeyStore?
     var identities: [P256PrivateKey]?
+}
+
+/// Three tries for a secret typed on a terminal: a typo costs typing it again, not the run
+/// (age and ssh ask once; gpg and sudo ask three times, which is what a person expects of a
+/// prompt). A secret from a file, descriptor or command is tried once: it would be the same.
+enum TerminalRetry {
+    static let tries = 3
+
+    /// Runs `body` again while it fails with an error `isWrong` accepts (which also forgets
+    /// the secret, so the next run asks again), at most `tries` times when `typed`.
+    static func run<T>(typed: Bool, what: String, isWrong: (any Error) -> Bool, _ body: () throws -> T) throws -> T {
+        var left = typed ? tries - 1 : 0
+        while true {
+            do { return try body() } catch where left > 0 && isWrong(error) {
+                Console.error("wrong \(what); try again (\(left) \(left == 1 ? "try" : "tries") left)")
+                left -= 1
+            }
+        }
+    }
 }

@@ -22,6 +22,14 @@ struct PassphraseOptions: ParsableArguments {
     /// The shortest passphrase a new file is sealed under.
     static let minimumLength = 8
 
+    /// Whether the passphrase is asked on the terminal (no file or descriptor given).
+    var typedOnTerminal: Bool {
+        if case .terminal = SecretSource.choose(file: passphraseFile, descriptor: passphraseFD, environmentFile: "N11_PASSPHRASE_FILE") {
+            return true
+        }
+        return false
+    }
+
     /// Reads the passphrase of `path`; `confirm` asks twice on a terminal (a new file), and
     /// then a passphrase under 8 characters is refused before the second prompt.
     /// `pemKey`: the passphrase seals a PEM private key, which OpenSSL can read back only
@@ -60,7 +68,11 @@ struct IdentityOptions: ParsableArguments {
     /// The identities of the files, read (and their passphrases asked) only when called.
     func fromFiles() throws -> [P256PrivateKey] {
         try identityFiles.map { path in
-            try KeyFiles.identity(inFile: path) { try passphrase.read(for: path, confirm: false) }
+            try TerminalRetry.run(typed: passphrase.typedOnTerminal, what: "passphrase for '\(path)'", isWrong: { error in
+                if case ArchiveError.wrongPassphrase = error { return true } else { return false }
+            }) {
+                try KeyFiles.identity(inFile: path) { try passphrase.read(for: path, confirm: false) }
+            }
         }
     }
 }

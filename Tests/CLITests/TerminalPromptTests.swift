@@ -51,6 +51,36 @@ struct TerminalPromptTests {
         }
     }
 
+    @Test("a wrong password or key passphrase typed on a terminal gets two more tries on the same archive; three wrong end with 77")
+    func retries() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("a.jpg", [1, 2, 3])]), 0)
+            let archive = s.path("t.nu11vlt")
+            let password = try s.file("pw", Array("tty password\n".utf8))
+            chmod(password, 0o600)
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+            let (second, okStatus) = try runOnTerminal(["verify", archive], typing: ["typo", "tty password"], home: s.home)
+            #expect(okStatus == 0, "\(second)")
+            #expect(second.contains("wrong password; try again (2 tries left)") && second.contains("ok:"), "\(second)")
+            let (never, status) = try runOnTerminal(["verify", archive], typing: ["typo 1", "typo 2", "typo 3"], home: s.home)
+            #expect(status == 77, "\(never)")
+            #expect(never.contains("(1 try left)") && never.contains("wrong password for"), "\(never)")
+
+            // An identity's passphrase, for an archive made for its public key alone.
+            expectExit(try s.run(["key", "generate"]), 0)
+            let key = s.path("backup.key")
+            expectExit(try s.run(["key", "export-private", "-o", key, "--passphrase-file", try s.passphraseFile()]), 0)
+            let pub = try s.file("backup.pub", Array(try s.run(["key", "export-public"]).stdout))
+            let forKey = s.path("k.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "--recipient", pub, "-o", forKey]), 0)
+            let (opened, openedStatus) = try runOnTerminal(["verify", forKey, "--identity", key], typing: ["not it", "a long passphrase"],
+                                                           home: s.path("elsewhere"))
+            #expect(openedStatus == 0, "\(opened)")
+            #expect(opened.contains("wrong passphrase for '\(key)'; try again (2 tries left)"), "\(opened)")
+        }
+    }
+
     @Test("two different PINs create nothing")
     func pinMismatch() throws {
         try withSandbox { s in
