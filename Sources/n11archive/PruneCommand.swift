@@ -208,7 +208,8 @@ struct Prune: ParsableCommand, HasOutputOptions {
         let records = WrittenArchives.all(in: home)
         let secrets = CachedSecrets(password: password, store: store, identity: identity)
         func fetched<T>(_ remote: RemotePath, _ body: (String) throws -> T) throws -> T {
-            let local = try RemoteArchives.fetch(remote, into: spoolDirectory, rclone: rclone)
+            Console.note("fetching the newest archive, \(remote), to verify it before anything is deleted…")
+            let local = try RemoteArchives.fetch(remote, into: spoolDirectory, rclone: rclone, progress: outputOptions.observer("download"))
             defer { _ = unlink(local) }
             return try body(local)
         }
@@ -268,7 +269,8 @@ struct Prune: ParsableCommand, HasOutputOptions {
                     do {
                         let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
                                                         kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
-                        _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil)
+                        _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil,
+                                                       progress: outputOptions.observer("verify"))
                     } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
                         try WrittenArchives.check(local, in: home)
                     }
