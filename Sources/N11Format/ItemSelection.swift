@@ -30,15 +30,14 @@ public struct ItemSelection: Sendable, Equatable {
     }
 
     /// The positions in `items` selected, in their order. Each ID pattern matches a whole
-    /// ID or the items starting with it (several only if `allowMany`); each name pattern
-    /// any number of items.
+    /// ID, the items starting with it, or the items of exactly that name (several only if
+    /// `allowMany`), as `vault rm` takes an item; each name pattern any number of items.
     public func indices<Item>(in items: [Item], id: (Item) -> String, name: (Item) -> String,
                               allowMany: Bool = true) throws(Problem) -> [Int] {
         if isEverything { return Array(items.indices) }
         var chosen = Set<Int>()
         for pattern in ids {
-            let matches = try Self.matches(ofID: pattern, in: items, id: id, allowMany: allowMany)
-            chosen.formUnion(matches)
+            chosen.formUnion(try Self.matches(ofIDOrName: pattern, in: items, id: id, name: name, allowMany: allowMany))
         }
         for pattern in names {
             let matches = items.indices.filter { Self.nameMatches(pattern, name(items[$0])) }
@@ -66,6 +65,24 @@ public struct ItemSelection: Sendable, Equatable {
         case 1: return byName[0]
         default: throw .ambiguous(pattern: pattern, matches: byName.map { id(items[$0]) })
         }
+    }
+
+    /// An ID, an ID prefix, or an exact name (no glob: `photo[1].jpg` is not `photo1.jpg`).
+    /// A word that starts one item's ID and is another item's name is ambiguous: which was
+    /// meant is not guessed.
+    private static func matches<Item>(ofIDOrName pattern: String, in items: [Item], id: (Item) -> String,
+                                      name: (Item) -> String, allowMany: Bool) throws(Problem) -> [Int] {
+        let byName = items.indices.filter { name(items[$0]) == pattern }
+        let byID: [Int]
+        do { byID = try matches(ofID: pattern, in: items, id: id, allowMany: allowMany) } catch {
+            guard !byName.isEmpty else { throw error }
+            byID = []
+        }
+        if byName.isEmpty || Set(byName).isSubset(of: byID) { return byID }
+        guard byID.isEmpty, byName.count == 1 || allowMany else {
+            throw .ambiguous(pattern: pattern, matches: (byID + byName.filter { !byID.contains($0) }).map { id(items[$0]) })
+        }
+        return byName
     }
 
     private static func matches<Item>(ofID pattern: String, in items: [Item], id: (Item) -> String,

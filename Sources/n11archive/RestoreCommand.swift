@@ -30,7 +30,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
 
     @OptionGroup var input: ArchiveInput
 
-    @Argument(help: ArgumentHelp("Restore only these items: IDs or ID prefixes (at least 4 characters).", valueName: "ITEM"))
+    @Argument(help: ArgumentHelp("Restore only these items: IDs, ID prefixes (at least 4 characters) or exact names (globs go to --name).", valueName: "ITEM"))
     var items: [String] = []
 
     @Option(name: .customLong("name"), help: ArgumentHelp("Restore only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))

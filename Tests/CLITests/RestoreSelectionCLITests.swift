@@ -221,10 +221,13 @@ struct RestoreSelectionCLITests {
         try withSandbox { s in
             let (archive, password, items) = try s.archiveOfPhotos(5)
             let dir = s.path("out")
-            let chosen = try s.run(["restore", archive, items[0].id, String(items[1].id.prefix(6)), "--name", "photo-4.*",
+            let chosen = try s.run(["restore", archive, items[0].id, String(items[1].id.prefix(6)), "photo-3.jpg", "--name", "photo-4.*",
                                     "--export", dir, "--password-file", password])
             expectExit(chosen, 0)
-            #expect(Set(s.exported(dir).keys) == Set([items[0].name, items[1].name, "photo-4.jpg"]), "\(chosen)")
+            #expect(Set(s.exported(dir).keys) == Set([items[0].name, items[1].name, "photo-3.jpg", "photo-4.jpg"]), "\(chosen)")
+            // An exact name only, never a glob, as ITEM (as `vault rm` takes it).
+            let glob = try s.run(["restore", archive, "photo-[3].jpg", "--export", s.path("o1"), "--password-file", password])
+            expectExit(glob, 66)
 
             let home2 = s.path("home2")
             let intoVault = try s.run(["restore", archive, "--name", "photo-[23].jpg", "--password-file", password],
