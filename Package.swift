@@ -25,11 +25,12 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
 
         .systemLibrary(name: "CLinux"),
-        .target(name: "N11System", dependencies: ["CLinux", "CSQLite"]),
+        .target(name: "N11System", dependencies: ["CLinux"]),
         .target(name: "N11Crypto", dependencies: ["CSodium", "CLibCrypto", "N11System"]),
         .target(name: "N11Format", dependencies: ["N11System"]),
         .target(name: "N11Container", dependencies: ["CZip", "N11System"]),
-        .target(name: "N11Vault", dependencies: ["N11Crypto", "N11Format", "N11System"]),
+        // The catalogue's SQLite is the vault's alone (`internal import`): no layer above sees it.
+        .target(name: "N11Vault", dependencies: ["CSQLite", "N11Crypto", "N11Format", "N11System"]),
         .target(name: "N11Archiver",
                 dependencies: ["N11Vault", "N11Crypto", "N11Format", "N11Container", "N11System"]),
         .executableTarget(
@@ -39,7 +40,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
-        .target(name: "N11TestSupport", dependencies: ["N11System", "N11Crypto"], path: "Tests/Support"),
+        .target(name: "N11TestSupport", dependencies: ["N11System", "N11Crypto", "N11Vault"], path: "Tests/Support"),
         // libFuzzer target over the archive reader (Scripts/fuzz); without -DFUZZING it
         // replays inputs, which is how Scripts/test checks the regression fixtures.
         .executableTarget(

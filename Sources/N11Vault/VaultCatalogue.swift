@@ -122,10 +122,10 @@ final class VaultCatalogue {
 
     private func checkFormat() throws {
         guard try database.integer("PRAGMA application_id") == Self.applicationID else {
-            throw SystemError("not an n11archive catalogue", path: path, errno: EBADMSG)
+            throw VaultError.catalogueDamaged(path: path, reason: "not an n11archive catalogue")
         }
         guard let version = try database.integer("PRAGMA user_version"), version <= Self.formatVersion else {
-            throw SystemError("a catalogue of a newer n11archive version", path: path, errno: EPROTONOSUPPORT)
+            throw VaultError.catalogueTooNew(path: path)
         }
     }
 

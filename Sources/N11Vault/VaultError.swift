@@ -175,8 +175,9 @@ extension VaultError {
     static func wrap(_ error: any Error) -> VaultError {
         switch error {
         case let e as VaultError: return e
+        // SQLite's "not a database" and "damaged" (SQLiteDatabase maps them to EBADMSG, as
+        // a file that does not parse): the catalogue is the only database the vault opens.
         case let e as SystemError where e.errno == EBADMSG: return .catalogueDamaged(path: e.path ?? "", reason: e.operation)
-        case let e as SystemError where e.errno == EPROTONOSUPPORT: return .catalogueTooNew(path: e.path ?? "")
         case let e as SystemError: return .system(e)
         case let e as CryptoError: return .crypto(e)
         case let e as PrivatePermissions.Violation: return .unsafePermissions(e.description)

@@ -397,7 +397,7 @@ public final class VaultStaging {
         let operations = lines.compactMap { Operation(line: Substring($0)) }
         // Rows are written by this code; one that does not read is damage, not ours to guess at.
         guard operations.count == lines.count else {
-            throw SystemError("the catalogue holds a pending step this version cannot read", path: catalogue.path, errno: EBADMSG)
+            throw VaultError.catalogueDamaged(path: catalogue.path, reason: "it holds a pending step this version cannot read")
         }
         try apply(operations, in: vaultPath, keyStore: keyStore)
         try catalogue.clearPending()
@@ -493,8 +493,8 @@ public final class VaultStaging {
                 // is not migrated (which would delete the staging directory with it) but
                 // refused, and the journal left for a person to look at.
                 guard operations.count == lines.count else {
-                    throw SystemError("a committed change's journal holds a step this version does not accept; nothing was changed",
-                                      path: Path.join(Path.join(vaultPath, name), journalName), errno: EBADMSG)
+                    throw VaultError.catalogueDamaged(path: Path.join(Path.join(vaultPath, name), journalName),
+                                                      reason: "a committed change's journal holds a step this version does not accept")
                 }
                 try apply(operations, in: vaultPath, keyStore: keyStore)
                 replayed += 1

@@ -1,5 +1,6 @@
 import Foundation
 import N11System
+import N11Vault
 
 /// Test access to a vault's catalogue (`Catalogue.sqlite`), to leave it as damage, an attacker
 /// or an older version would: through SQLite, as a separate process would.

@@ -1,5 +1,6 @@
-import CSQLite
+internal import CSQLite
 import Glibc
+import N11System
 
 /// One connection to an SQLite database file: the few calls the vault catalogue needs, each
 /// result code checked here, the C handles owned by one `deinit` each. Failures are
@@ -59,7 +60,7 @@ public final class SQLiteDatabase {
         var encoded = ""
         for byte in path.utf8 {
             if plain.contains(byte) { encoded.append(Character(UnicodeScalar(byte))) }
-            else { encoded += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2) }
+            else { encoded += "%" + [byte].hex.uppercased() }
         }
         return encoded
     }
