@@ -53,7 +53,16 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// prune: a file named as the newest archive does not read as one.
     case newestUnreadable(path: String)
     /// prune: deleting an archive failed after `deletedBefore` others were deleted.
-    case deleteFailed(SystemError, directory: String, deletedBefore: Int)
+    indirect case deleteFailed(ArchiveError, directory: String, deletedBefore: Int)
+    /// prune: the newest archive did not verify (the cause), so nothing was deleted.
+    case newestNotVerified(any CategorizedError)
+    /// prune: every archive of the directory belongs to another user (the first's uid).
+    case othersArchives(directory: String, count: Int, owner: UInt32)
+    /// prune: archives are there but none is this home's.
+    case noneOfThisHome(directory: String, count: Int)
+    /// A local archive directory (`create --output-dir`, `prune`, `archives`) that is missing
+    /// or no directory; `forPrune` for the messages of the commands that read it.
+    case noArchiveDirectory(path: String, forPrune: Bool, exists: Bool)
     case vault(VaultError)
     case system(SystemError)
     /// The ZIP container failed to read or write.
@@ -77,6 +86,10 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .selection: return .missingInput
         case .newestUnreadable: return .damaged
         case .deleteFailed(let e, _, _): return e.kind
+        case .newestNotVerified(let e): return e.kind
+        case .othersArchives: return .configuration
+        case .noneOfThisHome: return .authentication
+        case .noArchiveDirectory: return .missingInput
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
         case .container(let e): return e.kind
@@ -127,6 +140,13 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .newestUnreadable(let p):
             return "the newest archive '\(p)' does not read as an n11archive archive, so nothing was deleted"
         case .deleteFailed(let e, _, let before): return "\(e.description) (\(before) older archive(s) were deleted before this)"
+        case .newestNotVerified(let e): return "the newest archive did not verify, so nothing was deleted: \(e.description)"
+        case let .othersArchives(directory, count, owner):
+            return "the \(count) archive(s) in '\(directory)' belong to uid \(owner), not to you (uid \(geteuid())), so nothing was deleted"
+        case let .noneOfThisHome(directory, count):
+            return "none of the \(count) archive(s) in '\(directory)' is this home's (written here, or opening with this password or key store), so nothing was deleted"
+        case let .noArchiveDirectory(path, forPrune, exists):
+            return "\(forPrune ? "the archive directory" : "the output directory") '\(path)' \(exists ? "is not a directory" : "does not exist"); \(forPrune ? "nothing was deleted" : "nothing was written")"
         case .vault(let e): return e.description
         case .system(let e): return e.description
         case .container(let e): return e.description
@@ -170,6 +190,20 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .newestUnreadable(let p):
             return "check it with `n11archive info '\(p)'`; make a new archive with `n11archive create --output-dir` (or move the damaged file out of the directory), then prune again"
         case .deleteFailed(let e, let directory, _): return e.hint ?? "check the permissions of '\(directory)' and run prune again"
+        case .newestNotVerified(let e):
+            let pruneHint = "make a new archive with `n11archive create --output-dir` so that the newest one is sound, then prune again; `n11archive verify` checks the older ones"
+            return e.kind == .damaged ? pruneHint : (e.hint ?? pruneHint)
+        case .othersArchives:
+            return "run prune as the user who owns them; on a network or Windows mount, mount it with your uid (uid=, idmap) so that the files are yours"
+        case .noneOfThisHome:
+            return "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched (after a disaster, `n11archive verify --adopt` takes your old archives back as this home's)"
+        case let .noArchiveDirectory(path, forPrune, exists):
+            switch (forPrune, exists) {
+            case (true, false): return "give the directory that `create --output-dir` writes to"
+            case (true, true): return "give the directory that `create --output-dir` writes to, not a file in it"
+            case (false, false): return "create it first (mkdir -p '\(path)'), or fix the path"
+            case (false, true): return "give a directory (the archive's name is chosen for you), or use -o FILE"
+            }
         case .vault(let e): return e.hint
         case .system(let e): return e.hint
         case .container(let e): return e.hint

@@ -187,7 +187,7 @@ extension ArchiveRetention {
             do { try FileSystem.removeFile(archive.path) }
             catch {
                 if !deleted.isEmpty { try? Directory.sync(directory) }
-                throw .deleteFailed(SystemError("cannot delete", path: archive.path, errno: error.errno), directory: directory,
+                throw .deleteFailed(.system(SystemError("cannot delete", path: archive.path, errno: error.errno)), directory: directory,
                                     deletedBefore: deleted.count)
             }
             deleted.append(archive.path)
@@ -319,6 +319,9 @@ public final class DirectoryLock: @unchecked Sendable {
     private let lock: FileLock
 
     private init(_ lock: FileLock) { self.lock = lock }
+
+    /// Gives the lock up now (it is also given up when this is freed).
+    public func release() { lock.release() }
 
     /// Runs `body` holding the lock of `directory` (see `acquire`), released when it ends.
     public static func withLock<T>(_ directory: String, exclusive: Bool, waitSeconds: Double,

@@ -104,230 +104,59 @@ struct Prune: ParsableCommand, HasOutputOptions {
     var spool: String?
 
     func run() throws {
-        if let remote = RemotePath.parse(directory) {
-            let lock = try RemoteLock.acquire(remote, exclusive: true, waitSeconds: lockWait)
-            defer { lock.release() }
-            try pruneRemote(remote)
-            return
-        }
-        let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
-        // Exclusive: no `create --output-dir` into DIR and no other prune runs meanwhile.
-        try DirectoryLock.withLock(dir, exclusive: true, waitSeconds: lockWait) { try prune(dir) }
+        let store = try ArchiveStores.open(directory, spool: spool, home: self.store.resolvedHome, forPrune: true)
+        // Exclusive: no `create --output-dir` into it and no other prune runs meanwhile.
+        let lock = try store.lock(exclusive: true, waitSeconds: lockWait)
+        defer { lock.release() }
+        let secrets = CachedSecrets(password: password, store: self.store, identity: identity)
+        let isRemote = store is RcloneStore
+        let report = try ArchivePruner.prune(store, .init(
+            policy: policy, dryRun: dryRun, home: self.store.resolvedHome,
+            secrets: .init(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities, kdfCache: secrets.kdfCache),
+            kdfCeiling: try kdfCeiling.ceiling(),
+            notice: { notice in
+                switch notice {
+                case .leftovers(let count):
+                    Console.note("\(dryRun ? "would remove" : "removed") \(count) temp object(s) of failed uploads from \(store.location)")
+                case let .foreign(path, owner):
+                    Console.warning("'\(path)' belongs to uid \(owner), not to you; left alone, not counted")
+                case .unreadable(let path):
+                    Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
+                case .notCounted(let other):
+                    Console.warning("'\(other.path)' is not counted as this home's; left alone (\(other.reason))")
+                case .verifying(let path):
+                    if isRemote { Console.note("fetching the newest archive, \(path), to verify it before anything is deleted…") }
+                }
+            },
+            progress: { outputOptions.observer($0) }))
+        render(report, of: store)
     }
 
-    private func prune(_ dir: String) throws {
-
-        let listing = try ArchiveRetention.archives(in: dir)
-        let named = listing.archives, unreadable = listing.unreadable
-        for (path, owner) in listing.foreign {
-            Console.warning("'\(path)' belongs to uid \(owner), not to you; left alone, not counted")
-        }
-        for path in unreadable {
-            Console.warning("'\(path)' has an n11archive archive's name but does not read as one; left alone (check it with `n11archive info`)")
-        }
-        // Archives are there, and none is the user's: a prune that says "nothing to prune"
-        // every night while the disk fills up (a mount that maps every file to another uid,
-        // a job run as the wrong user) must be noticed.
-        if named.isEmpty && unreadable.isEmpty, let first = listing.foreign.first {
-            throw CLIError(.configuration, "the \(listing.foreign.count) archive(s) in '\(dir)' belong to uid \(first.owner), not to you (uid \(geteuid())), so nothing was deleted",
-                           hint: "run prune as the user who owns them; on a network or Windows mount, mount it with your uid (uid=, idmap) so that the files are yours")
-        }
-        // Only this home's archives count (recorded as written here, or opening through a
-        // password or device slot): a header is not authenticated until then, and another
-        // home's archives, or forged ones with a recent date, must neither fill the keep
-        // slots nor be deleted.
-        // When the policy keeps every named archive, it keeps every subset too (an archive's
-        // rank and its bucket can only move up when others drop out): nothing can be deleted,
-        // so no secret is needed and none is asked for.
-        let secrets = CachedSecrets(password: password, store: store, identity: identity)
-        let nothingToDelete = ArchiveRetention.apply(policy, to: named).remove.isEmpty
-        let (archives, notOpened) = nothingToDelete ? (named, [])
-            : try ArchiveRetention.authenticated(named, password: secrets.password, keyStore: secrets.keyStore,
-                                                 records: WrittenArchives.all(in: store.resolvedHome), home: store.resolvedHome,
-                                                 kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
-        for other in notOpened {
-            Console.warning("'\(other.path)' is not counted as this home's; left alone (\(other.reason))")
-        }
-        if archives.isEmpty && !notOpened.isEmpty {
-            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' is this home's (written here, or opening with this password or key store), so nothing was deleted",
-                           hint: "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched (after a disaster, `n11archive verify --adopt` takes your old archives back as this home's)")
-        }
-        let decision = ArchiveRetention.apply(policy, to: archives)
-
-        var verified: String? = nil
-        if let newest = decision.keep.first?.archive, !decision.remove.isEmpty {
-            try ArchiveRetention.refuseIfNewerUnreadable(unreadable, than: newest)
-            try verifyNewest(newest.path, secrets)
-            verified = newest.path
-        }
-
-        let deleted = dryRun ? decision.remove.map(\.path) : try ArchiveRetention.delete(decision.remove, in: dir)
-
+    /// The report as JSON, or as a line per archive and a summary.
+    private func render(_ report: ArchivePruner.Report, of store: any ArchiveStore) {
+        let decision = report.decision
         if outputOptions.json {
-            try Console.json(Document(directory: dir, dryRun: dryRun,
-                                      policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
-                                      verified: verified,
-                                      kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
-                                      deleted: deleted, ignored: unreadable + listing.foreign.map(\.path), notOpened: notOpened.map(\.path),
-                                      durationSeconds: Output.durationSeconds))
+            try? Console.json(Document(directory: store.location, dryRun: dryRun,
+                                       policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
+                                       verified: report.verified,
+                                       kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
+                                       deleted: report.deleted, ignored: report.unreadable + report.foreign,
+                                       notOpened: report.notCounted.map(\.path), durationSeconds: Output.durationSeconds))
             return
         }
+        // The archive's own name, whether the path is a directory's or `REMOTE:DIR`'s.
+        func name(_ path: String) -> String { String(path.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "") }
         let formatter = ISO8601DateFormatter()
         for kept in decision.keep {
-            Console.summary("keep    \(Path.lastComponent(of: kept.archive.path))  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
+            Console.summary("keep    \(name(kept.archive.path))  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
         }
-        for path in deleted {
-            Console.summary("\(dryRun ? "would delete" : "deleted") \(Path.lastComponent(of: path))")
+        for path in report.deleted {
+            Console.summary("\(dryRun ? "would delete" : "deleted") \(name(path))")
         }
-        if archives.isEmpty {
-            Console.note("no archives made by n11archive in '\(dir)'; nothing to prune")
+        if !report.countedAny {
+            Console.note("no archives made by n11archive in '\(store.location)'; nothing to prune")
         } else {
-            Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \(Path.lastComponent(of: $0)))" } ?? "")")
-        }
-    }
-
-    /// `prune REMOTE:DIR`, under the directory's exclusive lock object. An archive counts when
-    /// this home's record says it published it there with that size (its time is then the
-    /// record's), or else when its header, read from the object's first 64 KiB, opens with
-    /// this prune's password or key store through a password or device slot (never by a
-    /// recipient's identity: anyone may hold the public key). Nothing else is downloaded:
-    /// the newest is fetched and verified in full (or against its record) before anything
-    /// is deleted. Temp objects of failed uploads are removed (a dry run only counts them).
-    private func pruneRemote(_ dir: RemotePath) throws {
-        let rclone = Rclone()
-        let home = store.resolvedHome
-        let spoolDirectory = try RemoteArchives.spool(spool, home: home)
-        let listed = try rclone.list(dir)
-        if dryRun {
-            let temps = listed.filter { $0.name.hasPrefix(RemoteArchives.tempPrefix) }.count
-            if temps > 0 { Console.note("would remove \(temps) temp object(s) of failed uploads from \(dir)") }
-        } else {
-            let removedTemps = RemoteArchives.removeTemporaries(in: dir, listed: listed, rclone: rclone)
-            if removedTemps > 0 { Console.note("removed \(removedTemps) temp object(s) of failed uploads from \(dir)") }
-        }
-        let records = WrittenArchives.all(in: home)
-        let secrets = CachedSecrets(password: password, store: store, identity: identity)
-        func fetched<T>(_ remote: RemotePath, _ body: (String) throws -> T) throws -> T {
-            Console.note("fetching the newest archive, \(remote), to verify it before anything is deleted…")
-            let local = try RemoteArchives.fetch(remote, into: spoolDirectory, rclone: rclone, progress: outputOptions.observer("download"))
-            defer { _ = unlink(local) }
-            return try body(local)
-        }
-        var archives: [ArchiveRetention.Candidate] = [], notOpened: [String] = [], ignored: [String] = []
-        // Each object's time: a record's, or its header's from the first 64 KiB (not yet
-        // authenticated). Nothing else is fetched to decide.
-        var dated: [ArchiveRetention.Candidate] = [], unrecorded: [String: ArchiveKeyEntries] = [:]
-        for object in listed where ArchiveRetention.isArchiveName(object.name) {
-            let path = dir.appending(object.name)
-            if let record = records.first(where: { $0.location == path.description && $0.size == object.size }) {
-                dated.append(.init(path: path.description, created: record.created))
-                continue
-            }
-            guard let keyEntries = ArchiveKeyEntries(prefix: try rclone.prefix(path, count: RemoteArchives.headerPrefixBytes),
-                                                     name: path.description) else {
-                Console.warning("'\(path)' has an archive's name but does not start like an n11archive archive; left alone")
-                ignored.append(path.description)
-                continue
-            }
-            unrecorded[path.description] = keyEntries
-            dated.append(.init(path: path.description, created: keyEntries.header.created))
-        }
-        // When the policy keeps every one of them, it keeps every subset too (as for a local
-        // directory): nothing can be deleted, so nothing is opened and no secret is needed.
-        let nothingToDelete = ArchiveRetention.apply(policy, to: dated).remove.isEmpty
-        for candidate in dated {
-            guard !nothingToDelete, let keyEntries = unrecorded[candidate.path] else {
-                archives.append(candidate)
-                continue
-            }
-            do {
-                // (No identity is tried here, so what opens is a password or device slot.)
-                guard try keyEntries.authenticate(password: secrets.password, keyStore: secrets.keyStore,
-                                                  kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache).provesOrigin
-                else { continue }
-                archives.append(candidate)
-            } catch let error as ArchiveError {
-                switch error {
-                case .wrongPassword, .keyNotHere, .noKeyOpens, .passwordNeeded, .damaged, .notAnArchive, .unsupported,
-                     .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
-                    Console.warning("'\(candidate.path)' is not counted as this home's; left alone (\(ArchiveRetention.NotOpened.reason(for: error)))")
-                    notOpened.append(candidate.path)
-                default: throw error
-                }
-            }
-        }
-        if archives.isEmpty && !notOpened.isEmpty {
-            throw CLIError(.authentication, "none of the \(notOpened.count) archive(s) in '\(dir)' is this home's (written here, or opening with this password or key store), so nothing was deleted",
-                           hint: "check the password (or --home for secure archives); after a disaster, `n11archive verify --adopt` takes your old archives back as this home's")
-        }
-        let decision = ArchiveRetention.apply(policy, to: archives)
-        var verified: String? = nil
-        if let newest = decision.keep.first?.archive, !decision.remove.isEmpty, let remote = RemotePath.parse(newest.path) {
-            do {
-                try fetched(remote) { local in
-                    let reader = try ArchiveReader(path: local, name: newest.path)
-                    do {
-                        let archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
-                                                        kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
-                        _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil,
-                                                       progress: outputOptions.observer("verify"))
-                    } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
-                        try WrittenArchives.check(local, in: home)
-                    }
-                }
-            } catch let error as CategorizedError {
-                throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
-                               hint: error.hint ?? "make a new archive with `n11archive create --output-dir \(dir)`, then prune again")
-            }
-            verified = newest.path
-        }
-        var deleted: [String] = []
-        if !dryRun {
-            for archive in decision.remove {
-                guard let remote = RemotePath.parse(archive.path) else { continue }
-                try rclone.delete(remote)
-                deleted.append(archive.path)
-            }
-        } else {
-            deleted = decision.remove.map(\.path)
-        }
-        if outputOptions.json {
-            try Console.json(Document(directory: dir.description, dryRun: dryRun,
-                                      policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
-                                      verified: verified,
-                                      kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
-                                      deleted: deleted, ignored: ignored, notOpened: notOpened, durationSeconds: Output.durationSeconds))
-            return
-        }
-        let formatter = ISO8601DateFormatter()
-        for kept in decision.keep {
-            Console.summary("keep    \(kept.archive.path.split(separator: "/").last ?? "")  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
-        }
-        for path in deleted { Console.summary("\(dryRun ? "would delete" : "deleted") \(path.split(separator: "/").last ?? "")") }
-        Console.note("\(decision.keep.count) kept, \(deleted.count) \(dryRun ? "would be deleted" : "deleted")\(verified.map { " (newest verified: \($0))" } ?? "")")
-    }
-
-    /// Verifies the newest archive in full; on failure nothing may be deleted, and the exit
-    /// code is the verification's. A damaged newest archive gets prune's own hint: the
-    /// verifier's ("use another copy") does not say what a backup job's owner should do.
-    private func verifyNewest(_ path: String, _ secrets: CachedSecrets) throws {
-        do {
-            let reader = try ArchiveReader(path: path)
-            let archive: UnlockedArchive
-            do {
-                archive = try reader.unlock(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities,
-                                            kdfCeiling: try kdfCeiling.ceiling(), kdfCache: secrets.kdfCache)
-            } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
-                // Made for recipients elsewhere: sound if it is exactly what this home wrote.
-                try WrittenArchives.check(path, in: store.resolvedHome)
-                return
-            }
-            _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try secrets.keyStore() : nil,
-                                           progress: outputOptions.observer("verify"))
-        } catch let error as CategorizedError {
-            let pruneHint = "make a new archive with `n11archive create --output-dir` so that the newest one is sound, then prune again; `n11archive verify` checks the older ones"
-            throw CLIError(error.kind, "the newest archive did not verify, so nothing was deleted: \(error.description)",
-                           hint: error.kind == .damaged ? pruneHint : (error.hint ?? pruneHint))
+            Console.note("\(decision.keep.count) kept, \(report.deleted.count) \(dryRun ? "would be deleted" : "deleted")\(report.verified.map { " (newest verified: \(name($0)))" } ?? "")")
         }
     }
 }

@@ -1,0 +1,99 @@
+import Foundation
+import N11System
+import N11Vault
+
+/// Where dated archives live: a local directory or a directory on an rclone remote (as
+/// restic's `Backend` and kopia's `blob.Storage`). Retention, listing and locking are written
+/// once against this (`ArchivePruner`, the `archives` listing); the two stores differ only in
+/// how they reach the bytes. A location is parsed into a store once (`ArchiveStores.open`).
+public protocol ArchiveStore: AnyObject {
+    /// What messages call the store: the directory's path, or `REMOTE:DIR`.
+    var location: String { get }
+    /// What messages and this home's records call an object of it: a path, or `REMOTE:PATH`.
+    func location(of name: String) -> String
+    /// Every object directly in the store (not below).
+    func list() throws(ArchiveError) -> [StoredObject]
+    /// The object's header and key entries, read without its items and not authenticated;
+    /// nil when it does not read as an archive. Only for objects `list` gave as readable.
+    func keyEntries(of object: StoredObject) throws(ArchiveError) -> ArchiveKeyEntries?
+    /// A local file holding the object's bytes, to read as any archive; `release` it after.
+    func fetch(_ object: StoredObject, progress: ArchiveProgress?) throws(ArchiveError) -> FetchedArchive
+    /// Deletes one object.
+    func delete(_ object: StoredObject) throws(ArchiveError)
+    /// Makes the deletions so far durable (a directory sync; nothing on a remote).
+    func finishDeleting() throws(ArchiveError)
+    /// Takes the store's lock: shared while an archive is written into it, exclusive while
+    /// it is pruned. Held until `release()`.
+    func lock(exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> any ArchiveStoreLock
+    /// Removes (or with `dryRun` counts) what failed writes left behind. Only under the
+    /// exclusive lock, when no write can be running.
+    func removeLeftovers(dryRun: Bool) -> Int
+    /// The record that names `object` by its place and size, when that alone shows this home
+    /// wrote it (so its header need not be fetched); nil where a file must be read to tell.
+    func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record?
+    /// How this home's record of writing an archive applies to `object`, which claims the
+    /// record's archive ID in its header.
+    func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch
+}
+
+/// One object of a store, as its listing gives it.
+public struct StoredObject: Sendable, Equatable {
+    public let name: String
+    public let size: Int64
+    /// The uid of another user who owns it (a local file): never read, counted or deleted
+    /// (DESIGN.md §3.8). nil for the user's own files and for remote objects.
+    public let foreignOwner: UInt32?
+
+    public init(name: String, size: Int64, foreignOwner: UInt32? = nil) {
+        self.name = name
+        self.size = size
+        self.foreignOwner = foreignOwner
+    }
+}
+
+/// What a record of writing says of an object that claims its archive ID.
+public enum RecordMatch: Sendable, Equatable {
+    /// It is the archive this home wrote (its time is the record's).
+    case written
+    /// It is not shown to be: judged like any unrecorded archive (by its key slots).
+    case unproven
+}
+
+/// A store's lock, held until released (or the process ends).
+public protocol ArchiveStoreLock: AnyObject {
+    func release()
+}
+
+/// An object's bytes in a local file: the file itself, or a copy fetched into the spool
+/// that `release` removes.
+public final class FetchedArchive {
+    public let path: String
+    /// What messages call it (the store's location of the object).
+    public let name: String
+    private let isCopy: Bool
+
+    init(path: String, name: String, isCopy: Bool) {
+        self.path = path
+        self.name = name
+        self.isCopy = isCopy
+    }
+
+    deinit { release() }
+
+    /// Removes a fetched copy (nothing for a local file). Safe to call twice.
+    public func release() {
+        if isCopy { try? FileSystem.removeFile(path) }
+    }
+}
+
+/// The stores a location names.
+public enum ArchiveStores {
+    /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
+    /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
+    /// quietly start a new backup directory. `forPrune` says in messages which role it has.
+    public static func open(_ location: String, spool: String?, home: N11Home, forPrune: Bool) throws(ArchiveError) -> any ArchiveStore {
+        if let remote = RemotePath.parse(location) { return RcloneStore(remote, spool: spool, home: home) }
+        return try LocalDirectoryStore(location, forPrune: forPrune)
+    }
+
+}
