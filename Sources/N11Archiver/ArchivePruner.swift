@@ -4,7 +4,8 @@ import N11System
 import N11Vault
 
 /// `prune`: deletes the dated archives of a store that a retention policy does not keep, the
-/// same way for a local directory and a remote (the caller holds the store's exclusive lock).
+/// same way for a local directory and a remote, under the store's exclusive lock (no create
+/// writes into it and no other prune runs meanwhile).
 ///
 /// Only this home's archives count (DESIGN.md §3.8): one it recorded writing (the record
 /// names the object, or the object's header names the record and the store shows it is the
@@ -38,13 +39,17 @@ public enum ArchivePruner {
         public let home: N11Home
         public let secrets: Secrets
         public let kdfCeiling: KDFCeiling
+        /// How long to wait for the store's lock (`--lock-wait`).
+        public let lockWait: Double
         /// Told each thing worth a warning or note as it is found, before anything is decided.
         public let notice: (Notice) -> Void
         /// Progress of the newest archive's download (a remote) and verification.
         public let progress: (_ phase: String) -> ArchiveProgress?
 
         public init(policy: ArchiveRetention.Policy, dryRun: Bool, home: N11Home, secrets: Secrets, kdfCeiling: KDFCeiling,
-                    notice: @escaping (Notice) -> Void = { _ in }, progress: @escaping (String) -> ArchiveProgress? = { _ in nil }) {
+                    lockWait: Double = 0, notice: @escaping (Notice) -> Void = { _ in },
+                    progress: @escaping (String) -> ArchiveProgress? = { _ in nil }) {
+            self.lockWait = lockWait
             self.policy = policy
             self.dryRun = dryRun
             self.home = home
@@ -91,6 +96,12 @@ public enum ArchivePruner {
     }
 
     public static func prune(_ store: any ArchiveStore, _ request: Request) throws(ArchiveError) -> Report {
+        let lock = try store.lock(exclusive: true, waitSeconds: request.lockWait)
+        defer { lock.release() }
+        return try pruneLocked(store, request)
+    }
+
+    private static func pruneLocked(_ store: any ArchiveStore, _ request: Request) throws(ArchiveError) -> Report {
         var report = Report()
         let leftovers = store.removeLeftovers(dryRun: request.dryRun)
         if leftovers > 0 { request.notice(.leftovers(leftovers)) }
@@ -168,13 +179,12 @@ public enum ArchivePruner {
         func record(of item: Found) -> WrittenArchives.Record? { item.keys.flatMap { recordsByID[$0.header.archiveIDHex] } }
         // Named by a record first, then the file at its record's place, so that a copy never
         // takes the original's count.
-        let ordered = found.sorted { a, b in
-            func rank(_ item: Found) -> Int {
-                if item.keys == nil { return 0 }
-                return record(of: item)?.isAt(item.candidate.path) == true ? 1 : 2
-            }
-            return rank(a) < rank(b)
+        func rank(_ item: Found) -> Int {
+            if item.keys == nil { return 0 }
+            return record(of: item)?.isAt(item.candidate.path) == true ? 1 : 2
         }
+        // Stable: within a rank, the store's listing order.
+        let ordered = found.enumerated().sorted { (rank($0.element), $0.offset) < (rank($1.element), $1.offset) }.map(\.element)
         var ours: [Found] = [], notOpened: [ArchiveRetention.NotOpened] = []
         var countedIDs = Set<String>()
         for item in ordered {

@@ -144,83 +144,9 @@ public enum ArchiveRetention {
         if rest.isEmpty { return true }
         return rest.count >= 2 && rest.first == UInt8(ascii: "-") && rest.dropFirst().allSatisfy(isDigit)
     }
-
-    /// What a directory holds that looks like n11archive's dated archives.
-    public struct Listing: Sendable {
-        /// The user's regular files whose name matches and whose header parses.
-        public var archives: [Candidate] = []
-        /// The user's files with an archive's name that are no readable archive (worth a
-        /// warning: a damaged file; the newest of them stops a prune).
-        public var unreadable: [String] = []
-        /// Files with an archive's name that belong to another user: never read, counted or
-        /// deleted (DESIGN.md §3.8). Anyone who can write to a shared directory can plant them.
-        public var foreign: [(path: String, owner: uid_t)] = []
-    }
-
-    /// The archives n11archive made in `directory` (not recursive): regular files (not
-    /// symlinks) of the user's whose name matches and whose header parses. Anything else is
-    /// not listed as an archive, so it can never be removed.
-    public static func archives(in directory: String) throws(ArchiveError) -> Listing {
-        let names: [String]
-        do { names = try Directory.entries(of: directory) }
-        catch { throw .wrap(error) }
-        var listing = Listing()
-        for name in names where isArchiveName(name) {
-            let path = Path.join(directory, name)
-            guard let status = (try? FileStatus.of(path, followLinks: false)) ?? nil, status.kind == .regular else { continue }
-            guard status.owner == geteuid() else { listing.foreign.append((path, status.owner)); continue }
-            guard let reader = try? ArchiveReader(path: path) else { listing.unreadable.append(path); continue }
-            listing.archives.append(Candidate(path: path, created: reader.header.created))
-        }
-        return listing
-    }
 }
 
 extension ArchiveRetention {
-    /// An archive with our name and a readable header that does not open with this prune's
-    /// password or key store: another home's, or forged. Never counted, never deleted.
-    /// Deletes the archives a decision removes, in its order, and makes the deletions durable
-    /// before returning them. A failure names how many were deleted before it.
-    public static func delete(_ archives: [Candidate], in directory: String) throws(ArchiveError) -> [String] {
-        var deleted: [String] = []
-        for archive in archives {
-            do { try FileSystem.removeFile(archive.path) }
-            catch {
-                if !deleted.isEmpty { try? Directory.sync(directory) }
-                throw .deleteFailed(.system(SystemError("cannot delete", path: archive.path, errno: error.errno)), directory: directory,
-                                    deletedBefore: deleted.count)
-            }
-            deleted.append(archive.path)
-        }
-        do { if !deleted.isEmpty { try Directory.sync(directory) } } catch { throw .wrap(error) }
-        return deleted
-    }
-
-    /// A file named as a later archive than the newest readable one, that does not read as an
-    /// archive, is the real newest backup, damaged: verifying an older one instead would let
-    /// prune delete the last good copies while the latest is garbage. So nothing is deleted.
-    /// (Compared by name, since its header is what cannot be read; a same-second `-N` counts.)
-    public static func refuseIfNewerUnreadable(_ unreadable: [String], than newest: Candidate) throws(ArchiveError) {
-        func order(_ name: String) -> (stamp: String, sequence: Int) {
-            let stem = name.dropFirst(namePrefix.count).dropLast(nameSuffix.count)
-            let stamp = String(stem.prefix(16))
-            let rest = stem.dropFirst(16)
-            return (stamp, rest.hasPrefix("-") ? Int(rest.dropFirst()) ?? 1 : 1)
-        }
-        let newestName = Path.lastComponent(of: newest.path)
-        let headerStamp = order(fileName(for: newest.created)).stamp
-        // The readable archive's place: its header's second, and its name's -N when the name
-        // carries that same second (a renamed archive counts as the bare name).
-        let newestOrder = (stamp: headerStamp,
-                           sequence: order(newestName).stamp == headerStamp ? order(newestName).sequence : 1)
-        for path in unreadable {
-            let candidate = order(Path.lastComponent(of: path))
-            guard candidate.stamp > newestOrder.stamp
-                || (candidate.stamp == newestOrder.stamp && candidate.sequence > newestOrder.sequence) else { continue }
-            throw .newestUnreadable(path: path)
-        }
-    }
-
     public struct NotOpened: Sendable {
         public let path: String
         public let reason: String
@@ -239,73 +165,6 @@ extension ArchiveRetention {
                 return error.description
             }
         }
-    }
-
-    /// Splits `candidates` (files of the user's: see `archives(in:)`) into this home's
-    /// archives and the others (DESIGN.md §3.8). An archive is this home's when
-    /// - this home recorded writing it (`records`, by the archive ID in its header): checked
-    ///   by `WrittenArchives.checkAsWritten`, and its time is the record's. A file whose ID
-    ///   has a record but that is not what was written is a damaged archive of ours, thrown
-    ///   so that nothing is deleted. A second file claiming an ID already counted (a copy)
-    ///   is not counted;
-    /// - or it opens with `password` or `keyStore` through a password or device slot, which
-    ///   authenticates its header and so its time. Opening a recipient slot proves nothing
-    ///   (anyone may hold the public key), so no identity is tried here.
-    /// Each candidate's header and key entry are read, and its file closed, before the next
-    /// (a year of daily archives must not hold a year of ZIP directories). Each portable
-    /// archive costs one Argon2id with its own salt (`kdfCache` keeps each result for the
-    /// verification after); secure ones a key store look-up. A failure that is not about the
-    /// archive (I/O, a locked or damaged key store) is thrown: nothing may be decided then. An
-    /// archive that needs a password when none was given is not counted: a file someone
-    /// planted must not stop an unattended prune.
-    public static func authenticated(_ candidates: [Candidate], password: () throws -> SecureBytes?,
-                                     keyStore: () throws -> KeyStore,
-                                     records: [WrittenArchives.Record] = [], home: N11Home? = nil,
-                                     kdfCeiling: KDFCeiling = .standard,
-                                     kdfCache: KDFCache? = nil) throws(ArchiveError) -> (ours: [Candidate], notOpened: [NotOpened]) {
-        var ours: [Candidate] = [], notOpened: [NotOpened] = []
-        let recordsByID = Dictionary(records.map { ($0.archiveID, $0) }, uniquingKeysWith: { first, _ in first })
-        var read: [(candidate: Candidate, keys: ArchiveKeyEntries, record: WrittenArchives.Record?)] = []
-        for candidate in candidates {
-            do {
-                let keys = try ArchiveReader(path: candidate.path).keyEntries
-                read.append((candidate, keys, recordsByID[keys.header.archiveIDHex]))
-            } catch where error.kind == .ioFailure {
-                throw error
-            } catch {
-                notOpened.append(NotOpened(path: candidate.path, reason: error.description))
-            }
-        }
-        // The file at its record's place first, so that a copy never takes the original's count.
-        read.sort { ($0.record?.isAt($0.candidate.path) ?? false) && !($1.record?.isAt($1.candidate.path) ?? false) }
-        var counted = Set<String>()
-        for (candidate, keys, record) in read {
-            if let record {
-                guard !counted.contains(record.archiveID) else {
-                    notOpened.append(NotOpened(path: candidate.path, reason: "another file here is already counted as archive \(record.archiveID)"))
-                    continue
-                }
-                if let home { try WrittenArchives.checkAsWritten(candidate.path, record: record, in: home) }
-                counted.insert(record.archiveID)
-                ours.append(Candidate(path: candidate.path, created: record.created))
-                continue
-            }
-            do {
-                guard try keys.authenticate(password: password, keyStore: keyStore, kdfCeiling: kdfCeiling,
-                                            kdfCache: kdfCache).provesOrigin else { continue }   // no identity is given
-                ours.append(candidate)
-            } catch {
-                switch error {
-                case .noKeyOpens, .passwordNeeded, .wrongPassword, .keyNotHere, .damaged, .notAnArchive, .unsupported,
-                     .kdfAboveCeiling, .kdfWorkAboveCeiling, .vault(.notInitialized):
-                    // (.vault(.notInitialized): a secure archive, and no key store here.)
-                    notOpened.append(NotOpened(path: candidate.path, reason: NotOpened.reason(for: error)))
-                default:
-                    throw error
-                }
-            }
-        }
-        return (ours, notOpened)
     }
 }
 

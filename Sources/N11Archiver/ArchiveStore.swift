@@ -72,7 +72,7 @@ public final class FetchedArchive {
     public let name: String
     private let isCopy: Bool
 
-    init(path: String, name: String, isCopy: Bool) {
+    public init(path: String, name: String, isCopy: Bool) {
         self.path = path
         self.name = name
         self.isCopy = isCopy

@@ -21,11 +21,11 @@ struct Create: ParsableCommand, HasOutputOptions {
           n11archive create --portable --recipient backup.pub --output-dir ~/backups
           n11archive create --portable -o - --password-file pw | ssh h 'cat > a'
         With --output-dir DIR the archive is named n11archive-YYYYMMDDTHHMMSSZ.nu11vlt (UTC; \
-        -2, -3, … if that name exists), the form `n11archive prune` looks for. \
+        -2, -3, ... if that name exists), the form `n11archive prune` looks for. \
         Portable archives restore anywhere with the password (Argon2id + AES-256-GCM) or, \
         with --recipient, with the private key of any recipient (P-256, Apple's ECIES); \
         with recipients only, no password is asked, so a nightly job holds no secret that \
-        opens its own archives. A password is added to recipients when a --password-… \
+        opens its own archives. A password is added to recipients when a --password-* \
         source is given. \
         secure archives keep the vault ciphertext and add AES-256-GCM under a key that \
         never leaves this machine's key store. A portable archive's password is refused \

@@ -27,24 +27,24 @@ extension PasswordCommand {
               n11archive password generate -o ~/.n11pass     # a new file, mode 0600
               n11archive password generate --words 6         # six EFF words
             The password alone goes to stdout (or FILE), the entropy to stderr:
-            "entropy: 157 bits (Very Strong)" is length × log2(pool size), exact here \
+            "entropy: 157 bits (Very Strong)" is length x log2(pool size), exact here \
             because every character is drawn uniformly and independently (there is \
             no "one of each class" rule). Weak < 40 bits, Moderate < 60, Strong < 100, \
-            Very Strong ≥ 100. Pools: a–z, A–Z, 0–9, the 32 ASCII punctuation marks. \
+            Very Strong >= 100. Pools: a-z, A-Z, 0-9, the 32 ASCII punctuation marks. \
             --words N makes a passphrase of N words from the EFF large wordlist (7,776 \
             words, 12.9 bits each, by the Electronic Frontier Foundation, CC BY 3.0 US) \
             joined by -: six words give 77 bits and are easy to type at a restore prompt.
             """)
 
-        @Option(help: ArgumentHelp("Number of characters (1–\(PasswordGenerator.maximumLength)).", valueName: "N"))
+        @Option(help: ArgumentHelp("Number of characters (1-\(PasswordGenerator.maximumLength)).", valueName: "N"))
         var length: Int = PasswordGenerator.defaultLength
 
-        @Flag(name: .customLong("no-upper"), help: "Leave out A–Z.") var noUpper = false
-        @Flag(name: .customLong("no-lower"), help: "Leave out a–z.") var noLower = false
-        @Flag(name: .customLong("no-digits"), help: "Leave out 0–9.") var noDigits = false
+        @Flag(name: .customLong("no-upper"), help: "Leave out A-Z.") var noUpper = false
+        @Flag(name: .customLong("no-lower"), help: "Leave out a-z.") var noLower = false
+        @Flag(name: .customLong("no-digits"), help: "Leave out 0-9.") var noDigits = false
         @Flag(name: .customLong("no-symbols"), help: "Leave out ASCII punctuation.") var noSymbols = false
 
-        @Option(help: ArgumentHelp("A passphrase of N words from the EFF large wordlist instead (1–\(PassphraseGenerator.maximumWords); 6 is 77 bits).",
+        @Option(help: ArgumentHelp("A passphrase of N words from the EFF large wordlist instead (1-\(PassphraseGenerator.maximumWords); 6 is 77 bits).",
                                    valueName: "N"))
         var words: Int?
 

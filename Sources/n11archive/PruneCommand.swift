@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Glibc
 import N11Archiver
 import N11Crypto
 import N11Format
@@ -105,15 +104,12 @@ struct Prune: ParsableCommand, HasOutputOptions {
 
     func run() throws {
         let store = try ArchiveStores.open(directory, spool: spool, home: self.store.resolvedHome, forPrune: true)
-        // Exclusive: no `create --output-dir` into it and no other prune runs meanwhile.
-        let lock = try store.lock(exclusive: true, waitSeconds: lockWait)
-        defer { lock.release() }
         let secrets = CachedSecrets(password: password, store: self.store, identity: identity)
         let isRemote = store is RcloneStore
         let report = try ArchivePruner.prune(store, .init(
             policy: policy, dryRun: dryRun, home: self.store.resolvedHome,
             secrets: .init(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities, kdfCache: secrets.kdfCache),
-            kdfCeiling: try kdfCeiling.ceiling(),
+            kdfCeiling: try kdfCeiling.ceiling(), lockWait: lockWait,
             notice: { notice in
                 switch notice {
                 case .leftovers(let count):

@@ -15,7 +15,7 @@ struct Seal: ParsableCommand {
           n11archive unseal photo.filelock -o photo.jpg
         The package is FileLock's: the AES-256-GCM key wrapped with Apple's ECIES \
         (eciesEncryptionCofactorX963SHA256AESGCM), the nonce, the ciphertext and the tag, \
-        each after a big-endian 32-bit length; at most 4 GiB − 1 of content. The output \
+        each after a big-endian 32-bit length; at most 4 GiB - 1 of content. The output \
         appears only when complete; an existing file is replaced only with --force.
         """)
 
