@@ -77,6 +77,8 @@ public final class ArchiveReader {
             guard opened.entries[1].name == EntryName.second(version: header.version).name else {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
+        } catch let failure as SalvageFailure {
+            throw ArchiveError.unsalvageable(archive: name, what: failure.description)
         } catch { throw ArchiveError.reading(name, error, salvaging: salvaging) }
     }
 
@@ -86,8 +88,22 @@ public final class ArchiveReader {
         do {
             return try openContainer(ZipReader(path: path), salvaging: false)
         } catch where salvaging && (error is ContainerError || error is FormatError) {
-            let zip = try ZipReader(scanningLocalHeadersOf: path, accepting: EntryName.isInLayout)
-            return try openContainer(zip, salvaging: true)
+            do {
+                let zip = try ZipReader(scanningLocalHeadersOf: path, maximumEntries: EntryName.fixed.count + FormatLimits.items,
+                                        accepting: EntryName.isInLayout)
+                return try openContainer(zip, salvaging: true)
+            } catch let scanFailure {
+                throw SalvageFailure(directory: error, localHeaders: scanFailure)
+            }
+        }
+    }
+
+    /// Neither the central directory nor the local headers give the archive's layout.
+    struct SalvageFailure: Error, CustomStringConvertible {
+        let directory: any Error
+        let localHeaders: any Error
+        var description: String {
+            "its ZIP directory does not read (\(directory)), and its local headers do not give the archive's first entries either (\(localHeaders))"
         }
     }
 
@@ -115,10 +131,12 @@ public final class ArchiveReader {
                     throw index == 0 ? FormatError.notAnArchive("first entry is not \(EntryName.header)") : FormatError.invalidEntryName(entry.name)
                 }
             } else {
+                // A later entry of a name found already (a header or manifest too: a download
+                // appended to itself) is ignored in a salvage (FORMAT.md §1.1).
+                if salvaging && (names.contains(entry.name) || (try? EntryName.parseItem(entry.name)) == nil) { continue }
                 _ = try EntryName.parseItem(entry.name)
             }
             guard names.insert(entry.name).inserted else {
-                if salvaging && index >= EntryName.fixed.count { continue }
                 throw FormatError.invalidManifest("entry '\(entry.name)' appears twice")
             }
             entries.append(entry)

@@ -21,23 +21,36 @@ struct LocalHeaderScan {
     let file: FileDescriptor
     let fileSize: Int64
     let accepts: (String) -> Bool
+    /// The most entries taken: a crafted file of tiny entries must not fill memory before
+    /// the reader's bound on the entry count refuses it.
+    let maximumEntries: Int
 
     private static let signature: [UInt8] = [0x50, 0x4B, 0x03, 0x04]
 
+    /// Stops after `maximumEntries + 1` entries, so that the caller sees the bound broken.
     func entries() throws -> [ScannedEntry] {
         var found: [ScannedEntry] = []
+        var window = Window()
         var offset: Int64 = 0
-        while offset + 30 <= fileSize {
+        while offset + 30 <= fileSize && found.count <= maximumEntries {
             if let entry = try entry(at: offset) {
                 found.append(entry)
                 offset = entry.dataOffset + entry.size
-            } else if let next = try nextSignature(after: offset) {
+            } else if let next = try nextSignature(after: offset, in: &window) {
                 offset = next
             } else {
                 break
             }
         }
         return found
+    }
+
+    /// The part of the file last read while looking for a signature: a run of signatures
+    /// that are no entries (crafted) is searched in it, not read again for each.
+    private struct Window {
+        var bytes = [UInt8](repeating: 0, count: 1 << 20)
+        var start: Int64 = 0
+        var count = 0
     }
 
     /// The entry whose local header starts at `offset`, if it is one n11archive writes.
@@ -59,7 +72,8 @@ struct LocalHeaderScan {
             (uncompressed, compressed) = (sizes.uncompressed ?? uncompressed, sizes.compressed ?? compressed)
         }
         let dataOffset = offset + 30 + Int64(variable.count)
-        guard compressed == uncompressed, compressed >= 0, dataOffset + compressed <= fileSize else { return nil }
+        // (Compared without adding: a ZIP64 size near 2^63 must not overflow.)
+        guard compressed == uncompressed, compressed >= 0, compressed <= fileSize - dataOffset else { return nil }
         return ScannedEntry(name: name, size: compressed, dataOffset: dataOffset, crc32: u32(14))
     }
 
@@ -88,15 +102,20 @@ struct LocalHeaderScan {
     }
 
     /// The offset of the next local-header signature after `offset`, if any.
-    private func nextSignature(after offset: Int64) throws -> Int64? {
-        var window = [UInt8](repeating: 0, count: 1 << 20)
+    private func nextSignature(after offset: Int64, in window: inout Window) throws -> Int64? {
         var start = offset + 1
         while start + 4 <= fileSize {
-            let n = try file.read(into: &window, count: window.count, at: start)
-            guard n >= 4 else { return nil }
-            if let hit = window[0..<n].firstRange(of: Self.signature) { return start + Int64(hit.lowerBound) }
+            let inWindow = start >= window.start && start + 4 <= window.start + Int64(window.count)
+            if !inWindow {
+                window.start = start
+                window.count = try file.read(into: &window.bytes, count: window.bytes.count, at: start)
+                guard window.count >= 4 else { return nil }
+            }
+            let from = Int(start - window.start)
+            if let hit = window.bytes[from..<window.count].firstRange(of: Self.signature) { return window.start + Int64(hit.lowerBound) }
             // The last three bytes again: a signature may straddle two windows.
-            start += Int64(n - 3)
+            start = window.start + Int64(window.count - 3)
+            window.count = 0
         }
         return nil
     }

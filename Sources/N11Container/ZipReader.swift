@@ -34,12 +34,14 @@ public final class ZipReader {
 
     /// Finds the entries without the central directory: walks the local headers from the
     /// start of the file, skipping what does not read as a STORED entry whose name `accepts`
-    /// takes (FORMAT.md §1.1). Nothing found this way is trusted more than a ZIP's word.
-    public init(scanningLocalHeadersOf path: String, accepting accepts: @escaping (String) -> Bool) throws(ContainerError) {
+    /// takes (FORMAT.md §1.1), and no more than `maximumEntries + 1` of them. Nothing found
+    /// this way is trusted more than a ZIP's word.
+    public init(scanningLocalHeadersOf path: String, maximumEntries: Int,
+                accepting accepts: @escaping (String) -> Bool) throws(ContainerError) {
         self.path = path
         do {
             let file = try FileDescriptor.openForReading(path)
-            let scan = LocalHeaderScan(file: file, fileSize: try file.status().size, accepts: accepts)
+            let scan = LocalHeaderScan(file: file, fileSize: try file.status().size, accepts: accepts, maximumEntries: maximumEntries)
             backend = .localHeaders(file, try scan.entries())
         } catch let error as ContainerError {
             throw error

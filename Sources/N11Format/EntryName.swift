@@ -34,13 +34,13 @@ public enum EntryName {
         return count == 36
     }
 
-    /// Checks an item entry name from a ZIP: exactly the layout, nothing else
-    /// (so `..`, absolute paths, backslashes and NUL bytes are all rejected).
     /// Whether `name` is one of the layout's entry names, of any version (FORMAT.md §1).
     public static func isInLayout(_ name: String) -> Bool {
         [header, keyWrap, headerMAC, manifest].contains(name) || (try? parseItem(name)) != nil
     }
 
+    /// Checks an item entry name from a ZIP: exactly the layout, nothing else
+    /// (so `..`, absolute paths, backslashes and NUL bytes are all rejected).
     public static func parseItem(_ name: String) throws(FormatError) -> (id: String, kind: ItemKind) {
         for kind in ItemKind.allCases {
             let prefix = kind.directory + "/", suffix = "." + kind.fileExtension

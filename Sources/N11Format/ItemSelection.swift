@@ -74,7 +74,12 @@ public struct ItemSelection: Sendable, Equatable {
                                       name: (Item) -> String, allowMany: Bool) throws(Problem) -> [Int] {
         let byName = items.indices.filter { name(items[$0]) == pattern }
         let byID: [Int]
-        do { byID = try matches(ofID: pattern, in: items, id: id, allowMany: allowMany) } catch {
+        do {
+            byID = try matches(ofID: pattern, in: items, id: id, allowMany: allowMany)
+        } catch .ambiguous(let pattern, let matches) {
+            // Several IDs start with it: refused even if it is also a name (which was meant?).
+            throw .ambiguous(pattern: pattern, matches: matches)
+        } catch {
             guard !byName.isEmpty else { throw error }
             byID = []
         }

@@ -118,8 +118,10 @@ public enum Interruption {
             pthread_mutex_lock(lock)
             guard let committed = committedWork, !letOneSignalPass else { break }
             letOneSignalPass = true
-            willFinish?(received, committed)
             pthread_mutex_unlock(lock)
+            // Outside the lock: a write to a stopped terminal (Ctrl-S) or a full pipe blocks,
+            // and the main thread, finishing, needs the lock for its cleanups' cancel.
+            willFinish?(received, committed)
         }
         Terminal.restoreAfterInterruption()
         let tookBack = !cleanups.isEmpty && committedWork == nil

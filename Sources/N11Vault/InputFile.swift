@@ -15,6 +15,9 @@ public struct InputFile: Sendable {
     /// the camera or the copy gave it, and an export gives it back).
     public let modified: Date
 
+    /// 9999-12-31T23:59:59Z: the last second a four-digit year of a timestamp holds.
+    static let latestModifiedSeconds: Int64 = 253_402_300_799
+
     public static func check(_ path: String, asNote: Bool) throws -> InputFile {
         let status: FileStatus?
         do { status = try FileStatus.of(path, followLinks: true) }
@@ -22,12 +25,14 @@ public struct InputFile: Sendable {
         guard let status else { throw VaultError.inputMissing(path: path) }
         switch status.kind {
         case .regular: break
-        case .directory: throw VaultError.inputNotRegularFile(path: path, what: "a directory")
+        case .directory: throw VaultError.inputIsDirectory(path: path)
         default: throw VaultError.inputNotRegularFile(path: path, what: "a special file (device, FIFO or socket)")
         }
         if asNote && status.size > Int64(Vault.maximumNoteSize) { throw VaultError.noteTooLarge(path: path, limit: Vault.maximumNoteSize) }
-        // Before 1970 (or 0, an unset time) is no time to keep: the time of the add instead.
-        let modified = status.modifiedSeconds > 0 ? Date(timeIntervalSince1970: Double(status.modifiedSeconds)) : Date()
+        // A time the format can write (1970 to 9999; 0 is an unset time) is kept; any other
+        // (a file system allows years past 9999) is no time to keep: the time of the add.
+        let modified = (1...Self.latestModifiedSeconds).contains(status.modifiedSeconds)
+            ? Date(timeIntervalSince1970: Double(status.modifiedSeconds)) : Date()
         return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote, size: status.size, modified: modified)
     }
 

@@ -566,8 +566,8 @@ public final class Vault: @unchecked Sendable {
     /// item; `staged` follows each item as it is sealed, before the commit.
     ///
     /// With `skippingDuplicates`, an item whose content a live item of the same kind and
-    /// compartment already has (in the vault, or added before it in `items`) is left out and
-    /// handed to `skipped`. Only items of a size some such item has are read to compare: a
+    /// compartment already has (in the vault, or added before it in `items`), and still
+    /// verifies, is left out and handed to `skipped`; fade items are always added. Only items of a size some such item has are read to compare: a
     /// first add reads nothing twice. An item that is not `rereadable` (stdin) is always added.
     public func add(_ items: [NewItem], now: Date = Date(), skippingDuplicates: Bool = false, progress: VaultChangeProgress? = nil,
                     staged: (ItemMetadata) -> Void = { _ in }, skipped: (Duplicate) -> Void = { _ in }) throws(VaultError) -> [ItemMetadata] {
@@ -578,12 +578,18 @@ public final class Vault: @unchecked Sendable {
                 throw .invalidCompartmentUse("fade items, and only they, have an expiry")
             }
         }
-        var known = skippingDuplicates ? KnownContent(try allItems().filter { !$0.isExpired(at: now) }) : KnownContent()
+        // Fade items never count, either way: each has its own expiry, and a copy that is
+        // about to expire must not keep a new one out.
+        var known = skippingDuplicates ? KnownContent(try allItems().filter { $0.compartment != .fade && !$0.isExpired(at: now) })
+                                       : KnownContent()
         let staging = try VaultStaging(vault: self)
-        var added: [ItemMetadata] = []
+        var added: [ItemMetadata] = [], stagedIDs = Set<String>()
         do {
             for new in items {
-                if skippingDuplicates, let existing = try known.item(with: new) {
+                // An item whose content no longer verifies (bit rot) is no copy to keep: adding
+                // the original again is how it is repaired.
+                if skippingDuplicates, new.compartment != .fade, let existing = try known.item(with: new),
+                   stagedIDs.contains(existing.id) || (try? verify(existing)) != nil {
                     if let size = new.sizeHint { progress?.add(bytes: size) }
                     progress?.itemDone()
                     skipped(Duplicate(name: new.name, existing: existing))
@@ -598,13 +604,17 @@ public final class Vault: @unchecked Sendable {
                 progress?.itemDone()
                 staged(item)
                 added.append(item)
-                if skippingDuplicates { known.insert(item) }
+                if skippingDuplicates {
+                    known.insert(item)
+                    stagedIDs.insert(item.id)
+                }
             }
         } catch {
             staging.discard()
             throw VaultError.wrap(error)
         }
-        try staging.commit()
+        // Once committed, a Ctrl-C lets the add finish and list what it added.
+        try staging.commit(committing: "the add")
         progress?.finish()
         return added
     }

@@ -24,6 +24,8 @@ public enum VaultError: CategorizedError, Sendable {
     case vaultMissing(path: String)
     case inputMissing(path: String)
     case inputNotRegularFile(path: String, what: String)
+    /// A directory given to add: not walked (the hint says how to add its files).
+    case inputIsDirectory(path: String)
     case inputUnreadable(path: String, reason: String)
     case noteNotText(path: String)
     case noteTooLarge(path: String, limit: Int)
@@ -71,7 +73,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .rotationBlockedByDamage: return .damaged
         case .notEnoughSpace: return .ioFailure
         case .pinRejected, .invalidDuration, .invalidCompartmentUse, .invalidName, .prefixTooShort: return .usage
-        case .notAVault, .inputNotRegularFile, .noteNotText, .noteTooLarge: return .other
+        case .notAVault, .inputNotRegularFile, .inputIsDirectory, .noteNotText, .noteTooLarge: return .other
         case .inputMissing, .vaultMissing, .itemNotFound, .ambiguousID, .itemExpired: return .missingInput
         case .inputUnreadable: return .ioFailure
         case .busy: return .busy
@@ -99,6 +101,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .vaultMissing(let path): return "there is no vault at '\(path)'"
         case .inputMissing(let path): return "'\(path)' does not exist"
         case .inputNotRegularFile(let path, let what): return "'\(path)' is \(what), not a regular file"
+        case .inputIsDirectory(let path): return "'\(path)' is a directory; nothing was added"
         case .inputUnreadable(let path, let reason): return "cannot read '\(path)': \(reason)"
         case .noteNotText(let path): return "'\(path)' is not UTF-8 text, so it cannot be a note"
         case .noteTooLarge(let path, let limit): return "'\(path)' is larger than the \(limit >> 20) MiB a note may hold"
@@ -146,8 +149,10 @@ public enum VaultError: CategorizedError, Sendable {
         case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
         case .notAVault: return "choose an empty or new directory with --vault"
         case .inputMissing: return "check the path; nothing was added"
-        case .inputNotRegularFile(let path, let what) where what == "a directory":
-            return "a directory is not walked; add the files in it with: find '\(path)' -type f -print0 | n11archive vault add --null --files-from -  (nothing was added)"
+        case .inputIsDirectory(let path):
+            // Quoted for a POSIX shell, so that it can be pasted whatever the name holds.
+            let quoted = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+            return "a directory is not walked; add the files in it (with the same options) by: find \(quoted) -type f -print0 | n11archive vault add --null --files-from -"
         case .inputNotRegularFile: return "only regular files can be added; nothing was added"
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
         case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"

@@ -75,7 +75,7 @@ enum TerminalRetry {
         var left = typed ? tries - 1 : 0
         while true {
             do { return try body() } catch where left > 0 && isWrong(error) {
-                Console.error("wrong \(what); try again (\(left) \(left == 1 ? "try" : "tries") left)")
+                Console.warning("wrong \(what); try again (\(left) \(left == 1 ? "try" : "tries") left)")
                 left -= 1
             }
         }

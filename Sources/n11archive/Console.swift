@@ -87,7 +87,7 @@ enum Console {
         let escaped = rows.map { $0.map(escapingControlCharacters) }
         guard let header = escaped.first else { return }
         ProgressLine.clearBar()
-        let widths = header.indices.map { column in escaped.map { $0[column].count }.max() ?? 0 }
+        let widths = header.indices.map { column in escaped.map { DisplayWidth.of($0[column]) }.max() ?? 0 }
         // Built into one buffer and written in large pieces: `vault list` of 100,000 items
         // spent most of its time in a write, and an NSString padding, per line.
         var out: [UInt8] = []
@@ -96,7 +96,7 @@ enum Console {
             for (i, cell) in row.enumerated() {
                 if i > 0 { out.append(contentsOf: [0x20, 0x20]) }
                 out.append(contentsOf: cell.utf8)
-                if i < row.count - 1 { out.append(contentsOf: repeatElement(0x20, count: max(0, widths[i] - cell.count))) }
+                if i < row.count - 1 { out.append(contentsOf: repeatElement(0x20, count: max(0, widths[i] - DisplayWidth.of(cell)))) }
             }
             out.append(0x0A)
             if out.count >= 1 << 20 {
@@ -128,5 +128,43 @@ struct CLIError: CategorizedError {
         self.kind = kind
         self.description = description
         self.hint = hint
+    }
+}
+
+/// How many terminal columns text takes: East Asian wide and fullwidth characters and emoji
+/// take two, combining marks and zero-width characters none, everything else one. (What
+/// wcwidth(3) says, without depending on the process's locale, which cron leaves at C.)
+enum DisplayWidth {
+    static func of(_ text: String) -> Int {
+        text.unicodeScalars.reduce(0) { $0 + of($1) }
+    }
+
+    static func of(_ scalar: Unicode.Scalar) -> Int {
+        let value = scalar.value
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format: return 0
+        default: break
+        }
+        if value == 0x200B || (0xFE00...0xFE0F).contains(value) { return 0 }
+        if scalar.properties.isEmojiPresentation { return 2 }
+        let wide: [ClosedRange<UInt32>] = [
+            0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6,
+            0x1F300...0x1F64F, 0x1F900...0x1F9FF, 0x20000...0x2FFFD, 0x30000...0x3FFFD,
+        ]
+        return wide.contains { $0.contains(value) } ? 2 : 1
+    }
+
+    /// `text` cut to at most `width` columns, ending in "…" when it was cut.
+    static func truncated(_ text: String, to width: Int) -> String {
+        guard of(text) > width else { return text }
+        var out = "", used = 0
+        for character in text {
+            let w = of(String(character))
+            if used + w > width - 1 { break }
+            out.append(character)
+            used += w
+        }
+        return out + "…"
     }
 }

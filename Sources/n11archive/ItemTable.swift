@@ -7,8 +7,10 @@ import N11System
 /// pipe, a file) or the terminal is wide enough. On a narrower terminal (80 columns) a row
 /// of 36-character IDs and RFC 3339 times runs to 110–130 columns and wraps, so there each
 /// ID is cut to the shortest prefix of at least 8 characters that is still unique (every
-/// command that takes an ID takes such a prefix), times lose their seconds, and a name too
-/// long for the rest of the line ends in "…". `--json` is the form for scripts.
+/// command that takes an ID takes such a prefix), times lose their seconds, the EXPIRES
+/// column goes when nothing expires, and a name too long for the rest of the line ends in
+/// "…" (measured in terminal columns: a CJK character or an emoji takes two). `--json` is
+/// the form for scripts.
 struct ItemTable {
     struct Row {
         let id: String
@@ -23,7 +25,12 @@ struct ItemTable {
     static let header = ["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]
 
     static func print(_ rows: [Row]) {
-        let sorted = rows.sorted { ($0.created, $0.name, $0.id) < ($1.created, $1.name, $1.id) }
+        // Names as a file manager sorts them ("DSC 2" before "DSC 10", "é" with "e").
+        let sorted = rows.sorted { a, b in
+            if a.created != b.created { return a.created < b.created }
+            let order = a.name.localizedStandardCompare(b.name)
+            return order != .orderedSame ? order == .orderedAscending : a.id < b.id
+        }
         let full = [header] + sorted.map { row in
             [row.id, row.kind, row.compartment, Console.byteCount(row.size), Timestamp.string(row.created, withFraction: false),
              row.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", row.name]
@@ -38,10 +45,12 @@ struct ItemTable {
             return [ids[n], row.kind, row.compartment, Console.byteCount(row.size), minutes(row.created),
                     row.expires.map(minutes) ?? "-", row.name]
         }
+        // No EXPIRES column when nothing expires (most vaults): its room goes to the names.
+        if sorted.allSatisfy({ $0.expires == nil }) { compact = compact.map { $0.enumerated().filter { $0.offset != 5 }.map(\.element) } }
         let room = columns - width(of: compact.map { Array($0.dropLast()) }) - 2
         if room >= 8 {
-            for n in compact.indices.dropFirst() where compact[n][6].count > room {
-                compact[n][6] = String(compact[n][6].prefix(room - 1)) + "…"
+            for n in compact.indices.dropFirst() {
+                compact[n][compact[n].count - 1] = DisplayWidth.truncated(compact[n][compact[n].count - 1], to: room)
             }
         }
         Console.table(compact)
@@ -50,7 +59,7 @@ struct ItemTable {
     /// A table's widest row: its columns' widths and two spaces between them.
     private static func width(of rows: [[String]]) -> Int {
         guard let first = rows.first else { return 0 }
-        let widths = first.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        let widths = first.indices.map { column in rows.map { DisplayWidth.of($0[column]) }.max() ?? 0 }
         return widths.reduce(0, +) + 2 * (widths.count - 1)
     }
 

@@ -80,6 +80,8 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let skippedIdentical: [String]
         let skippedExpired: [String]
         let damaged: [DamagedItem]
+        /// A salvage found the entries by their local headers: the ZIP directory is damaged.
+        let zipDirectoryDamaged: Bool
         let createdKeyStore: Bool
         let durationSeconds: Double
     }
@@ -127,6 +129,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
                                       plaintextBytes: report.plaintextBytes, restored: report.restored, replaced: report.replaced,
                                       repaired: report.repaired, skippedIdentical: report.skippedIdentical,
                                       skippedExpired: report.skippedExpired, damaged: report.damaged,
+                                      zipDirectoryDamaged: reader.foundByLocalHeaders,
                                       createdKeyStore: createdKeyStore, durationSeconds: Output.durationSeconds))
             if !report.damaged.isEmpty { throw PartialSuccess() }
             return

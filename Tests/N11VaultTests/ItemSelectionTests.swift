@@ -31,8 +31,16 @@ struct ItemSelectionTests {
 
     @Test("a word that starts one item's ID and is another's name is refused, as is a shared name where one item is needed")
     func ambiguous() {
-        #expect(throws: ItemSelection.Problem.self) { try pick(["0a1b"]) }
-        #expect(throws: ItemSelection.Problem.self) { try pick(["twice.jpg"], allowMany: false) }
+        #expect(throws: ItemSelection.Problem.ambiguous(pattern: "0a1b", matches: [items[0].id, items[1].id, items[3].id])) {
+            try pick(["0a1b"])
+        }
+        #expect(throws: ItemSelection.Problem.ambiguous(pattern: "twice.jpg", matches: [items[4].id, items[5].id])) {
+            try pick(["twice.jpg"], allowMany: false)
+        }
+        // Where one item is needed, a prefix several IDs share is refused though it is also a name.
+        #expect(throws: ItemSelection.Problem.ambiguous(pattern: "0a1b", matches: [items[0].id, items[1].id])) {
+            try pick(["0a1b"], allowMany: false)
+        }
         // A longer prefix picks one; a word too short for a prefix but a name is that name.
         #expect((try? pick(["0A1B2C"])) == ["beach.jpg"])
         #expect((try? pick(["ab"])) == ["ab"])
