@@ -119,6 +119,8 @@ struct InterruptionCLITests {
             // run is held right after its commit point, where the signals then arrive.
             var ends: [Int32] = [0, 0]
             #expect(pipe(&ends) == 0)
+            // Close-on-exec: a child another test starts later must not hold the write end.
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             defer { close(ends[0]) }
             let flags = fcntl(ends[1], F_GETFL)
             _ = fcntl(ends[1], F_SETFL, flags | O_NONBLOCK)

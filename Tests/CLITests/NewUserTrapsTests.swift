@@ -131,7 +131,7 @@ struct NewUserTrapsTests {
     }
 
     @Test("vault add prints an added line per item once all are in, and shows progress with --progress")
-    func addReportsAsItGoes() throws {
+    func addReportsWhatItAdded() throws {
         try withSandbox { s in
             try s.initialize()
             let files = try (0..<3).map { try s.file("p\($0).jpg", randomBytes(300_000)) }

@@ -167,6 +167,9 @@ struct RestoreSelectionCLITests {
             let salvaged = try s.run(["restore", damaged, "--export", dir, "--salvage", "--password-file", password])
             expectExit(salvaged, 0)
             #expect(salvaged.err.contains("found by their local headers"), "\(salvaged)")
+            let json = try s.run(["restore", damaged, "--dry-run", "--salvage", "--password-file", password, "--json"])
+            expectExit(json, 0)
+            #expect((try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [String: Any])?["zipDirectoryDamaged"] as? Bool == true, "\(json)")
             let files = s.exported(dir)
             #expect(files.count == items.count)
             for item in items { #expect(files[item.name] == item.bytes, "\(item.name)") }

@@ -55,6 +55,23 @@ struct VaultAddCLITests {
             expectExit(try s.run(["vault", "add", "--compartment", "backup", a]), 0)
             #expect(try listedItems(s).count == 5, "a, b, c, the allowed copy and the backup-compartment one")
 
+            // An item whose content no longer verifies (bit rot) is no copy: the original is added anew.
+            let rotting = try s.file("rot.jpg", randomBytes(5_000))
+            expectExit(try s.run(["vault", "add", rotting]), 0)
+            let rotID = try #require(try listedItems(s).first { $0["name"] as? String == "rot.jpg" }?["id"] as? String)
+            let content = s.home + "/vault/Photos/\(rotID).n11"
+            var rotten = try readBytes(content)
+            rotten[rotten.count / 2] ^= 0x01
+            try writeBytes(rotten, to: content)
+            let repaired = try s.run(["vault", "add", rotting])
+            #expect(repaired.out.hasPrefix("added ") && !repaired.out.contains("skipped"), "\(repaired)")
+            expectExit(try s.run(["vault", "rm", rotID]), 0)
+
+            // Fade items are never duplicates (each has its own expiry), either way.
+            expectExit(try s.run(["vault", "add", "--fade", "1h", a]), 0)
+            let fadeAgain = try s.run(["vault", "add", "--fade", "7d", a])
+            #expect(fadeAgain.out.hasPrefix("added ") && !fadeAgain.out.contains("skipped"), "\(fadeAgain)")
+
             // Notes from stdin compare too (bytes in memory); a photo from stdin is always added.
             expectExit(try s.run(["vault", "add", "--note", "--name", "n1"], stdin: Array("same text".utf8)), 0)
             let note = try s.run(["vault", "add", "--note", "--name", "n2"], stdin: Array("same text".utf8))
@@ -104,11 +121,13 @@ struct VaultAddCLITests {
             #expect(!failed.out.contains("added"), "\(failed)")
             #expect(try listedItems(s).isEmpty)
 
-            let directory = s.path("pictures")
+            let directory = s.path("Bob's pictures")
             mkdir(directory, 0o700)
             let refused = try s.run(["vault", "add", directory])
             #expect(refused.status != 0)
-            #expect(refused.err.contains("find '\(directory)' -type f -print0 | n11archive vault add --null --files-from -"), "\(refused)")
+            // Quoted for a shell, so that the line can be pasted as it is.
+            let quoted = "'" + directory.replacingOccurrences(of: "'", with: "'\\''") + "'"
+            #expect(refused.err.contains("find \(quoted) -type f -print0 | n11archive vault add --null --files-from -"), "\(refused)")
         }
     }
 
