@@ -134,7 +134,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
             if !report.damaged.isEmpty { throw PartialSuccess() }
             return
         }
-        let verb = dryRun ? "would restore" : "restored"
+        let verb = export == nil ? (dryRun ? "would restore" : "restored") : (dryRun ? "would export" : "exported")
         if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
         if !report.skippedIdentical.isEmpty {
             Console.note("skipped \(report.skippedIdentical.count) item(s) already \(export == nil ? "in the vault" : "exported") unchanged")

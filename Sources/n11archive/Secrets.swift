@@ -66,7 +66,7 @@ enum SecretSource {
             try accept?(secret)
             if confirm {
                 let again = try prompt(tty, "Repeat \(what): ")
-                guard secret.constantTimeEquals(again) else { throw CLIError(.usage, "the two \(what)s differ; nothing was changed") }
+                guard secret.constantTimeEquals(again) else { throw CLIError(.usage, "the two \(what)s differ; nothing was done") }
             }
         }
         guard secret.count > 0 else { throw CLIError(.usage, "the \(what) is empty") }
