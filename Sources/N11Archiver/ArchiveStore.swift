@@ -91,7 +91,8 @@ public enum ArchiveStores {
     /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
     /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
     /// quietly start a new backup directory. `forPrune` says in messages which role it has.
-    public static func open(_ location: String, spool: String?, home: N11Home, forPrune: Bool) throws(ArchiveError) -> any ArchiveStore {
+    /// Without a `home` the store can be listed but not fetched from.
+    public static func open(_ location: String, spool: String?, home: N11Home?, forPrune: Bool) throws(ArchiveError) -> any ArchiveStore {
         if let remote = RemotePath.parse(location) { return RcloneStore(remote, spool: spool, home: home) }
         return try LocalDirectoryStore(location, forPrune: forPrune)
     }

@@ -9,9 +9,10 @@ public final class RcloneStore: ArchiveStore {
     public let directory: RemotePath
     private let rclone: Rclone
     private let spoolOption: String?
-    private let home: N11Home
+    /// Where the spool is by default (nil: a store that is only listed, never fetched from).
+    private let home: N11Home?
 
-    public init(_ directory: RemotePath, spool: String?, home: N11Home, rclone: Rclone = Rclone()) {
+    public init(_ directory: RemotePath, spool: String?, home: N11Home?, rclone: Rclone = Rclone()) {
         self.directory = directory
         self.rclone = rclone
         self.spoolOption = spool
@@ -32,6 +33,7 @@ public final class RcloneStore: ArchiveStore {
     }
 
     public func fetch(_ object: StoredObject, progress: ArchiveProgress?) throws(ArchiveError) -> FetchedArchive {
+        guard let home else { preconditionFailure("a store opened without a home is only listed") }
         let spool = try RemoteArchives.spool(spoolOption, home: home)
         let local = try RemoteArchives.fetch(directory.appending(object.name), into: spool, rclone: rclone, progress: progress)
         return FetchedArchive(path: local, name: location(of: object.name), isCopy: true)

@@ -28,6 +28,8 @@ struct Archives: ParsableCommand, ChoosesOutput {
         let created: Date?
         let mode: String?
         let formatVersion: Int?
+        /// The uid of another user who owns the file: its header is not read (DESIGN.md §3.8).
+        let ownerUid: UInt32?
     }
 
     struct Document: Encodable {
@@ -38,24 +40,13 @@ struct Archives: ParsableCommand, ChoosesOutput {
     }
 
     func run() throws {
+        let store = try ArchiveStores.open(directory, spool: nil, home: nil, forPrune: true)
         var entries: [Entry] = []
-        if let remote = RemotePath.parse(directory) {
-            let rclone = Rclone()
-            for object in try rclone.list(remote) where Self.isListed(object.name) {
-                let path = remote.appending(object.name)
-                let header = try RemoteArchives.peekHeader(path, rclone: rclone)
-                entries.append(Entry(archive: path.description, size: object.size, created: header?.created,
-                                     mode: header?.mode.rawValue, formatVersion: header?.version))
-            }
-        } else {
-            let dir = try DatedArchive.existingDirectory(directory, forPrune: true)
-            for name in try Directory.entries(of: dir) where Self.isListed(name) {
-                let path = Path.join(dir, name)
-                guard let status = try FileStatus.of(path), status.kind == .regular else { continue }
-                let header = (try? ArchiveReader(path: path))?.header
-                entries.append(Entry(archive: path, size: status.size, created: header?.created, mode: header?.mode.rawValue,
-                                     formatVersion: header?.version))
-            }
+        for object in try store.list() where Self.isListed(object.name) {
+            let path = store.location(of: object.name)
+            let header = object.foreignOwner == nil ? try store.keyEntries(of: object)?.header : nil
+            entries.append(Entry(archive: path, size: object.size, created: header?.created, mode: header?.mode.rawValue,
+                                 formatVersion: header?.version, ownerUid: object.foreignOwner))
         }
         // Prune's order (header time, then the name's -N); an unreadable header last.
         entries.sort { a, b in
@@ -66,12 +57,16 @@ struct Archives: ParsableCommand, ChoosesOutput {
             try Console.json(Document(directory: directory, archives: entries, durationSeconds: Output.durationSeconds))
             return
         }
-        for entry in entries {
-            let name = entry.archive.split(separator: "/").last.map(String.init) ?? entry.archive
-            let when = entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
-            Console.out("\(name)  \(Console.byteCount(entry.size))  \(when)  \(entry.mode ?? "-")")
+        if entries.isEmpty {
+            Console.note("no archives (*.nu11vlt) in '\(directory)'")
+            return
         }
-        if entries.isEmpty { Console.note("no archives (*.nu11vlt) in '\(directory)'") }
+        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE"]] + entries.map { entry in
+            let name = String(entry.archive.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "")
+            let when = entry.ownerUid.map { "(uid \($0)'s file: not read)" }
+                ?? entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
+            return [name, Console.byteCount(entry.size), when, entry.mode ?? "-"]
+        })
     }
 
     /// Archives by name: `*.nu11vlt`, not the temp names of uploads or writes in progress.

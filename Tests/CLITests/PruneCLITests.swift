@@ -46,6 +46,16 @@ struct PruneCLITests {
             let names = ((try jsonDocument(listed)["archives"] as? [[String: Any]]) ?? []).compactMap { $0["archive"] as? String }
             // The hand-made one is the newest by its header; then the dated ones, newest first.
             #expect(names == [undated] + dated.reversed(), "\(names)")
+
+            // Another user's file is listed but never read (DESIGN.md §3.8); the text form has a header.
+            let foreign = dir + "/planted.nu11vlt"
+            try writeBytes(try readBytes(undated), to: foreign)
+            #expect(chown(foreign, 65534, 65534) == 0)
+            let json = try jsonDocument(try s.run(["archives", dir, "--json"]))
+            let planted = ((json["archives"] as? [[String: Any]]) ?? []).first { $0["archive"] as? String == foreign }
+            #expect(planted?["ownerUid"] as? Int == 65534 && planted?["created"] == nil, "\(String(describing: planted))")
+            let text = try s.run(["archives", dir])
+            #expect(text.out.hasPrefix("ARCHIVE ") && text.out.contains("(uid 65534's file: not read)"), "\(text)")
         }
     }
 
