@@ -31,6 +31,13 @@ public protocol ArchiveStore: AnyObject {
     /// The record that names `object` by its place and size, when that alone shows this home
     /// wrote it (so its header need not be fetched); nil where a file must be read to tell.
     func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record?
+    /// Writes a new archive into the store under the store's shared lock (so a prune of it
+    /// waits): under `name`, or the first free dated name for `date` (`create --output-dir`).
+    /// `make` writes the archive at the local path it is given (in the directory itself, or
+    /// in the spool for a remote) and returns its report; the store publishes it there
+    /// without ever replacing an archive.
+    func publishNew(name: String?, at date: Date, _ options: PublishOptions,
+                    make: (String) throws -> ArchiveCreator.Report) throws -> Publication
     /// How this home's record of writing an archive applies to `object`, which claims the
     /// record's archive ID in its header.
     func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch
@@ -57,6 +64,61 @@ public enum RecordMatch: Sendable, Equatable {
     case written
     /// It is not shown to be: judged like any unrecorded archive (by its key slots).
     case unproven
+}
+
+/// How a new archive is published, and what to tell the user on the way.
+public struct PublishOptions {
+    /// Wait up to this long for the store's lock.
+    public let lockWait: Double
+    /// A remote: keep the spooled copy under the archive's name once it is published.
+    public let keepLocal: Bool
+    public let progress: ArchiveProgress?
+    public let notice: (PublishNotice) -> Void
+
+    public init(lockWait: Double, keepLocal: Bool = false, progress: ArchiveProgress? = nil,
+                notice: @escaping (PublishNotice) -> Void = { _ in }) {
+        self.lockWait = lockWait
+        self.keepLocal = keepLocal
+        self.progress = progress
+        self.notice = notice
+    }
+}
+
+public enum PublishNotice {
+    case uploading(bytes: Int64, to: String)
+    /// How the upload was checked: `sha256`, `sha1`, `md5` (the remote's hash) or `read-back`.
+    case uploaded(seconds: Double, checkedBy: String)
+    case keptLocal(path: String)
+    case keepLocalFailed(path: String, reason: String)
+}
+
+/// A new archive in a store.
+public struct Publication {
+    public let report: ArchiveCreator.Report
+    /// Where it is, as messages and this home's records name it.
+    public let location: String
+    /// For a remote: how it was uploaded.
+    public let upload: Upload?
+
+    public struct Upload: Sendable {
+        public let bytes: Int64
+        public let checkedBy: String
+        public let seconds: Double
+        public let keptLocal: String?
+
+        public init(bytes: Int64, checkedBy: String, seconds: Double, keptLocal: String?) {
+            self.bytes = bytes
+            self.checkedBy = checkedBy
+            self.seconds = seconds
+            self.keptLocal = keptLocal
+        }
+    }
+
+    public init(report: ArchiveCreator.Report, location: String, upload: Upload?) {
+        self.report = report
+        self.location = location
+        self.upload = upload
+    }
 }
 
 /// A store's lock, held until released (or the process ends).
@@ -91,6 +153,16 @@ public enum ArchiveStores {
     /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
     /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
     /// quietly start a new backup directory. `forPrune` says in messages which role it has.
+    /// Whether `location` names a place on an rclone remote (`REMOTE:PATH`).
+    public static func isRemote(_ location: String) -> Bool { RemotePath.parse(location) != nil }
+
+    /// For one archive's place on a remote (`-o REMOTE:FILE`): the store of its directory and
+    /// its name there; nil for a local path.
+    public static func remoteFile(_ location: String, spool: String?, home: N11Home) -> (store: any ArchiveStore, name: String)? {
+        guard let remote = RemotePath.parse(location) else { return nil }
+        return (RcloneStore(remote.parent, spool: spool, home: home), remote.name)
+    }
+
     /// Without a `home` the store can be listed but not fetched from.
     public static func open(_ location: String, spool: String?, home: N11Home?, forPrune: Bool) throws(ArchiveError) -> any ArchiveStore {
         if let remote = RemotePath.parse(location) { return RcloneStore(remote, spool: spool, home: home) }

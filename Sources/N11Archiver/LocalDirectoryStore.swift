@@ -57,6 +57,27 @@ public final class LocalDirectoryStore: ArchiveStore {
     /// temp file, which the next write's `AtomicFile` clean-up removes: nothing to do here.
     public func removeLeftovers(dryRun: Bool) -> Int { 0 }
 
+    /// Made in place: `make` writes the hidden temp file beside the final name and publishes
+    /// it with `renameat2` without replacing (`ArchiveCreator`), so a name taken between
+    /// the check here and the publish is still never overwritten (73).
+    public func publishNew(name: String?, at date: Date, _ options: PublishOptions,
+                           make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+        let lock = try self.lock(exclusive: false, waitSeconds: options.lockWait)
+        defer { lock.release() }
+        let path = try name.map { location(of: $0) } ?? freePath(at: date)
+        let report = try make(path)
+        return Publication(report: report, location: Path.absolute(path), upload: nil)
+    }
+
+    /// The first free dated name for `date`: the bare timestamp, then -2, -3, ….
+    private func freePath(at date: Date) throws(ArchiveError) -> String {
+        for attempt in 1...1000 {
+            let candidate = location(of: ArchiveRetention.fileName(for: date, attempt: attempt))
+            do { if try FileStatus.of(candidate) == nil { return candidate } } catch { throw .wrap(error) }
+        }
+        throw .outputExists(path: location(of: ArchiveRetention.fileName(for: date)))
+    }
+
     /// A local file is always read: its header's archive ID picks the record (`check`).
     public func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? { nil }
 

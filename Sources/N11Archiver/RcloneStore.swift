@@ -56,6 +56,52 @@ public final class RcloneStore: ArchiveStore {
         return RemoteArchives.removeTemporaries(in: directory, listed: listed, rclone: rclone)
     }
 
+    /// Made whole in the spool under a temp name of this process (a copy a killed run left
+    /// is swept by the next one, and Ctrl-C takes it back at once), then uploaded under a
+    /// temp name, checked and moved into place (`RemoteArchives.publish`). The spooled copy
+    /// goes, unless `keepLocal` keeps it under the archive's name.
+    public func publishNew(name: String?, at date: Date, _ options: PublishOptions,
+                           make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+        guard let home else { preconditionFailure("a store opened without a home is only listed") }
+        let spool = try RemoteArchives.spool(spoolOption, home: home)
+        let lock = try self.lock(exclusive: false, waitSeconds: options.lockWait)
+        defer { lock.release() }
+        let final = directory.appending(try name ?? RemoteArchives.freeName(at: date, existing: Set(try rclone.list(directory).map(\.name))))
+        let kept = Path.join(spool, final.name)
+        if options.keepLocal, (try? FileStatus.of(kept)) != nil {
+            throw ArchiveError.remote(location: kept, why: "a file of that name is in the spool already; nothing was written", kind: .outputExists,
+                                      hint: "move it away (a kept copy of an earlier upload?), or give another --spool")
+        }
+        let local = Path.join(spool, AtomicFile.tempName(for: final.name))
+        let cleanup = Interruption.onInterrupt { try? FileSystem.removeFile(local) }
+        defer {
+            try? FileSystem.removeFile(local)
+            Interruption.cancel(cleanup)
+        }
+        let report = try make(local)
+        options.notice(.uploading(bytes: report.archiveBytes, to: final.description))
+        let started = Date()
+        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone, progress: options.progress)
+        let seconds = Date().timeIntervalSince(started)
+        options.notice(.uploaded(seconds: seconds, checkedBy: checkedBy))
+        // Published: keeping the copy must not fail the command, nor replace a file that
+        // appeared under that name meanwhile.
+        var keptCopy: String? = nil
+        if options.keepLocal {
+            do {
+                let handle = try DirectoryHandle.open(spool, followingLink: true)
+                try DirectoryHandle.rename(Path.lastComponent(of: local), in: handle, to: final.name, in: handle, .noReplace)
+                keptCopy = kept
+                options.notice(.keptLocal(path: kept))
+            } catch {
+                options.notice(.keepLocalFailed(path: kept, reason: "\(error)"))
+            }
+        }
+        return Publication(report: report, location: final.description,
+                           upload: .init(bytes: report.archiveBytes, checkedBy: checkedBy, seconds: (seconds * 1000).rounded() / 1000,
+                                         keptLocal: keptCopy))
+    }
+
     /// An upload this home published and recorded: the same place and size.
     public func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? {
         records.first { $0.location == location(of: object.name) && $0.size == object.size }

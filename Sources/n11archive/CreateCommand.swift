@@ -96,15 +96,16 @@ struct Create: ParsableCommand, HasOutputOptions {
         if output == "-" && Terminal.isTerminal(1) && !force {
             throw ValidationError("-o - writes the archive to standard output, which is a terminal: redirect it (> FILE, | ssh …), or pass --force")
         }
-        if let output, output != "-", RemotePath.parse(output) == nil, output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
+        if let output, output != "-", !ArchiveStores.isRemote(output), output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
             throw ValidationError("'\(output)' is a directory: give a file name (-o \(Path.join(Path.withoutTrailingSlashes(output), "vault.nu11vlt"))), or --output-dir \(output) for a dated name")
         }
         guard (output == nil) != (outputDirectory == nil) else {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
         }
         if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
-        if remote != nil && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
-        if remote == nil && (keepLocal || (spool != nil && output != "-")) {
+        let remote = (outputDirectory ?? output).map(ArchiveStores.isRemote) ?? false
+        if remote && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
+        if !remote && (keepLocal || (spool != nil && output != "-")) {
             throw ValidationError("--spool and --keep-local are for a REMOTE:PATH output (and --spool for -o -)")
         }
         if output == "-" && outputOptions.json { throw ValidationError("-o - puts the archive on standard output, so --json cannot go there too") }
@@ -120,9 +121,6 @@ struct Create: ParsableCommand, HasOutputOptions {
     var compartments: Set<Compartment> {
         allCompartments ? Set(Compartment.allCases) : compartment.isEmpty ? [.vault, .fade] : Set(compartment)
     }
-
-    /// The output on an rclone remote, if it is one (`-o REMOTE:FILE` or `--output-dir REMOTE:DIR`).
-    var remote: RemotePath? { (outputDirectory ?? output).flatMap(RemotePath.parse) }
 
     struct Document: Encodable {
         let outcome = "ok", command = "create"
@@ -184,15 +182,22 @@ struct Create: ParsableCommand, HasOutputOptions {
         var report: ArchiveCreator.Report
         var published: String? = nil
         var upload: Upload? = nil
-        if let remote {
-            (report, upload) = try createRemote(remote, create: create, now: now)
-            published = upload?.remote
-        } else if let outputDirectory {
-            // Held shared while writing, so a `prune` of this directory waits for us.
-            report = try DirectoryLock.withLock(try DatedArchive.existingDirectory(outputDirectory), exclusive: false,
-                                                waitSeconds: vaultOptions.lockWait) {
-                try create(at: try DatedArchive.freePath(in: outputDirectory, at: now))
-            }
+        let publishing = PublishOptions(lockWait: vaultOptions.lockWait, keepLocal: keepLocal, progress: outputOptions.observer("upload"),
+                                        notice: Self.say)
+        // Into a store (a directory, or a remote), under its shared lock so that a prune of it
+        // waits; or a plain file.
+        let target: (store: any ArchiveStore, name: String?)?
+        if let outputDirectory {
+            target = (try ArchiveStores.open(outputDirectory, spool: spool, home: store.resolvedHome, forPrune: false), nil)
+        } else {
+            target = output.flatMap { ArchiveStores.remoteFile($0, spool: spool, home: store.resolvedHome) }.map { ($0.store, $0.name) }
+        }
+        if let target {
+            let publication = try target.store.publishNew(name: target.name, at: now, publishing, make: create)
+            report = publication.report
+            published = publication.location
+            upload = publication.upload.map { Upload(remote: publication.location, bytes: $0.bytes, checkedBy: $0.checkedBy,
+                                                     seconds: $0.seconds, keptLocal: $0.keptLocal) }
         } else if output == "-" {
             report = try createToStandardOutput(create: create)
             published = "-"
@@ -246,61 +251,16 @@ struct Create: ParsableCommand, HasOutputOptions {
         return report
     }
 
-    /// Makes the archive in the spool, records it, and publishes it on the remote (upload
-    /// under a temp name, checked, moved into place). The spooled copy goes unless
-    /// --keep-local. Returns the report and the remote path.
-    private func createRemote(_ remote: RemotePath, create: (String) throws -> ArchiveCreator.Report,
-                              now: Date) throws -> (ArchiveCreator.Report, Upload) {
-        let rclone = Rclone()
-        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
-        // Shared, from choosing the name to publishing: a prune of the directory (which
-        // removes the temp objects of failed uploads) waits for us.
-        let directory = outputDirectory != nil ? remote : remote.parent
-        let lock = try RemoteLock.acquire(directory, exclusive: false, waitSeconds: vaultOptions.lockWait, rclone: rclone)
-        defer { lock.release() }
-        let final: RemotePath
-        if outputDirectory != nil {
-            let existing = Set(try rclone.list(remote).map(\.name))
-            final = remote.appending(try RemoteArchives.freeName(at: now, existing: existing))
-        } else {
-            final = remote
+    /// What publishing on a remote tells the user on the way.
+    private static func say(_ notice: PublishNotice) {
+        switch notice {
+        case let .uploading(bytes, final): Console.note("uploading \(Console.byteCount(bytes)) to \(final)…")
+        case let .uploaded(seconds, checkedBy):
+            Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
+        case .keptLocal(let path): Console.note("kept the local copy \(path)")
+        case let .keepLocalFailed(path, reason):
+            Console.warning("the archive is published, but the local copy could not be kept as '\(path)' (\(reason)); it was removed")
         }
-        // Made under a temp name of this process, so that a copy a killed run left is swept
-        // by the next one (`spool`), and taken back at once on Ctrl-C or SIGTERM. Only a copy
-        // kept on purpose (--keep-local) gets the archive's name, once it is published.
-        let kept = Path.join(spoolDirectory, final.name)
-        if keepLocal, try FileStatus.of(kept) != nil {
-            throw CLIError(.outputExists, "'\(kept)' is in the spool already; nothing was written",
-                           hint: "move it away (a kept copy of an earlier upload?), or give another --spool")
-        }
-        let local = Path.join(spoolDirectory, AtomicFile.tempName(for: final.name))
-        let cleanup = Interruption.onInterrupt { _ = unlink(local) }
-        defer {
-            _ = unlink(local)
-            Interruption.cancel(cleanup)
-        }
-        let report = try create(local)
-        Console.note("uploading \(Console.byteCount(report.archiveBytes)) to \(final)…")
-        let started = Date()
-        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone,
-                                                   progress: outputOptions.observer("upload"))
-        let seconds = Date().timeIntervalSince(started)
-        Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
-        // The archive is published: keeping the copy must not fail the command, nor replace a
-        // file that appeared under that name meanwhile.
-        var keptCopy: String? = nil
-        if keepLocal {
-            do {
-                let spoolHandle = try DirectoryHandle.open(spoolDirectory, followingLink: true)
-                try DirectoryHandle.rename(Path.lastComponent(of: local), in: spoolHandle, to: final.name, in: spoolHandle, .noReplace)
-                keptCopy = kept
-                Console.note("kept the local copy \(kept)")
-            } catch {
-                Console.warning("the archive is published, but the local copy could not be kept as '\(kept)' (\(error)); it was removed")
-            }
-        }
-        return (report, Upload(remote: final.description, bytes: report.archiveBytes, checkedBy: checkedBy,
-                               seconds: (seconds * 1000).rounded() / 1000, keptLocal: keptCopy))
     }
 }
 

@@ -82,6 +82,14 @@ final class MemoryArchiveStore: ArchiveStore {
         return count
     }
 
+    func publishNew(name: String?, at date: Date, _ options: PublishOptions,
+                    make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+        let chosen = name ?? ArchiveRetention.fileName(for: date)
+        let report = try make(scratch + "/made-" + chosen)
+        objects[chosen] = try readBytes(report.path)
+        return Publication(report: report, location: location(of: chosen), upload: nil)
+    }
+
     func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? {
         records.first { $0.location == location(of: object.name) && $0.size == object.size }
     }
