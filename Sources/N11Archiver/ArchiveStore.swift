@@ -132,7 +132,8 @@ public final class FetchedArchive {
     public let path: String
     /// What messages call it (the store's location of the object).
     public let name: String
-    private let isCopy: Bool
+    /// Whether `path` is a fetched copy (removed on `release`), not the archive itself.
+    public private(set) var isCopy: Bool
 
     public init(path: String, name: String, isCopy: Bool) {
         self.path = path
@@ -145,6 +146,14 @@ public final class FetchedArchive {
     /// Removes a fetched copy (nothing for a local file). Safe to call twice.
     public func release() {
         if isCopy { try? FileSystem.removeFile(path) }
+        isCopy = false
+    }
+
+    /// Hands the fetched copy's removal to the caller (who removes it when the command ends,
+    /// or on Ctrl-C): returns its path, and this no longer removes it.
+    public func handOver() -> String {
+        isCopy = false
+        return path
     }
 }
 
@@ -161,6 +170,16 @@ public enum ArchiveStores {
     public static func remoteFile(_ location: String, spool: String?, home: N11Home) -> (store: any ArchiveStore, name: String)? {
         guard let remote = RemotePath.parse(location) else { return nil }
         return (RcloneStore(remote.parent, spool: spool, home: home), remote.name)
+    }
+
+    /// One archive to read: `location` itself, or for `REMOTE:PATH` a copy fetched into the
+    /// spool (0600), named as the remote one in messages. `willFetch` is told before a
+    /// download starts.
+    public static func fetchArchive(_ location: String, spool: String?, home: N11Home, progress: ArchiveProgress?,
+                                    willFetch: () -> Void = {}) throws(ArchiveError) -> FetchedArchive {
+        guard let remote = RemotePath.parse(location) else { return FetchedArchive(path: location, name: location, isCopy: false) }
+        willFetch()
+        return try RcloneStore(remote.parent, spool: spool, home: home).fetch(StoredObject(name: remote.name, size: 0), progress: progress)
     }
 
     /// Without a `home` the store can be listed but not fetched from.

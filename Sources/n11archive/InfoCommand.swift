@@ -58,14 +58,8 @@ struct Info: ParsableCommand, ChoosesOutput {
     }
 
     func run() throws {
-        let reader: ArchiveReader
-        if let remote = RemotePath.parse(file) {
-            let local = try RemoteArchives.fetch(remote, into: try RemoteArchives.spool(spool, home: store.resolvedHome))
-            SpoolFiles.removeAtExit(local)
-            reader = try ArchiveReader(path: local, name: file)
-        } else {
-            reader = try ArchiveReader(path: file)
-        }
+        let fetched = try SpoolFiles.fetch(file, spool: spool, home: store.resolvedHome, progress: nil)
+        let reader = try ArchiveReader(path: fetched.path, name: fetched.name)
         let h = reader.header
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               slots: Self.slots(of: h), entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,

@@ -62,7 +62,7 @@ struct Rekey: ParsableCommand {
     }
 
     func run() throws {
-        if RemotePath.parse(input.file) != nil {
+        if ArchiveStores.isRemote(input.file) {
             throw CLIError(.usage, "rekey works on a local archive; '\(input.file)' is on a remote",
                            hint: "fetch it (rclone copyto \(input.file) a.nu11vlt), rekey it, and send it back under a new name")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import N11Archiver
 import N11System
+import N11Vault
 
 /// Files this process fetched into the spool, removed when it exits (normally or through
 /// `fail`). A process killed meanwhile leaves them to the next spool sweep
@@ -32,20 +33,27 @@ enum SpoolFiles {
 }
 
 extension ArchiveInput {
-    /// Lets go of `reader`'s fetched copy, if `file` is on a remote.
+    /// Lets go of `reader`'s fetched copy, if it is one.
     func releaseFetchedCopy(of reader: ArchiveReader) {
-        if RemotePath.parse(file) != nil { SpoolFiles.remove(reader.path) }
+        SpoolFiles.remove(reader.path)
     }
 
     /// The archive to read: `file` itself, or, for `REMOTE:PATH`, a copy fetched into the
     /// spool (0600, removed when the command ends) and named as the remote one in messages.
     /// With `salvaging`, a damaged ZIP directory is read past (`ArchiveReader.init`).
     func reader(progress: ArchiveProgress? = nil, salvaging: Bool = false) throws -> ArchiveReader {
-        guard let remote = RemotePath.parse(file) else { return try ArchiveReader(path: file, salvaging: salvaging) }
-        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
-        Console.note("fetching \(file)…")
-        let local = try RemoteArchives.fetch(remote, into: spoolDirectory, progress: progress)
-        SpoolFiles.removeAtExit(local)
-        return try ArchiveReader(path: local, name: file, salvaging: salvaging)
+        let fetched = try SpoolFiles.fetch(file, spool: spool, home: store.resolvedHome, progress: progress)
+        return try ArchiveReader(path: fetched.path, name: fetched.name, salvaging: salvaging)
+    }
+}
+
+extension SpoolFiles {
+    /// `ArchiveStores.fetchArchive`, saying so when it downloads; a fetched copy is removed
+    /// when the command ends (or on Ctrl-C), or earlier by `remove`.
+    static func fetch(_ file: String, spool: String?, home: N11Home, progress: ArchiveProgress?) throws -> (path: String, name: String) {
+        let fetched = try ArchiveStores.fetchArchive(file, spool: spool, home: home, progress: progress,
+                                                     willFetch: { Console.note("fetching \(file)…") })
+        if fetched.isCopy { removeAtExit(fetched.handOver()) }
+        return (fetched.path, fetched.name)
     }
 }
