@@ -165,6 +165,9 @@ public struct FileStatus: Sendable {
     /// Which file this is, whatever path reached it (device and inode numbers).
     public let identity: FileIdentity
 
+    /// Whether this process's user owns it.
+    public var isOwnedByCurrentUser: Bool { owner == geteuid() }
+
     public struct FileIdentity: Sendable, Equatable {
         let device: UInt64
         let inode: UInt64

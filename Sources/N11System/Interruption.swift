@@ -92,6 +92,18 @@ public enum Interruption {
     /// taken back).
     nonisolated(unsafe) public static var didCleanUp: (@Sendable (_ signal: Int32, _ tookBack: Bool, _ committed: String?) -> Void)?
 
+    /// "Ctrl-C (SIGINT)", "SIGTERM", "SIGHUP": a signal as a person knows it.
+    public static func name(of signal: Int32) -> String {
+        [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
+    }
+
+    /// Writes a line to standard error in one write(2) whose failure is ignored: what the
+    /// signal thread may do (the terminal may be gone; it holds no progress-bar state).
+    public static func writeToStandardError(_ line: String) {
+        let bytes = Array(line.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+
     /// Told the first signal that came after `committed(_:)`: the run goes on to its end.
     nonisolated(unsafe) public static var willFinish: (@Sendable (_ signal: Int32, _ committed: String) -> Void)?
 

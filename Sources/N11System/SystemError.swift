@@ -25,6 +25,10 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
     public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
     public var isNotFound: Bool { errno == ENOENT || errno == ENOTDIR }
+    /// Something is already at the path (a create or publish that must not replace).
+    public var isAlreadyExisting: Bool { errno == EEXIST }
+    /// More than a bounded read takes (`FileDescriptor.readAll(limit:)`).
+    public var isTooLarge: Bool { errno == EFBIG }
 }
 
 extension SystemError: CategorizedError {

@@ -234,9 +234,9 @@ struct Create: ParsableCommand, HasOutputOptions {
     private func createToStandardOutput(create: (String) throws -> ArchiveCreator.Report) throws -> ArchiveCreator.Report {
         let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
         let local = Path.join(spoolDirectory, AtomicFile.tempName(for: "stdout.nu11vlt"))
-        let cleanup = Interruption.onInterrupt { _ = unlink(local) }
+        let cleanup = Interruption.onInterrupt { try? FileSystem.removeFile(local) }
         defer {
-            _ = unlink(local)
+            try? FileSystem.removeFile(local)
             Interruption.cancel(cleanup)
         }
         let report = try create(local)

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Glibc
 import N11Archiver
 import N11Crypto
 import N11System

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import N11Crypto
 import N11Format
 import N11System
@@ -103,7 +102,7 @@ extension PasswordCommand {
             try password.withUnsafeBytes { try file.descriptor.write(raw: $0) }
             try file.descriptor.write([UInt8(ascii: "\n")])
             do { try file.commit(replaceExisting: false) }
-            catch let error as SystemError where error.errno == EEXIST {
+            catch let error as SystemError where error.isAlreadyExisting {
                 throw CLIError(.outputExists, "'\(path)' appeared meanwhile; no password was written",
                                hint: "choose another FILE")
             }

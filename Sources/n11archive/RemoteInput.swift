@@ -19,7 +19,7 @@ enum SpoolFiles {
     }
 
     static func removeAll() {
-        for path in paths { _ = unlink(path) }
+        for path in paths { try? FileSystem.removeFile(path) }
         paths = []
     }
 
@@ -27,7 +27,7 @@ enum SpoolFiles {
     /// a full copy of each until it ends).
     static func remove(_ path: String) {
         guard let index = paths.firstIndex(of: path) else { return }
-        _ = unlink(path)
+        try? FileSystem.removeFile(path)
         paths.remove(at: index)
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import N11Crypto
 import N11System
 
@@ -80,7 +79,7 @@ enum SecretSource {
         guard let status = try? fd.status(), status.kind == .regular else { return }
         if status.permissions & 0o077 != 0 {
             Console.warning("the \(what) file '\(fd.path)' can be read by others (mode \(String(status.permissions, radix: 8))); run `chmod 600 '\(fd.path)'`")
-        } else if status.owner != geteuid() {
+        } else if !status.isOwnedByCurrentUser {
             Console.warning("the \(what) file '\(fd.path)' belongs to uid \(status.owner), not to you")
         }
     }

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import Foundation
 import N11Archiver
 import N11Crypto
@@ -311,7 +310,7 @@ extension VaultCommand {
             let file = try AtomicFile(path: path, mode: 0o600)
             try vault.read(item, into: StagedFileSink(file))
             do { try file.commit(replaceExisting: force) }
-            catch let error as SystemError where error.errno == EEXIST {
+            catch let error as SystemError where error.isAlreadyExisting {
                 throw CLIError(.outputExists, "'\(path)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")
             }
             if path != output { Console.note("wrote \(item.id) to '\(path)'") }
@@ -464,7 +463,7 @@ enum FileList {
         do {
             bytes = try fd.readAll(limit: maximumSize)
         } catch {
-            guard let system = error as? SystemError, system.errno == EFBIG else { throw error }
+            guard let system = error as? SystemError, system.isTooLarge else { throw error }
             throw CLIError(.usage, "the --files-from list \(shown) is larger than 64 MiB; nothing was added",
                            hint: "split it and run vault add once per part")
         }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Glibc
+import Foundation
 import N11Crypto
 import N11System
 
@@ -7,24 +7,20 @@ import N11System
 ProcessHardening.disableCoreDumps()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
-/// One write(2) to standard error, its result ignored: the terminal may be gone, and the
-/// signal thread holds the interruption lock (no progress-bar state is touched from there).
+/// A note from the signal thread (see `Interruption.writeToStandardError`).
 @Sendable func writeSignalNote(_ text: String) {
-    let line = Array("\nn11archive: warning: \(text)\n".utf8)
-    _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-}
-@Sendable func signalName(_ signal: Int32) -> String {
-    [SIGINT: "Ctrl-C (SIGINT)", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][signal] ?? "signal \(signal)"
+    Interruption.writeToStandardError("\nn11archive: warning: \(text)\n")
 }
 Interruption.didCleanUp = { signal, tookBack, committed in
+    let name = Interruption.name(of: signal)
     if let committed {
-        writeSignalNote("interrupted by \(signalName(signal)) after \(committed) was committed: it is complete and stays; only the report was cut short")
+        writeSignalNote("interrupted by \(name) after \(committed) was committed: it is complete and stays; only the report was cut short")
     } else {
-        writeSignalNote("interrupted by \(signalName(signal))\(tookBack ? "; took back what this run had made" : "")")
+        writeSignalNote("interrupted by \(name)\(tookBack ? "; took back what this run had made" : "")")
     }
 }
 Interruption.willFinish = { signal, committed in
-    writeSignalNote("\(signalName(signal)) came after \(committed) was committed: finishing (it is complete either way; press again to stop at once)")
+    writeSignalNote("\(Interruption.name(of: signal)) came after \(committed) was committed: finishing (it is complete either way; press again to stop at once)")
 }
 FileLock.willWait = { lock, holder, seconds in
     Console.note("\(holder.map { "process \($0)" } ?? "another process") holds '\(lock)'; waiting up to \(Int(seconds.rounded(.up))) s for it to finish…")
