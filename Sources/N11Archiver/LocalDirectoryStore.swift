@@ -26,7 +26,7 @@ public final class LocalDirectoryStore: ArchiveStore {
         do { names = try Directory.entries(of: location) } catch { throw .wrap(error) }
         return names.compactMap { name in
             guard let status = (try? FileStatus.of(location(of: name), followLinks: false)) ?? nil, status.kind == .regular else { return nil }
-            return StoredObject(name: name, size: status.size, foreignOwner: status.owner == geteuid() ? nil : status.owner)
+            return StoredObject(name: name, size: status.size, foreignOwner: status.isOwnedByCurrentUser ? nil : status.owner)
         }
     }
 

@@ -46,10 +46,10 @@ public enum RemoteArchives {
             try fd.close()
             let size = progress == nil ? 0 : (try rclone.list(remote.parent).first { $0.name == remote.name }?.size ?? 0)
             try rclone.download(remote, to: local, progress: progress, size: size)
-            guard chmod(local, 0o600) == 0 else { throw SystemError("cannot set the mode of", path: local) }
+            try FileSystem.setMode(local, 0o600)
             return local
         } catch {
-            _ = unlink(local)
+            try? FileSystem.removeFile(local)
             throw ArchiveError.wrap(error)
         }
     }

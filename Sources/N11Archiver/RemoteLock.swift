@@ -33,15 +33,15 @@ public final class RemoteLock {
     public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
                                rclone: Rclone = Rclone()) throws(ArchiveError) -> RemoteLock {
         let kind = exclusive ? "exclusive" : "shared"
-        let object = directory.appending(prefix + kind + "." + hostTag + "." + String(getpid()) + "." + Path.randomSuffix())
+        let object = directory.appending(prefix + kind + "." + hostTag + "." + String(ProcessInfo.processInfo.processIdentifier) + "." + Path.randomSuffix())
         let deadline = Date().addingTimeInterval(waitSeconds)
-        let note = Array("\(ProcessInfo.processInfo.hostName) pid \(getpid()) \(kind) \(Date())\n".utf8)
+        let note = Array("\(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier) \(kind) \(Date())\n".utf8)
         // The object's content, uploaded from a file of our own: created exclusively and
         // without following a link, as /tmp is shared.
         let local = Path.join(NSTemporaryDirectory(), AtomicFile.tempName(for: "lock"))
         // From before the note or the object exists until it is ours to release or gone.
         let cleanup = Interruption.onInterrupt {
-            _ = unlink(local)
+            try? FileSystem.removeFile(local)
             rclone.deleteOnInterrupt(object)
         }
         do {
@@ -49,11 +49,11 @@ public final class RemoteLock {
             try fd.write(note)
             try fd.close()
         } catch {
-            _ = unlink(local)
+            try? FileSystem.removeFile(local)
             Interruption.cancel(cleanup)
             throw ArchiveError.wrap(error)
         }
-        defer { _ = unlink(local) }
+        defer { try? FileSystem.removeFile(local) }
         do {
             // The directory must exist: an upload would make it (a mistyped --output-dir).
             _ = try rclone.list(directory)
@@ -93,7 +93,7 @@ public final class RemoteLock {
         if age >= staleAfter || age < -clockSkew { return true }
         let fields = object.name.dropFirst(prefix.count).split(separator: ".")
         guard fields.count >= 4, fields[1] == hostTag, let pid = Int32(fields[2]) else { return false }
-        return kill(pid, 0) != 0 && errno == ESRCH
+        return FileSystem.processIsGone(pid)
     }
 
     /// Whether a live lock object other than our own (`own`) conflicts with taking one of

@@ -5,6 +5,16 @@ import Glibc
 /// replays and clean-ups run again after a crash).
 public enum FileSystem {
     /// unlink(2): removes a file (never a directory, never through a link's target).
+    /// Sets a file's permission bits (chmod).
+    public static func setMode(_ path: String, _ mode: mode_t) throws(SystemError) {
+        guard chmod(path, mode) == 0 else { throw SystemError("cannot set the mode of", path: path) }
+    }
+
+    /// Whether process `pid` of this machine is gone (a holder of a lock that died).
+    public static func processIsGone(_ pid: Int32) -> Bool {
+        kill(pid, 0) != 0 && errno == ESRCH
+    }
+
     public static func removeFile(_ path: String, missingIsDone: Bool = true) throws(SystemError) {
         guard unlink(path) == 0 || (missingIsDone && errno == ENOENT) else { throw SystemError("cannot remove", path: path) }
     }

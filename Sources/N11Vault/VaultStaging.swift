@@ -239,7 +239,7 @@ public final class VaultStaging {
             // What was written of an item that failed its checks goes at once (a salvage
             // carries on with the next item; nothing of this one may stay, even out of sight).
             try? content.close()
-            _ = unlink(contentPath)
+            try? FileSystem.removeFile(contentPath)
             if stagedName == nil { createdFiles.remove(contentPath) }
             throw error
         }
@@ -446,7 +446,7 @@ public final class VaultStaging {
         let vaultDirectory = try DirectoryHandle.open(vault.path, followingLink: true)
         let dead = try vaultDirectory.entries().filter { name in
             guard name.hasPrefix(prefix), let staging = try? vaultDirectory.openSubdirectory(name) else { return false }
-            return (try? staging.status().owner) == geteuid()
+            return (try? staging.status())?.isOwnedByCurrentUser == true
         }
         guard !dead.isEmpty else { return }
         // The sweep comes before the staging directories go, so a crash during it sweeps again.
@@ -482,9 +482,9 @@ public final class VaultStaging {
         var replayed = 0
         let vaultDirectory = try DirectoryHandle.open(vaultPath, followingLink: true)
         for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
-            guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status().owner) == geteuid() else { continue }
+            guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status())?.isOwnedByCurrentUser == true else { continue }
             if let journal = try? staging.openFileForReading(journalName), let status = try? journal.status(),
-               status.kind == .regular, status.owner == geteuid(),
+               status.kind == .regular, status.isOwnedByCurrentUser,
                let bytes = try? journal.readAll(limit: 256 << 20) {
                 let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
                 let operations = lines.compactMap(Operation.init(line:))
@@ -548,7 +548,7 @@ private final class CreatedFiles: @unchecked Sendable {
     func remove(_ path: String) { Interruption.critical { _ = paths.remove(path) } }
 
     func removeAll() {
-        for path in paths { _ = unlink(path) }
+        for path in paths { try? FileSystem.removeFile(path) }
         paths.removeAll()
     }
 }
