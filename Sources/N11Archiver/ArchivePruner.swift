@@ -17,27 +17,11 @@ import N11Vault
 /// an archive's name that does not read as one stops the prune: it may be the real newest
 /// backup, damaged.
 public enum ArchivePruner {
-    /// What opens archives: each read at most once (the caller caches), and only when needed.
-    public struct Secrets {
-        public let password: () throws -> SecureBytes?
-        public let keyStore: () throws -> KeyStore
-        public let identities: () throws -> [P256PrivateKey]
-        public let kdfCache: KDFCache
-
-        public init(password: @escaping () throws -> SecureBytes?, keyStore: @escaping () throws -> KeyStore,
-                    identities: @escaping () throws -> [P256PrivateKey], kdfCache: KDFCache) {
-            self.password = password
-            self.keyStore = keyStore
-            self.identities = identities
-            self.kdfCache = kdfCache
-        }
-    }
-
     public struct Request {
         public let policy: ArchiveRetention.Policy
         public let dryRun: Bool
         public let home: N11Home
-        public let secrets: Secrets
+        public let secrets: UnlockSources
         public let kdfCeiling: KDFCeiling
         /// How long to wait for the store's lock (`--lock-wait`).
         public let lockWait: Double
@@ -46,7 +30,7 @@ public enum ArchivePruner {
         /// Progress of the newest archive's download (a remote) and verification.
         public let progress: (_ phase: String) -> ArchiveProgress?
 
-        public init(policy: ArchiveRetention.Policy, dryRun: Bool, home: N11Home, secrets: Secrets, kdfCeiling: KDFCeiling,
+        public init(policy: ArchiveRetention.Policy, dryRun: Bool, home: N11Home, secrets: UnlockSources, kdfCeiling: KDFCeiling,
                     lockWait: Double = 0, notice: @escaping (Notice) -> Void = { _ in },
                     progress: @escaping (String) -> ArchiveProgress? = { _ in nil }) {
             self.lockWait = lockWait
@@ -207,7 +191,8 @@ public enum ArchivePruner {
             }
             do {
                 // No identity is given, so what opens is a password or device slot.
-                guard try keys.authenticate(password: request.secrets.password, keyStore: request.secrets.keyStore,
+                guard try keys.authenticate(password: { try request.secrets.password(cost: keys.header.passwordKDFs.first) },
+                                            keyStore: request.secrets.keyStore,
                                             kdfCeiling: request.kdfCeiling, kdfCache: request.secrets.kdfCache).provesOrigin else { continue }
                 countedIDs.insert(id)
                 ours.append(item)
@@ -258,9 +243,7 @@ public enum ArchivePruner {
             let reader = try ArchiveReader(path: fetched.path, name: fetched.name)
             let archive: UnlockedArchive
             do {
-                archive = try reader.unlock(password: request.secrets.password, keyStore: request.secrets.keyStore,
-                                            identities: request.secrets.identities, kdfCeiling: request.kdfCeiling,
-                                            kdfCache: request.secrets.kdfCache)
+                archive = try reader.unlock(with: request.secrets, kdfCeiling: request.kdfCeiling)
             } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
                 try WrittenArchives.check(fetched.path, name: fetched.name, in: request.home)
                 return

@@ -376,6 +376,9 @@ public final class KDFCache {
 
     public init() {}
 
+    /// Forgets every key: the password they came from turned out wrong.
+    public func forget() { keys.removeAll() }
+
     /// The key for `kdf`'s salt and cost: `derive`d the first time, remembered after.
     public func kek(for kdf: ArchiveHeader.KDF, derive: () throws -> SecureBytes) rethrows -> SecureBytes {
         let key = "\(kdf.salt)/\(kdf.opsLimit)/\(kdf.memoryKiB)/\(kdf.parallelism)"

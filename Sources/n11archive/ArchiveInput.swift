@@ -18,49 +18,45 @@ struct ArchiveInput: ParsableArguments {
 
     /// Opens and authenticates the archive: identities (the key store's and `--identity`
     /// files) are tried on recipient slots first, then the password; secure archives load
-    /// the key store. Pass a reader already opened to avoid opening the file twice.
-    /// `cache` keeps what was read for the next archive of the same command (a descriptor or
-    /// a command can be read only once, and a person is asked once, not per archive).
+    /// the key store. Pass a reader already opened to avoid opening the file twice, and the
+    /// `sources` of earlier archives of the same command to gather nothing twice.
+    /// A password typed on a terminal gets three tries, on the archive already read (a
+    /// remote one is not fetched again).
     func unlock(_ opened: ArchiveReader? = nil, toleratingMissingItems: Bool = false,
-                cache: UnlockSecrets = UnlockSecrets()) throws -> (UnlockedArchive, KeyStore?) {
+                sources given: UnlockSources? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
-        func loadStore() throws -> KeyStore {
-            if let keyStore = cache.keyStore { return keyStore }
-            let loaded = try store.loadKeyStore()
-            cache.keyStore = loaded
-            return loaded
-        }
-        // No source at all (cron without a password file): nil, and the reader says what
-        // would open the archive. A password typed on a terminal gets three tries, on the
-        // archive already read (a remote one is not fetched again).
+        let sources = given ?? unlockSources()
         var typed = false
         if case .terminal = password.source { typed = true }
-        let archive = try TerminalRetry.run(typed: typed && cache.password == nil, what: "password", isWrong: { error in
+        let archive = try TerminalRetry.run(typed: typed && !sources.hasPassword, what: "password", isWrong: { error in
             guard case ArchiveError.wrongPassword = error else { return false }
-            cache.password = nil
+            sources.forgetPassword()
             return true
-        }) { try reader.unlock(password: {
-            if let password = cache.password { return password }
-            cache.password = password.source == nil ? nil : try password.read(confirm: false, cost: reader.header.passwordKDFs.first)
-            return cache.password
-        },
-                                        keyStore: loadStore, identities: {
-            if let identities = cache.identities { return identities }
-            // A machine without a key store has no identities of its own.
-            let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
-            let found = (hasStore ? try loadStore().identities : []) + (try identity.fromFiles())
-            cache.identities = found
-            return found
-        }, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems) }
-        return (archive, cache.keyStore)
+        }) {
+            try reader.unlock(with: sources, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
+        }
+        return (archive, sources.keyStoreIfLoaded)
+    }
+
+    /// What may open this command's archives (`UnlockSources`), from its options.
+    func unlockSources() -> UnlockSources {
+        .init(password: password, store: store, identity: identity)
     }
 }
 
-/// What unlocking read, kept for the next archive of one command.
-final class UnlockSecrets {
-    var password: SecureBytes?
-    var keyStore: KeyStore?
-    var identities: [P256PrivateKey]?
+extension UnlockSources {
+    /// From a command's options. No password source at all (cron without a password file)
+    /// gives no password, and the reader then says what would open the archive.
+    /// (nil `password`: a command that takes no password, such as `unseal`).
+    convenience init(password: PasswordOptions?, store: StoreOptions, identity: IdentityOptions) {
+        self.init(password: { cost in
+                      guard let password, password.source != nil else { return nil }
+                      return try password.read(confirm: false, cost: cost)
+                  },
+                  keyStore: { try store.loadKeyStore() },
+                  keyStoreExists: { ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil },
+                  identityFiles: { try identity.fromFiles() })
+    }
 }
 
 /// Three tries for a secret typed on a terminal: a typo costs typing it again, not the run

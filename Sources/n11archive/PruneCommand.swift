@@ -104,11 +104,10 @@ struct Prune: ParsableCommand, HasOutputOptions {
 
     func run() throws {
         let store = try ArchiveStores.open(directory, spool: spool, home: self.store.resolvedHome, forPrune: true)
-        let secrets = CachedSecrets(password: password, store: self.store, identity: identity)
         let isRemote = store is RcloneStore
         let report = try ArchivePruner.prune(store, .init(
             policy: policy, dryRun: dryRun, home: self.store.resolvedHome,
-            secrets: .init(password: secrets.password, keyStore: secrets.keyStore, identities: secrets.identities, kdfCache: secrets.kdfCache),
+            secrets: UnlockSources(password: password, store: self.store, identity: identity),
             kdfCeiling: try kdfCeiling.ceiling(), lockWait: lockWait,
             notice: { notice in
                 switch notice {
@@ -154,49 +153,5 @@ struct Prune: ParsableCommand, HasOutputOptions {
         } else {
             Console.note("\(decision.keep.count) kept, \(report.deleted.count) \(dryRun ? "would be deleted" : "deleted")\(report.verified.map { " (newest verified: \(name($0)))" } ?? "")")
         }
-    }
-}
-
-/// The password and key store of one prune, each read at most once (at the first archive
-/// that needs it): a directory of thirty archives asks once, not thirty times.
-final class CachedSecrets {
-    private let passwordOptions: PasswordOptions
-    private let store: StoreOptions
-    private let identity: IdentityOptions
-    private var cachedPassword: SecureBytes?
-    private var cachedKeyStore: N11Vault.KeyStore?
-    private var cachedIdentities: [P256PrivateKey]?
-    /// Argon2id results with this one password, by salt and cost.
-    let kdfCache = KDFCache()
-
-    init(password: PasswordOptions, store: StoreOptions, identity: IdentityOptions) {
-        passwordOptions = password
-        self.store = store
-        self.identity = identity
-    }
-
-    func password() throws -> SecureBytes? {
-        if let cachedPassword { return cachedPassword }
-        // No source (cron without a password file): nil, so that archives for recipients
-        // can still be told apart; archives that need the password then say so.
-        guard passwordOptions.source != nil else { return nil }
-        cachedPassword = try passwordOptions.read(confirm: false)
-        return cachedPassword
-    }
-
-    /// The key store's identities (when there is a key store) and `--identity` files.
-    func identities() throws -> [P256PrivateKey] {
-        if let cachedIdentities { return cachedIdentities }
-        let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
-        let found = (hasStore ? try keyStore().identities : []) + (try identity.fromFiles())
-        cachedIdentities = found
-        return found
-    }
-
-    func keyStore() throws -> N11Vault.KeyStore {
-        if let cachedKeyStore { return cachedKeyStore }
-        let loaded = try store.loadKeyStore()
-        cachedKeyStore = loaded
-        return loaded
     }
 }

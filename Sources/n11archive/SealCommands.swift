@@ -52,8 +52,7 @@ struct Unseal: ParsableCommand {
     @OptionGroup var identity: IdentityOptions
 
     func run() throws {
-        let hasStore = ((try? FileStatus.of(store.resolvedHome.keyStorePath)) ?? nil) != nil
-        let identities = (hasStore ? try store.loadKeyStore().identities : []) + (try identity.fromFiles())
+        let identities = try UnlockSources(password: nil, store: store, identity: identity).identities()
         let report = try FileLockPackage.unseal(input, identities: identities, output: output, replaceExisting: force)
         Console.summary("unsealed \(Console.byteCount(report.contentBytes)) into \(report.output)")
     }

@@ -77,7 +77,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
     func run() throws {
         let files = [input.file] + moreFiles
         // The password, key store and identities, read once for every archive.
-        let secrets = UnlockSecrets()
+        let secrets = input.unlockSources()
         var documents: [AnyDocument] = []
         for file in files {
             var one = input
@@ -90,7 +90,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
     }
 
     /// Checks one archive; prints its line (or, alone with --json, its document).
-    private func verify(_ input: ArchiveInput, quietJSON: Bool, secrets: UnlockSecrets) throws -> AnyDocument {
+    private func verify(_ input: ArchiveInput, quietJSON: Bool, secrets: UnlockSources) throws -> AnyDocument {
         if asWritten {
             let reader = try input.reader(progress: outputOptions.observer("download"))
             let record = try WrittenArchives.check(reader.path, name: reader.name, in: input.store.resolvedHome)
@@ -106,7 +106,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
         }
         let reader = try input.reader(progress: outputOptions.observer("download"))
         let before = try FileStatus.of(reader.path, followLinks: true)
-        let (archive, unlockedStore) = try input.unlock(reader, cache: secrets)
+        let (archive, unlockedStore) = try input.unlock(reader, sources: secrets)
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil
         let report = try ArchiveVerifier.verify(archive, keyStore: keyStore, progress: outputOptions.observer("verify"))
         if adopt, let before {

@@ -128,10 +128,10 @@ private struct PruneWorld {
 
     func prune(keepLast: Int = 0, keepDaily: Int = 0, dryRun: Bool = false, password: String? = testPassword,
                passwordAsked: (() -> Void)? = nil, notices: ((ArchivePruner.Notice) -> Void)? = nil) throws(ArchiveError) -> ArchivePruner.Report {
-        let secrets = ArchivePruner.Secrets(password: {
+        let secrets = UnlockSources(password: { _ in
             passwordAsked?()
             return try password.map { try secret($0) }
-        }, keyStore: { throw NoKeyStore() }, identities: { [] }, kdfCache: KDFCache())
+        }, keyStore: { throw NoKeyStore() }, keyStoreExists: { false }, identityFiles: { [] })
         return try ArchivePruner.prune(store, .init(policy: .init(keepLast: keepLast, keepDaily: keepDaily), dryRun: dryRun, home: home,
                                                     secrets: secrets, kdfCeiling: .standard, notice: notices ?? { _ in }))
     }

@@ -1,0 +1,80 @@
+import N11Crypto
+import N11Format
+import N11System
+import N11Vault
+
+/// What may open archives during one command: a password, the home's key store (its device
+/// keys and identities) and identity files. Each is gathered at most once, and only when an
+/// archive needs it: a descriptor or command can be read only once, a person is asked once
+/// (not once per archive), and a job with no password source never blocks on one. Every
+/// command that opens archives (restore, verify, list, prune, unseal) gathers them here.
+public final class UnlockSources {
+    /// Reads the password, told the cost of one attempt (the archive's first password slot)
+    /// so that a prompt can say it; nil when no source was given.
+    private let readPassword: (ArchiveHeader.KDF?) throws -> SecureBytes?
+    private let readKeyStore: () throws -> KeyStore
+    private let keyStoreExists: () -> Bool
+    private let readIdentityFiles: () throws -> [P256PrivateKey]
+    /// Argon2id results with this one password, by salt and cost.
+    public let kdfCache = KDFCache()
+
+    private var password: SecureBytes??
+    private var loadedKeyStore: KeyStore?
+    private var cachedIdentities: [P256PrivateKey]?
+
+    public init(password: @escaping (ArchiveHeader.KDF?) throws -> SecureBytes?, keyStore: @escaping () throws -> KeyStore,
+                keyStoreExists: @escaping () -> Bool, identityFiles: @escaping () throws -> [P256PrivateKey]) {
+        readPassword = password
+        readKeyStore = keyStore
+        self.keyStoreExists = keyStoreExists
+        readIdentityFiles = identityFiles
+    }
+
+    /// The password (asked with the cost of `kdf` at the first archive that needs one).
+    public func password(cost kdf: ArchiveHeader.KDF?) throws -> SecureBytes? {
+        if let password { return password }
+        let read = try readPassword(kdf)
+        password = .some(read)
+        return read
+    }
+
+    /// Forgets a password that turned out wrong, and the keys derived from it, so that the
+    /// next need asks again and derives afresh.
+    public func forgetPassword() {
+        password = nil
+        kdfCache.forget()
+    }
+
+    /// Whether a password was read already (a retry asks again only for a typed one).
+    public var hasPassword: Bool { password != nil }
+
+    public func keyStore() throws -> KeyStore {
+        if let loadedKeyStore { return loadedKeyStore }
+        let loaded = try readKeyStore()
+        loadedKeyStore = loaded
+        return loaded
+    }
+
+    /// The key store if one was loaded by now (by a secure archive or an identity).
+    public var keyStoreIfLoaded: KeyStore? { loadedKeyStore }
+
+    /// The key store's identities (a machine without a key store has none of its own), then
+    /// those of the identity files.
+    public func identities() throws -> [P256PrivateKey] {
+        if let cachedIdentities { return cachedIdentities }
+        let found = (keyStoreExists() ? try keyStore().identities : []) + (try readIdentityFiles())
+        cachedIdentities = found
+        return found
+    }
+}
+
+extension ArchiveReader {
+    /// `unlock` with what `sources` gathers: identities on recipient slots first, then the
+    /// password (asked with this archive's cost), the key store for a secure archive.
+    public func unlock(with sources: UnlockSources, kdfCeiling: KDFCeiling,
+                       toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
+        try unlock(password: { try sources.password(cost: self.header.passwordKDFs.first) }, keyStore: sources.keyStore,
+                   identities: sources.identities, kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
+                   toleratingMissingItems: toleratingMissingItems)
+    }
+}
