@@ -80,25 +80,18 @@ public enum HomeRestorer {
             keyStore = try destination.loadKeyStore()
         }
         defer { keyStore.releaseHomeLock() }
-        var vault: Vault? = nil
-        // Take back what this run made, and only that: the vault if this run created it
-        // (decided by the vault under its lock), then the new key store if no vault of it
-        // is left. A vault or key store another process made meanwhile is never touched.
-        // On a failure, and on Ctrl-C or SIGTERM before the restore returns.
-        func takeBack() {
-            let vaultRemoved = vault.map { $0.isWritable && $0.removeIfCreated() } ?? true
-            vault = nil
-            if createdKeyStore && vaultRemoved { keyStore.removeIfUnused() }
-        }
-        let interrupted = Interruption.onInterrupt { takeBack() }
+        // Take back what this run made, and only that (`HomeTakeBack`): on a failure, and on
+        // Ctrl-C or SIGTERM before the restore commits.
+        let created = HomeTakeBack(keyStore: keyStore, createdKeyStore: createdKeyStore)
+        let interrupted = Interruption.onInterrupt { created.takeBack() }
         defer { Interruption.cancel(interrupted) }
         do {
-            vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
-                                   lockWait: destination.lockWait, claim: { vault = $0 })
-            let report = try ArchiveRestorer.restore(archive, into: vault!, options, progress: progress)
+            let vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
+                                       lockWait: destination.lockWait, claim: { created.vault = $0 })
+            let report = try ArchiveRestorer.restore(archive, into: vault, options, progress: progress)
             return Report(restore: report, createdKeyStore: createdKeyStore ? keyStore.path : nil)
         } catch {
-            Interruption.critical { takeBack() }
+            Interruption.critical { created.takeBack() }
             // The key store the message would name is gone again: say what happened instead.
             if createdKeyStore, case VaultError.vaultMismatch(let vaultPath, _) = error {
                 throw VaultError.vaultNeedsItsKeyStore(vault: vaultPath, home: destination.home.root)

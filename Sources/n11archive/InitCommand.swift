@@ -1,6 +1,6 @@
 import ArgumentParser
-import Foundation
 import N11Crypto
+import N11Archiver
 import N11System
 import N11Vault
 
@@ -26,7 +26,7 @@ struct Init: ParsableCommand {
         let vaultPath = vaultOptions.vault ?? home.defaultVaultPath
         // Check the vault's place before asking for a PIN or creating keys, so a failed init
         // costs nothing and leaves nothing behind.
-        try Vault.checkCanCreateOrOpen(at: vaultPath)
+        try HomeInitializer.check(vaultPath: vaultPath)
         var pinBytes: SecureBytes? = nil
         if pin {
             guard let source = store.pinSource else {
@@ -36,17 +36,8 @@ struct Init: ParsableCommand {
         } else if store.pinFile != nil || store.pinFD != nil {
             throw CLIError(.usage, "--pin-file/--pin-fd given without --pin", hint: "add --pin to protect the key store with that PIN")
         }
-        let homeExisted = ((try? FileStatus.of(home.root, followLinks: true)) ?? nil) != nil
-        let keyStore = try KeyStore.create(in: home, pin: pinBytes)
-        let vault: Vault
-        do {
-            vault = try Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true, lockWait: vaultOptions.lockWait)
-        } catch {
-            // A vault that cannot be used (another key store's, locked): keep nothing of this run.
-            try? FileManager.default.removeItem(atPath: homeExisted ? keyStore.path : home.root)
-            throw error
-        }
-        Console.out("initialised key store \(keyStore.path)\(keyStore.isPINProtected ? " (PIN-protected)" : "")")
-        Console.out("vault \(vault.path)")
+        let report = try HomeInitializer.initialize(home, vaultPath: vaultPath, pin: pinBytes, lockWait: vaultOptions.lockWait)
+        Console.out("initialised key store \(report.keyStorePath)\(report.isPINProtected ? " (PIN-protected)" : "")")
+        Console.out("vault \(report.vaultPath)")
     }
 }
