@@ -39,6 +39,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case wrongPassphrase(path: String)
     /// A Ciphio message that did not open: a wrong password, or (GCM, CBC padding) a change.
     case messageNotOpened(source: String)
+    /// A cbc or ctr Ciphio message to store, not allowed (`--allow-unauthenticated`).
+    case unauthenticatedMessage(source: String, algorithm: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
@@ -80,7 +82,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock: return .usage
+        case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock, .unauthenticatedMessage: return .usage
         case .tooLarge: return .other
         case .selection(_, .prefixTooShort): return .usage
         case .selection: return .missingInput
@@ -120,6 +122,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
+        case let .unauthenticatedMessage(source, algorithm):
+            return "\(source) is a \(algorithm) message, which is not authenticated: a change to it, or a wrong password, cannot be detected; nothing was added"
         case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
         case let .remote(location, why, _, _): return "\(location): \(why)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
@@ -171,6 +175,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .messageNotOpened: return "check the password the message was made with; nothing was written"
+        case .unauthenticatedMessage: return "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated"
         case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
         case .remote(_, _, _, let hint): return hint
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"

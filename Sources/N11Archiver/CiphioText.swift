@@ -1,6 +1,7 @@
 import Foundation
 import N11Crypto
 import N11Format
+import N11Vault
 
 /// Ciphio's text encryption (seed 002), so that n11archive and the Ciphio apps read each
 /// other's messages: a key from PBKDF2-HMAC-SHA256 (100,000 iterations, 16-byte salt,
@@ -51,3 +52,21 @@ public enum CiphioText {
         } catch { throw ArchiveError.wrap(error) }
     }
 }
+
+extension CiphioText {
+    /// A Ciphio message made a vault note (`vault add --note --from-ciphio`): decrypted in
+    /// memory straight into the note's bytes, so the plaintext never touches the disk. A cbc
+    /// or ctr message opens under any password, and a changed one opens changed: stored
+    /// silently, the vault would keep garbage or a forgery, so it is refused unless
+    /// `allowUnauthenticated` (the caller then warns). The note must be UTF-8 text. `source`
+    /// is how messages name where it came from ("'a.txt'", "standard input"), `path` the file.
+    public static func note(from message: String, source: String, path: String, secret: SecureBytes, allowUnauthenticated: Bool,
+                            name: String, compartment: Compartment, expires: Date?) throws(ArchiveError) -> (Vault.NewItem, CiphioMessage.Algorithm) {
+        let (plain, algorithm) = try decrypt(message, secret: secret, source: source)
+        if algorithm != .gcm && !allowUnauthenticated { throw .unauthenticatedMessage(source: source, algorithm: algorithm.rawValue) }
+        let text = plain.withUnsafeBytes { Array($0) }
+        guard String(validating: text, as: UTF8.self) != nil else { throw .vault(.noteNotText(path: path)) }
+        return (Vault.NewItem(bytes: text, kind: .note, name: name, compartment: compartment, expires: expires), algorithm)
+    }
+}
+

@@ -131,21 +131,13 @@ extension VaultCommand {
                     var raw = try TextCommand.readInput(file)
                     let message = String(decoding: raw, as: UTF8.self)
                     raw.wipe()
-                    let source = file.map { "'\($0)'" } ?? "standard input"
-                    let (plain, algorithm) = try CiphioText.decrypt(message, secret: secret, source: source)
-                    // A cbc or ctr message opens under any password, and a changed one opens
-                    // changed: stored silently, the vault would keep garbage or a forgery.
-                    if algorithm != .gcm {
-                        guard allowUnauthenticated else {
-                            throw CLIError(.usage, "\(source) is a \(algorithm.rawValue) message, which is not authenticated: a change to it, or a wrong password, cannot be detected; nothing was added",
-                                           hint: "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated")
-                        }
-                        TextCommand.warnUnauthenticated(algorithm, decrypting: true)
-                    }
-                    let text = plain.withUnsafeBytes { Array($0) }
-                    guard String(validating: text, as: UTF8.self) != nil else { throw VaultError.noteNotText(path: file ?? "stdin") }
-                    let base = file.map { Path.lastComponent(of: $0) } ?? "note"
-                    return .init(bytes: text, kind: .note, name: name ?? base, compartment: target, expires: expires)
+                    let (note, algorithm) = try CiphioText.note(from: message, source: file.map { "'\($0)'" } ?? "standard input",
+                                                                path: file ?? "stdin", secret: secret,
+                                                                allowUnauthenticated: allowUnauthenticated,
+                                                                name: name ?? file.map { Path.lastComponent(of: $0) } ?? "note",
+                                                                compartment: target, expires: expires)
+                    TextCommand.warnUnauthenticated(algorithm, decrypting: true)
+                    return note
                 }
                 let vault = try vaultOptions.open(with: store, forWriting: true)
                 var skipped: [Vault.Duplicate] = []
