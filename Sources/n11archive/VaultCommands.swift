@@ -176,11 +176,14 @@ extension VaultCommand {
             for item in added {
                 Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
             }
+            // The item's ID cut to 8 characters (a prefix every command takes) and its name
+            // only when it differs: a line that fits 80 columns for most names.
             for duplicate in skipped {
-                Console.out("skipped \(duplicate.name): same content as \(duplicate.existing.id) '\(duplicate.existing.name)'")
+                let other = duplicate.existing.name == duplicate.name ? "" : " '\(duplicate.existing.name)'"
+                Console.out("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)")
             }
             if !skipped.isEmpty {
-                Console.note("\(skipped.count) file(s) skipped: the vault already holds their content (--allow-duplicates adds them anyway)")
+                Console.note("\(skipped.count) already in the vault, skipped (--allow-duplicates adds them)")
             }
         }
     }
