@@ -46,7 +46,7 @@ struct PasswordOptions: ParsableArguments {
                            hint: "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE")
         }
         if case .terminal = source, let kdf {
-            Console.note("this archive's password is stretched with Argon2id: \(kdf.opsLimit) passes, \((kdf.memoryKiB + 1023) >> 10) MiB per attempt")
+            Console.note("each attempt at this password costs Argon2id, \(kdf.opsLimit) pass\(kdf.opsLimit == 1 ? "" : "es") of \((kdf.memoryKiB + 1023) >> 10) MiB")
         }
         return try source.read(what: "password", confirm: confirm)
     }
