@@ -161,94 +161,66 @@ struct Create: ParsableCommand, HasOutputOptions {
             Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
-        let now = Date()
-        var leftOut: [Compartment: Int] = [:]
-        for item in try vault.items(now: now) where !compartments.contains(item.compartment) { leftOut[item.compartment, default: 0] += 1 }
-        func create(at path: String) throws -> ArchiveCreator.Report {
-            try ArchiveCreator.create(from: vault, .init(mode: mode, compartments: compartments, output: path,
-                                                         replaceExisting: force, kdf: kdf, now: now),
-                                      progress: outputOptions.observer("create")) {
-                // Checked after reading and before anything is written (ArchiveCreator asks for
-                // the password before it creates the output).
-                var passwords: [SecureBytes] = []
-                if withPassword {
-                    let secret = try password.read(confirm: true)
-                    try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
-                    passwords.append(secret)
-                }
-                return ArchiveAccess(passwords: passwords, recipients: recipientKeys, kdf: kdf)
+        let backup = try ArchiveBackup.run(from: vault, .init(mode: mode, compartments: compartments, kdf: kdf,
+                                                              destination: try destination(), home: store.resolvedHome),
+                                           progress: outputOptions.observer("create")) {
+            // Asked after the vault was read and before anything is written.
+            var passwords: [SecureBytes] = []
+            if withPassword {
+                let secret = try password.read(confirm: true)
+                try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
+                passwords.append(secret)
             }
+            return ArchiveAccess(passwords: passwords, recipients: recipientKeys, kdf: kdf)
         }
-        var report: ArchiveCreator.Report
-        var published: String? = nil
-        var upload: Upload? = nil
-        let publishing = PublishOptions(lockWait: vaultOptions.lockWait, keepLocal: keepLocal, progress: outputOptions.observer("upload"),
-                                        notice: Self.say)
-        // Into a store (a directory, or a remote), under its shared lock so that a prune of it
-        // waits; or a plain file.
-        let target: (store: any ArchiveStore, name: String?)?
-        if let outputDirectory {
-            target = (try ArchiveStores.open(outputDirectory, spool: spool, home: store.resolvedHome, forPrune: false), nil)
-        } else {
-            target = output.flatMap { ArchiveStores.remoteFile($0, spool: spool, home: store.resolvedHome) }.map { ($0.store, $0.name) }
-        }
-        if let target {
-            let publication = try target.store.publishNew(name: target.name, at: now, publishing, make: create)
-            report = publication.report
-            published = publication.location
-            upload = publication.upload.map { Upload(remote: publication.location, bytes: $0.bytes, checkedBy: $0.checkedBy,
-                                                     seconds: $0.seconds, keptLocal: $0.keptLocal) }
-        } else if output == "-" {
-            report = try createToStandardOutput(create: create)
-            published = "-"
-        } else {
-            report = try create(at: output ?? "")
-        }
-        try WrittenArchives.record(report, created: now, location: published, in: store.resolvedHome)
+        try render(backup, recipients: recipientKeys.count, withPassword: withPassword)
+    }
+
+    /// The left-out compartments (every time, even with --quiet), then the JSON document or
+    /// the summary line.
+    private func render(_ backup: ArchiveBackup.Report, recipients: Int, withPassword: Bool) throws {
+        let report = backup.archive
         // The default leaves the backup compartment out: say so every time, even with
         // --quiet (a nightly job would otherwise never back those items up, unnoticed).
-        for (left, count) in leftOut.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        for (left, count) in backup.leftOut.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let message = "\(count) item(s) in the \(left.rawValue) compartment are not in this archive; add --all-compartments to include them (--compartment \(left.rawValue) alone would archive only those)"
             if compartment.isEmpty && !allCompartments { Console.warning(message) } else { Console.note(message) }
         }
         if outputOptions.json {
-            try Console.json(Document(archive: published ?? report.path, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
-                                      plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
-                                      skippedExpired: report.skippedExpired,
-                                      leftOutCompartments: Dictionary(uniqueKeysWithValues: leftOut.map { ($0.key.rawValue, $0.value) }),
-                                      upload: upload, durationSeconds: Output.durationSeconds))
+            let upload = backup.upload.map { Upload(remote: backup.location, bytes: $0.bytes, checkedBy: $0.checkedBy,
+                                                    seconds: $0.seconds, keptLocal: $0.keptLocal) }
+            try Console.json(Document(archive: backup.location, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
+                                       plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
+                                       skippedExpired: report.skippedExpired,
+                                       leftOutCompartments: Dictionary(uniqueKeysWithValues: backup.leftOut.map { ($0.key.rawValue, $0.value) }),
+                                       upload: upload, durationSeconds: Output.durationSeconds))
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
-        let opens = recipientKeys.isEmpty ? "" : ", for \(recipientKeys.count) recipient(s)\(withPassword ? " and a password" : "")"
         // With -o - stdout carries the archive: the summary goes to stderr.
-        if published == "-" {
+        if backup.location == "-" {
             Console.note("wrote to standard output: \(report.mode.rawValue), \(report.items) item(s), \(Console.byteCount(report.archiveBytes)), archive \(report.archiveID)")
             return
         }
-        Console.summary("created \(published ?? report.path): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+        let opens = recipients == 0 ? "" : ", for \(recipients) recipient(s)\(withPassword ? " and a password" : "")"
+        Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
     }
 
-    /// `-o -`: the archive is made whole in the spool (a ZIP is written with seeks, and only a
-    /// complete, checked archive may leave), then copied to standard output and removed.
-    private func createToStandardOutput(create: (String) throws -> ArchiveCreator.Report) throws -> ArchiveCreator.Report {
-        let spoolDirectory = try RemoteArchives.spool(spool, home: store.resolvedHome)
-        let local = Path.join(spoolDirectory, AtomicFile.tempName(for: "stdout.nu11vlt"))
-        let cleanup = Interruption.onInterrupt { try? FileSystem.removeFile(local) }
-        defer {
-            try? FileSystem.removeFile(local)
-            Interruption.cancel(cleanup)
+    /// Where the archive goes: a store (a directory or a remote, `--output-dir`, or
+    /// `-o REMOTE:FILE`), standard output, or a file.
+    private func destination() throws -> ArchiveBackup.Destination {
+        let publishing = PublishOptions(lockWait: vaultOptions.lockWait, keepLocal: keepLocal, progress: outputOptions.observer("upload"),
+                                        notice: Self.say)
+        if let outputDirectory {
+            return .store(try ArchiveStores.open(outputDirectory, spool: spool, home: store.resolvedHome, forPrune: false),
+                          name: nil, publishing)
         }
-        let report = try create(local)
-        let source = try FileDescriptor.openForReading(local)
-        let stdout = FileDescriptor(borrowing: 1, path: "standard output")
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let n = try source.read(into: &buffer, count: buffer.count)
-            if n == 0 { break }
-            try stdout.write(buffer[0..<n])
+        let output = output ?? ""
+        if let (remote, name) = ArchiveStores.remoteFile(output, spool: spool, home: store.resolvedHome) {
+            return .store(remote, name: name, publishing)
         }
-        return report
+        if output == "-" { return .standardOutput(spool: try RemoteArchives.spool(spool, home: store.resolvedHome)) }
+        return .file(output, replaceExisting: force)
     }
 
     /// What publishing on a remote tells the user on the way.

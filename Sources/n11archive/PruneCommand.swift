@@ -124,14 +124,14 @@ struct Prune: ParsableCommand, HasOutputOptions {
                 }
             },
             progress: { outputOptions.observer($0) }))
-        render(report, of: store)
+        try render(report, of: store)
     }
 
     /// The report as JSON, or as a line per archive and a summary.
-    private func render(_ report: ArchivePruner.Report, of store: any ArchiveStore) {
+    private func render(_ report: ArchivePruner.Report, of store: any ArchiveStore) throws {
         let decision = report.decision
         if outputOptions.json {
-            try? Console.json(Document(directory: store.location, dryRun: dryRun,
+            try Console.json(Document(directory: store.location, dryRun: dryRun,
                                        policy: .init(keepLast: keepLast, keepDaily: keepDaily, keepWeekly: keepWeekly, keepMonthly: keepMonthly),
                                        verified: report.verified,
                                        kept: decision.keep.map { .init(archive: $0.archive.path, created: $0.archive.created, reasons: $0.reasons) },
