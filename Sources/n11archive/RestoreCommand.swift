@@ -95,33 +95,11 @@ struct Restore: ParsableCommand, HasOutputOptions {
         if reader.foundByLocalHeaders {
             Console.warning("the ZIP directory of '\(input.file)' is damaged: its entries were found by their local headers; every item restored is still verified (make a new archive)")
         }
-        let report: ArchiveRestorer.Report
-        var createdKeyStore = false
         if export == "-" {
             try exportToStandardOutput(reader)
             return
         }
-        if let export {
-            try ArchiveExporter.checkDestination(export)
-            let (archive, keyStore) = try input.unlock(reader, toleratingMissingItems: salvage)
-            report = try ArchiveExporter.export(archive, to: export, keyStore: keyStore, options,
-                                                progress: outputOptions.observer(dryRun ? "check" : "export"))
-        } else {
-            let restored = try HomeRestorer.restore({ try input.unlock(reader, toleratingMissingItems: salvage) },
-                                                    into: .init(home: input.store.resolvedHome,
-                                                                vaultPath: vaultOptions.path(with: input.store),
-                                                                lockWait: vaultOptions.lockWait,
-                                                                loadKeyStore: { try input.store.loadKeyStore(prompting: !dryRun) }),
-                                                    options, progress: outputOptions.observer(dryRun ? "check" : "restore"))
-            report = restored.restore
-            if restored.vaultNotCompared && ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil {
-                Console.note("the key store is PIN-protected and no PIN was given (--pin-file): verified the archive without comparing it with the vault")
-            }
-            if let created = restored.createdKeyStore {
-                createdKeyStore = true
-                Console.note("no key store was in '\(input.store.resolvedHome.root)': created \(created) for the restored vault")
-            }
-        }
+        let (report, createdKeyStore) = try export.map { (try exported(reader, into: $0), false) } ?? restoredIntoVault(reader)
         if outputOptions.json {
             try Console.json(Document(outcome: report.damaged.isEmpty ? "ok" : "partial", archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
                                       target: export == nil ? "vault" : "export", destination: report.destination, dryRun: dryRun,
@@ -134,6 +112,36 @@ struct Restore: ParsableCommand, HasOutputOptions {
             if !report.damaged.isEmpty { throw PartialSuccess() }
             return
         }
+        try summarize(report)
+    }
+
+    /// `--export DIR`: the items as plain files.
+    private func exported(_ reader: ArchiveReader, into directory: String) throws -> ArchiveRestorer.Report {
+        try ArchiveExporter.checkDestination(directory)
+        let (archive, keyStore) = try input.unlock(reader, toleratingMissingItems: salvage)
+        return try ArchiveExporter.export(archive, to: directory, keyStore: keyStore, options,
+                                          progress: outputOptions.observer(dryRun ? "check" : "export"))
+    }
+
+    /// Into the home's vault (creating the key store on a machine that has none).
+    private func restoredIntoVault(_ reader: ArchiveReader) throws -> (ArchiveRestorer.Report, createdKeyStore: Bool) {
+        let restored = try HomeRestorer.restore({ try input.unlock(reader, toleratingMissingItems: salvage) },
+                                                into: .init(home: input.store.resolvedHome,
+                                                            vaultPath: vaultOptions.path(with: input.store),
+                                                            lockWait: vaultOptions.lockWait,
+                                                            loadKeyStore: { try input.store.loadKeyStore(prompting: !dryRun) }),
+                                                options, progress: outputOptions.observer(dryRun ? "check" : "restore"))
+        if restored.vaultNotCompared && ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil {
+            Console.note("the key store is PIN-protected and no PIN was given (--pin-file): verified the archive without comparing it with the vault")
+        }
+        if let created = restored.createdKeyStore {
+            Console.note("no key store was in '\(input.store.resolvedHome.root)': created \(created) for the restored vault")
+        }
+        return (restored.restore, restored.createdKeyStore != nil)
+    }
+
+    /// The notes and summary line; each item a salvage left out, then exit 3.
+    private func summarize(_ report: ArchiveRestorer.Report) throws {
         let verb = export == nil ? (dryRun ? "would restore" : "restored") : (dryRun ? "would export" : "exported")
         if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
         if !report.skippedIdentical.isEmpty {

@@ -112,55 +112,14 @@ extension VaultCommand {
             let target: Compartment = fade != nil ? .fade : (compartment ?? .vault)
             let now = Date()
             let expires = try fade.map { now.addingTimeInterval(try FadeDuration.seconds(from: $0)) }
-            let kind: ItemKind = note ? .note : .photo
-
-            // Check every input before touching the vault, so a bad one changes nothing.
-            let listed = try filesFrom.map { try FileList.read($0, separator: nullSeparated ? 0 : UInt8(ascii: "\n")) } ?? []
-            if let filesFrom, files.isEmpty && listed.isEmpty {
-                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
-                               hint: "check the command that made the list (find prints nothing when nothing matches)")
-            }
-            // "-" is stdin only as a FILE argument: in a list it is a file named "-".
-            let inputs = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
-                + listed.map { try InputFile.check($0, asNote: note) }
-            if fromCiphio {
-                // Every message is opened before the vault is: a wrong password adds nothing.
-                let secret = try password.read(confirm: false)
-                let sources = files.isEmpty ? [nil] : files.map { $0 == "-" ? nil : Optional($0) }
-                let notes = try sources.map { file -> Vault.NewItem in
-                    var raw = try TextCommand.readInput(file)
-                    let message = String(decoding: raw, as: UTF8.self)
-                    raw.wipe()
-                    let (note, algorithm) = try CiphioText.note(from: message, source: file.map { "'\($0)'" } ?? "standard input",
-                                                                path: file ?? "stdin", secret: secret,
-                                                                allowUnauthenticated: allowUnauthenticated,
-                                                                name: name ?? file.map { Path.lastComponent(of: $0) } ?? "note",
-                                                                compartment: target, expires: expires)
-                    TextCommand.warnUnauthenticated(algorithm, decrypting: true)
-                    return note
-                }
-                let vault = try vaultOptions.open(with: store, forWriting: true)
-                var skipped: [Vault.Duplicate] = []
-                let added = try vault.add(notes, now: now, skippingDuplicates: !allowDuplicates, skipped: { skipped.append($0) })
-                report(added: added, skipped: skipped)
-                return
-            }
+            // Every input is checked (and every message opened) before the vault is: a bad one,
+            // or a wrong password, adds nothing.
+            let inputs = try checkedInputs()
+            let items = try fromCiphio ? ciphioNotes(compartment: target, expires: expires)
+                                       : newItems(inputs, compartment: target, expires: expires)
             let vault = try vaultOptions.open(with: store, forWriting: true)
-            let stdin = FileDescriptor(borrowing: 0, path: "stdin")
-            var items: [Vault.NewItem] = []
-            for input in inputs.isEmpty ? [nil] : inputs {
-                if let input {
-                    items.append(.init(file: input, kind: kind, name: name ?? input.name, compartment: target, expires: expires))
-                } else if note {
-                    items.append(.init(bytes: try InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
-                                       compartment: target, expires: expires))
-                } else {
-                    // A photo from stdin streams through, however large.
-                    items.append(.init(source: stdin, kind: .photo, name: name ?? "stdin", compartment: target, expires: expires))
-                }
-            }
             // Stdin has no size to measure progress against: no bar for it.
-            let observer = inputs.contains(where: { $0 == nil }) || inputs.isEmpty ? nil
+            let observer = fromCiphio || inputs.contains(where: { $0 == nil }) || inputs.isEmpty ? nil
                 : ProgressLine.observer("add", quiet: false, forced: progress)
             observer?.begin(items: items.count, bytes: inputs.reduce(0) { $0 + ($1?.size ?? 0) })
             // All or nothing, even if killed: one journaled commit (see VaultStaging). The
@@ -169,6 +128,53 @@ extension VaultCommand {
             let added = try vault.add(items, now: now, skippingDuplicates: !allowDuplicates, progress: observer,
                                       skipped: { skipped.append($0) })
             report(added: added, skipped: skipped)
+        }
+
+        /// The FILEs and the --files-from list, each checked; nil for stdin ("-" is stdin only
+        /// as a FILE argument: in a list it is a file named "-").
+        private func checkedInputs() throws -> [InputFile?] {
+            let listed = try filesFrom.map { try FileList.read($0, separator: nullSeparated ? 0 : UInt8(ascii: "\n")) } ?? []
+            if let filesFrom, files.isEmpty && listed.isEmpty {
+                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
+                               hint: "check the command that made the list (find prints nothing when nothing matches)")
+            }
+            if fromCiphio { return [] }   // messages are read whole, by `ciphioNotes`
+            return try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
+                + listed.map { try InputFile.check($0, asNote: note) }
+        }
+
+        /// The items of files and stdin.
+        private func newItems(_ inputs: [InputFile?], compartment target: Compartment, expires: Date?) throws -> [Vault.NewItem] {
+            let stdin = FileDescriptor(borrowing: 0, path: "stdin")
+            return try (inputs.isEmpty ? [nil] : inputs).map { input in
+                if let input {
+                    return .init(file: input, kind: note ? .note : .photo, name: name ?? input.name, compartment: target, expires: expires)
+                } else if note {
+                    return .init(bytes: try InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
+                                 compartment: target, expires: expires)
+                }
+                // A photo from stdin streams through, however large.
+                return .init(source: stdin, kind: .photo, name: name ?? "stdin", compartment: target, expires: expires)
+            }
+        }
+
+        /// `--from-ciphio`: each FILE (or stdin) a Ciphio message, decrypted in memory into a
+        /// note (`CiphioText.note`).
+        private func ciphioNotes(compartment target: Compartment, expires: Date?) throws -> [Vault.NewItem] {
+            let secret = try password.read(confirm: false)
+            let sources = files.isEmpty ? [nil] : files.map { $0 == "-" ? nil : Optional($0) }
+            return try sources.map { file -> Vault.NewItem in
+                var raw = try TextCommand.readInput(file)
+                let message = String(decoding: raw, as: UTF8.self)
+                raw.wipe()
+                let (note, algorithm) = try CiphioText.note(from: message, source: file.map { "'\($0)'" } ?? "standard input",
+                                                            path: file ?? "stdin", secret: secret,
+                                                            allowUnauthenticated: allowUnauthenticated,
+                                                            name: name ?? file.map { Path.lastComponent(of: $0) } ?? "note",
+                                                            compartment: target, expires: expires)
+                TextCommand.warnUnauthenticated(algorithm, decrypting: true)
+                return note
+            }
         }
 
         /// One line per item added and per file skipped, then how many were skipped.
