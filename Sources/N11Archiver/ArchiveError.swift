@@ -65,6 +65,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// A local archive directory (`create --output-dir`, `prune`, `archives`) that is missing
     /// or no directory; `forPrune` for the messages of the commands that read it.
     case noArchiveDirectory(path: String, forPrune: Bool, exists: Bool)
+    /// `create --output-dir`: every dated name of that second is taken (`fileName` -1…-1000).
+    case noFreeName(directory: String, name: String)
     case vault(VaultError)
     case system(SystemError)
     /// The ZIP container failed to read or write.
@@ -92,6 +94,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .othersArchives: return .configuration
         case .noneOfThisHome: return .authentication
         case .noArchiveDirectory: return .missingInput
+        case .noFreeName: return .outputExists
         case .vault(let e): return e.kind
         case .system(let e): return e.kind
         case .container(let e): return e.kind
@@ -149,6 +152,8 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "the \(count) archive(s) in '\(directory)' belong to uid \(owner), not to you (uid \(geteuid())), so nothing was deleted"
         case let .noneOfThisHome(directory, count):
             return "none of the \(count) archive(s) in '\(directory)' is this home's (written here, or opening with this password or key store), so nothing was deleted"
+        case let .noFreeName(directory, name):
+            return "1000 archives named for \(name) already exist in '\(directory)'; nothing was written"
         case let .noArchiveDirectory(path, forPrune, exists):
             return "\(forPrune ? "the archive directory" : "the output directory") '\(path)' \(exists ? "is not a directory" : "does not exist"); \(forPrune ? "nothing was deleted" : "nothing was written")"
         case .vault(let e): return e.description
@@ -202,6 +207,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "run prune as the user who owns them; on a network or Windows mount, mount it with your uid (uid=, idmap) so that the files are yours"
         case .noneOfThisHome:
             return "check the password (or --home for secure archives); archives of another home in the same directory, and archives that only a recipient's identity opens, are never touched (after a disaster, `n11archive verify --adopt` takes your old archives back as this home's)"
+        case .noFreeName: return "prune the directory or write somewhere else"
         case let .noArchiveDirectory(path, forPrune, exists):
             switch (forPrune, exists) {
             case (true, false): return "give the directory that `create --output-dir` writes to"

@@ -159,9 +159,6 @@ public final class FetchedArchive {
 
 /// The stores a location names.
 public enum ArchiveStores {
-    /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
-    /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
-    /// quietly start a new backup directory. `forPrune` says in messages which role it has.
     /// Whether `location` names a place on an rclone remote (`REMOTE:PATH`).
     public static func isRemote(_ location: String) -> Bool { RemotePath.parse(location) != nil }
 
@@ -182,9 +179,16 @@ public enum ArchiveStores {
         return try RcloneStore(remote.parent, spool: spool, home: home).fetch(StoredObject(name: remote.name, size: 0), progress: progress)
     }
 
-    /// Without a `home` the store can be listed but not fetched from.
+    /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
+    /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
+    /// quietly start a new backup directory. `forPrune` says in messages which role it has.
+    /// Without a `home` the store can be listed but not fetched from; with one, a remote's
+    /// spool is checked now (a bad `--spool` fails before anything is done).
     public static func open(_ location: String, spool: String?, home: N11Home?, forPrune: Bool) throws(ArchiveError) -> any ArchiveStore {
-        if let remote = RemotePath.parse(location) { return RcloneStore(remote, spool: spool, home: home) }
+        if let remote = RemotePath.parse(location) {
+            if let home { _ = try RemoteArchives.spool(spool, home: home) }
+            return RcloneStore(remote, spool: spool, home: home)
+        }
         return try LocalDirectoryStore(location, forPrune: forPrune)
     }
 

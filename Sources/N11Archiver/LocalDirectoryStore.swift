@@ -75,7 +75,7 @@ public final class LocalDirectoryStore: ArchiveStore {
             let candidate = location(of: ArchiveRetention.fileName(for: date, attempt: attempt))
             do { if try FileStatus.of(candidate) == nil { return candidate } } catch { throw .wrap(error) }
         }
-        throw .outputExists(path: location(of: ArchiveRetention.fileName(for: date)))
+        throw .noFreeName(directory: location, name: ArchiveRetention.fileName(for: date))
     }
 
     /// A local file is always read: its header's archive ID picks the record (`check`).

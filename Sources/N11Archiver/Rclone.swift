@@ -28,8 +28,11 @@ public struct RemotePath: Sendable, Equatable, CustomStringConvertible {
     /// The last component (a file's name).
     public var name: String { String(path.split(separator: "/").last ?? "") }
 
+    /// The directory it is in: `nas:` for `nas:a`, `sftp:/` for `sftp:/a` (the root, not the
+    /// login directory), `nas:dir` for `nas:dir/a`.
     public var parent: RemotePath {
         guard let slash = path.lastIndex(of: "/") else { return RemotePath(remote: remote, path: "") }
+        if slash == path.startIndex { return RemotePath(remote: remote, path: "/") }
         return RemotePath(remote: remote, path: String(path[..<slash]))
     }
 

@@ -66,7 +66,7 @@ public final class RcloneStore: ArchiveStore {
         let spool = try RemoteArchives.spool(spoolOption, home: home)
         let lock = try self.lock(exclusive: false, waitSeconds: options.lockWait)
         defer { lock.release() }
-        let final = directory.appending(try name ?? RemoteArchives.freeName(at: date, existing: Set(try rclone.list(directory).map(\.name))))
+        let final = directory.appending(try name ?? RemoteArchives.freeName(at: date, existing: Set(try rclone.list(directory).map(\.name)), in: location))
         let kept = Path.join(spool, final.name)
         if options.keepLocal, (try? FileStatus.of(kept)) != nil {
             throw ArchiveError.remote(location: kept, why: "a file of that name is in the spool already; nothing was written", kind: .outputExists,

@@ -118,11 +118,11 @@ public enum RemoteArchives {
     }
 
     /// The first dated name for `date` that `existing` does not hold.
-    public static func freeName(at date: Date, existing: Set<String>) throws(ArchiveError) -> String {
+    public static func freeName(at date: Date, existing: Set<String>, in directory: String) throws(ArchiveError) -> String {
         for attempt in 1...1000 {
             let name = ArchiveRetention.fileName(for: date, attempt: attempt)
             if !existing.contains(name) { return name }
         }
-        throw .outputExists(path: ArchiveRetention.fileName(for: date))
+        throw .noFreeName(directory: directory, name: ArchiveRetention.fileName(for: date))
     }
 }

@@ -4,7 +4,6 @@ import Glibc
 /// (with its errno) and treats a missing path as already done when `missingIsDone` (journal
 /// replays and clean-ups run again after a crash).
 public enum FileSystem {
-    /// unlink(2): removes a file (never a directory, never through a link's target).
     /// Sets a file's permission bits (chmod).
     public static func setMode(_ path: String, _ mode: mode_t) throws(SystemError) {
         guard chmod(path, mode) == 0 else { throw SystemError("cannot set the mode of", path: path) }
@@ -15,6 +14,7 @@ public enum FileSystem {
         kill(pid, 0) != 0 && errno == ESRCH
     }
 
+    /// unlink(2): removes a file (never a directory, never through a link's target).
     public static func removeFile(_ path: String, missingIsDone: Bool = true) throws(SystemError) {
         guard unlink(path) == 0 || (missingIsDone && errno == ENOENT) else { throw SystemError("cannot remove", path: path) }
     }

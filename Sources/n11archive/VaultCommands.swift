@@ -138,9 +138,10 @@ extension VaultCommand {
                 throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
                                hint: "check the command that made the list (find prints nothing when nothing matches)")
             }
-            if fromCiphio { return [] }   // messages are read whole, by `ciphioNotes`
-            return try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
+            let checked = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
                 + listed.map { try InputFile.check($0, asNote: note) }
+            // Ciphio messages are checked as files here, and read whole by `ciphioNotes`.
+            return fromCiphio ? [] : checked
         }
 
         /// The items of files and stdin.

@@ -125,6 +125,9 @@ struct VaultAddCLITests {
 
             let directory = s.path("Bob's pictures")
             mkdir(directory, 0o700)
+            // Checked before the password is read and anything decrypted, for messages too.
+            let messages = try s.run(["vault", "add", "--note", "--from-ciphio", directory, "--password-file", try s.passwordFile()])
+            #expect(messages.status != 0 && messages.err.contains("is a directory"), "\(messages)")
             let refused = try s.run(["vault", "add", directory])
             #expect(refused.status != 0)
             // Quoted for a shell, so that the line can be pasted as it is.

@@ -141,6 +141,7 @@ extension ArchiveError {
         case .wrongPassword: return "wrongPassword"
         case .keyNotHere: return "keyNotHere"
         case .damaged: return "damaged"
+        case .noFreeName: return "noFreeName"
         case .unauthenticatedMessage: return "unauthenticatedMessage"
         case .newestNotVerified: return "newestNotVerified"
         case .othersArchives: return "othersArchives"

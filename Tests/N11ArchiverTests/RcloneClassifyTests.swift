@@ -45,6 +45,16 @@ struct RcloneClassifyTests {
         #expect(last.finished && last.bytes == 100 && last.totalBytes == 100, "\(last)")
     }
 
+    @Test("a remote path's directory and back: the root stays the root, not the login directory")
+    func parentAndName() throws {
+        for text in ["sftp:/a.nu11vlt", "nas:a.nu11vlt", "nas:dir/a.nu11vlt", "nas:/srv/b/a.nu11vlt"] {
+            let path = try #require(RemotePath.parse(text))
+            #expect(path.parent.appending(path.name).description == text)
+        }
+        #expect(RemotePath.parse("sftp:/a.nu11vlt")?.parent.description == "sftp:/")
+        #expect(RemotePath.parse("nas:a.nu11vlt")?.parent.description == "nas:")
+    }
+
     @Test("a time whose milliseconds read 403 is not a refusal")
     func timeIsNotAStatus() {
         let error = Rclone.classify(ChildProcess.Outcome(status: 1, errorText: "2026/11/22 21:00:00.403 ERROR : x: connection refused"),
