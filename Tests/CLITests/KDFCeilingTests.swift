@@ -47,7 +47,7 @@ struct KDFCeilingTests {
             expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
             let (transcript, status) = try runOnTerminal(["verify", archive], typing: ["correct horse battery staple"], home: s.home)
             #expect(status == 0, "\(transcript)")
-            let cost = try #require(transcript.range(of: "Argon2id: 1 passes, 8 MiB"), "\(transcript)")
+            let cost = try #require(transcript.range(of: "costs Argon2id, 1 pass of 8 MiB"), "\(transcript)")
             let prompt = try #require(transcript.range(of: "Enter password:"), "\(transcript)")
             #expect(cost.lowerBound < prompt.lowerBound)
         }
