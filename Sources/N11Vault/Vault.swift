@@ -661,7 +661,9 @@ private struct KnownContent {
         let compartment: Compartment
         let size: Int64
     }
-    private var items: [Key: [ItemMetadata]] = [:]
+    /// By kind, compartment and size, then by content digest: a vault of many same-sized
+    /// notes must not compare each new one with all of them.
+    private var items: [Key: [String: ItemMetadata]] = [:]
 
     init() {}
 
@@ -670,7 +672,8 @@ private struct KnownContent {
     }
 
     mutating func insert(_ item: ItemMetadata) {
-        items[Key(kind: item.kind, compartment: item.compartment, size: item.size), default: []].append(item)
+        let key = Key(kind: item.kind, compartment: item.compartment, size: item.size)
+        if items[key, default: [:]][item.sha256] == nil { items[key, default: [:]][item.sha256] = item }
     }
 
     /// The known item with `new`'s content, if any.
@@ -695,6 +698,6 @@ private struct KnownContent {
         } catch {
             throw VaultError.wrap(error)
         }
-        return candidates.first { $0.sha256 == digest }
+        return candidates[digest]
     }
 }
