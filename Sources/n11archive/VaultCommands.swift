@@ -311,6 +311,8 @@ extension VaultCommand {
             AtomicFile.removeLeftovers(in: Path.directory(of: Path.absolute(path)))
             let file = try AtomicFile(path: path, mode: 0o600)
             try vault.read(item, into: StagedFileSink(file))
+            // The item's time, as an export gives it (its file's time when it was added).
+            try file.descriptor.setModificationTime(secondsSince1970: Int64(item.created.timeIntervalSince1970.rounded(.down)))
             do { try file.commit(replaceExisting: force) }
             catch let error as SystemError where error.isAlreadyExisting {
                 throw CLIError(.outputExists, "'\(path)' appeared meanwhile; nothing was written", hint: "pass --force to replace it")

@@ -109,6 +109,10 @@ struct VaultAddCLITests {
             var st = stat()
             #expect(stat(dir + "/Photos/z-old.jpg", &st) == 0)
             #expect(st.st_mtim.tv_sec == 1_556_712_000)
+            // vault cat -o gives the file the same time.
+            let catted = s.path("cat-out.jpg")
+            expectExit(try s.run(["vault", "cat", "z-old.jpg", "-o", catted]), 0)
+            #expect(stat(catted, &st) == 0 && st.st_mtim.tv_sec == 1_556_712_000)
         }
     }
 
