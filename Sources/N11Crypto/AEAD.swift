@@ -52,7 +52,7 @@ final class AEADContext {
 
     init(_ algorithm: AEADAlgorithm, key: SecureBytes, encrypting: Bool) throws(CryptoError) {
         guard key.count == algorithm.keyByteCount else { throw .invalidParameter("AEAD key of \(key.count) bytes") }
-        guard let ctx = EVP_CIPHER_CTX_new() else { throw .library("EVP_CIPHER_CTX_new") }
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.openSSL("EVP_CIPHER_CTX_new") }
         context = ctx
         self.algorithm = algorithm
         self.encrypting = encrypting
@@ -67,8 +67,7 @@ final class AEADContext {
 
     private func check(_ rc: Int32, _ what: String) throws(CryptoError) {
         guard rc == 1 else {
-            ERR_clear_error()
-            throw .library(what)
+            throw CryptoError.openSSL(what)
         }
     }
 
@@ -104,7 +103,7 @@ final class AEADContext {
                 }
             }
             try check(rc, "EVP_CipherUpdate")
-            guard Int(outLength) == piece else { throw .library("EVP_CipherUpdate length") }
+            guard Int(outLength) == piece else { throw CryptoError.openSSL("EVP_CipherUpdate length") }
             done += piece
         }
     }

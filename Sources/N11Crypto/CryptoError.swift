@@ -1,3 +1,4 @@
+internal import CLibCrypto
 import N11System
 
 /// The crypto layer's one error type. No case carries key, password or plaintext bytes.
@@ -18,8 +19,9 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
     case contentMismatch
     /// A public or private key that is malformed, not P-256, or not on the curve.
     case invalidKey(String)
-    /// An OpenSSL call failed; the operation names which.
-    case library(String)
+    /// A library call failed; the operation names which, and for OpenSSL its error (the
+    /// first of its queue: code and reason), kept as a value.
+    case library(String, openSSL: OpenSSLError? = nil)
     /// Reading from or writing to the stream's source or sink failed.
     case io(String)
 
@@ -33,7 +35,8 @@ public enum CryptoError: Error, CustomStringConvertible, Sendable, Equatable {
         case .secureMemoryUnavailable(let bytes): return "cannot allocate \(bytes) bytes of locked memory (check `ulimit -l`)"
         case .keyDerivationFailed: return "Argon2id key derivation failed (not enough memory?)"
         case .invalidKey(let why): return why
-        case .library(let op): return "crypto library call failed: \(op)"
+        case let .library(op, openSSL):
+            return "crypto library call failed: \(op)" + (openSSL.map { " (OpenSSL error \(String($0.code, radix: 16)): \($0.reason))" } ?? "")
         case .io(let what): return what
         }
     }
@@ -47,5 +50,27 @@ extension CryptoError: CategorizedError {
         case .io: return .ioFailure
         default: return .other
         }
+    }
+}
+
+/// The first error on OpenSSL's queue when a call failed.
+public struct OpenSSLError: Sendable, Equatable {
+    /// `ERR_get_error()`'s packed code (library and reason).
+    public let code: UInt
+    /// Its text, from `ERR_error_string_n`.
+    public let reason: String
+}
+
+extension CryptoError {
+    /// An OpenSSL call that failed, with the first error on the queue, which is then
+    /// cleared (a stale error must not be blamed on the next failure).
+    static func openSSL(_ operation: String) -> CryptoError {
+        let code = ERR_get_error()
+        ERR_clear_error()
+        guard code != 0 else { return .library(operation) }
+        var text = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &text, text.count)
+        let reason = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return .library(operation, openSSL: OpenSSLError(code: UInt(code), reason: reason))
     }
 }

@@ -7,8 +7,8 @@ enum EVPKDF {
     /// empty salt or info; a one-byte array stands in, with length 0.
     static func derive(_ kdf: OpaquePointer?, named name: String, digest: String, key: SecureBytes,
                        salt: [UInt8]?, info: [UInt8], into output: SecureBytes) throws(CryptoError) {
-        guard let kdf else { throw .library("EVP_KDF_fetch(\(name))") }
-        guard let context = EVP_KDF_CTX_new(kdf) else { throw .library("EVP_KDF_CTX_new") }
+        guard let kdf else { throw CryptoError.openSSL("EVP_KDF_fetch(\(name))") }
+        guard let context = EVP_KDF_CTX_new(kdf) else { throw CryptoError.openSSL("EVP_KDF_CTX_new") }
         defer { EVP_KDF_CTX_free(context) }
         var saltBytes = salt.map { $0.isEmpty ? [0] : $0 } ?? [0]
         var infoBytes = info.isEmpty ? [0] : info
@@ -34,8 +34,7 @@ enum EVPKDF {
             }
         }
         guard rc == 1 else {
-            ERR_clear_error()
-            throw .library("\(name) derive")
+            throw CryptoError.openSSL("\(name) derive")
         }
     }
 }

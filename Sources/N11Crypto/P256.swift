@@ -117,7 +117,7 @@ enum P256Curve {
     nonisolated(unsafe) static let group: OpaquePointer? = EC_GROUP_new_by_curve_name(n11_nid_p256())
 
     static func checkPoint(_ bytes: [UInt8]) throws(CryptoError) {
-        guard let group, let point = EC_POINT_new(group) else { throw .library("EC_POINT_new") }
+        guard let group, let point = EC_POINT_new(group) else { throw CryptoError.openSSL("EC_POINT_new") }
         defer { EC_POINT_free(point) }
         // oct2point refuses a point off the curve; both checks are repeated to be explicit.
         let decoded = EC_POINT_oct2point(group, point, bytes, bytes.count, nil) == 1
@@ -129,7 +129,7 @@ enum P256Curve {
     }
 
     static func publicPoint(of scalar: SecureBytes) throws(CryptoError) -> [UInt8] {
-        guard let group, let point = EC_POINT_new(group) else { throw .library("EC_POINT_new") }
+        guard let group, let point = EC_POINT_new(group) else { throw CryptoError.openSSL("EC_POINT_new") }
         defer { EC_POINT_free(point) }
         let d = try bignum(scalar)
         defer { BN_clear_free(d) }
@@ -137,26 +137,24 @@ enum P256Curve {
             throw .invalidKey("the private key is not a P-256 scalar (1 to n−1)")
         }
         guard EC_POINT_mul(group, point, d, nil, nil, nil) == 1 else {
-            ERR_clear_error()
-            throw .library("EC_POINT_mul")
+            throw CryptoError.openSSL("EC_POINT_mul")
         }
         var out = [UInt8](repeating: 0, count: P256PublicKey.byteCount)
         guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &out, out.count, nil) == out.count else {
-            ERR_clear_error()
-            throw .library("EC_POINT_point2oct")
+            throw CryptoError.openSSL("EC_POINT_point2oct")
         }
         return out
     }
 
     /// A BIGNUM in OpenSSL's secure heap (when it has one), freed by the caller with BN_clear_free.
     static func bignum(_ scalar: SecureBytes) throws(CryptoError) -> OpaquePointer {
-        guard let bn = BN_secure_new() else { throw .library("BN_secure_new") }
+        guard let bn = BN_secure_new() else { throw CryptoError.openSSL("BN_secure_new") }
         let ok = scalar.withUnsafeBytes { raw in
             BN_bin2bn(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(raw.count), bn) != nil
         }
         guard ok else {
             BN_clear_free(bn)
-            throw .library("BN_bin2bn")
+            throw CryptoError.openSSL("BN_bin2bn")
         }
         return bn
     }
@@ -172,25 +170,24 @@ final class EVPKey {
 
     private static func check(_ rc: Int32, _ what: String) throws(CryptoError) {
         guard rc == 1 else {
-            ERR_clear_error()
-            throw .library(what)
+            throw CryptoError.openSSL(what)
         }
     }
 
     static func generateP256() throws(CryptoError) -> EVPKey {
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw .library("EVP_PKEY_CTX_new_from_name") }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         try check(EVP_PKEY_keygen_init(ctx), "EVP_PKEY_keygen_init")
         try check(EVP_PKEY_CTX_set_group_name(ctx, "P-256"), "EVP_PKEY_CTX_set_group_name")
         var pkey: OpaquePointer?
         try check(EVP_PKEY_generate(ctx, &pkey), "EVP_PKEY_generate")
-        guard let pkey else { throw .library("EVP_PKEY_generate") }
+        guard let pkey else { throw CryptoError.openSSL("EVP_PKEY_generate") }
         return EVPKey(owning: pkey)
     }
 
     /// A key from its parts: the public point alone, or with the scalar.
     private static func fromData(scalar: SecureBytes?, publicPoint: [UInt8]) throws(CryptoError) -> OpaquePointer {
-        guard let builder = OSSL_PARAM_BLD_new() else { throw .library("OSSL_PARAM_BLD_new") }
+        guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.openSSL("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }
         var d: OpaquePointer?
         defer { if let d { BN_clear_free(d) } }
@@ -200,9 +197,9 @@ final class EVPKey {
             d = try P256Curve.bignum(scalar)
             try check(n11_ec_push_private(builder, d), "OSSL_PARAM_BLD_push(priv)")
         }
-        guard let params = OSSL_PARAM_BLD_to_param(builder) else { throw .library("OSSL_PARAM_BLD_to_param") }
+        guard let params = OSSL_PARAM_BLD_to_param(builder) else { throw CryptoError.openSSL("OSSL_PARAM_BLD_to_param") }
         defer { OSSL_PARAM_free(params) }   // the BIGNUM was secure, so is this block
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw .library("EVP_PKEY_CTX_new_from_name") }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name") }
         defer { EVP_PKEY_CTX_free(ctx) }
         try check(EVP_PKEY_fromdata_init(ctx), "EVP_PKEY_fromdata_init")
         var pkey: OpaquePointer?
@@ -236,7 +233,7 @@ final class EVPKey {
     }
 
     convenience init(privatePEM pem: [UInt8], passphrase: SecureBytes?) throws(CryptoError) {
-        guard let bio = pem.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { throw .library("BIO_new_mem_buf") }
+        guard let bio = pem.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { throw CryptoError.openSSL("BIO_new_mem_buf") }
         defer { BIO_free(bio) }
         // OpenSSL wants a NUL-terminated passphrase; made in locked memory. One its callback
         // would cut or refuse is said to be so, not reported as a wrong passphrase.
@@ -300,7 +297,7 @@ final class EVPKey {
     }
 
     func derive(with peer: EVPKey) throws(CryptoError) -> SecureBytes {
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw .library("EVP_PKEY_CTX_new_from_pkey") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
         try Self.check(EVP_PKEY_derive_init(ctx), "EVP_PKEY_derive_init")
         guard EVP_PKEY_derive_set_peer(ctx, peer.pkey) == 1 else {
@@ -319,7 +316,7 @@ final class EVPKey {
     }
 
     func encryptedPKCS8PEM(passphrase: SecureBytes, iterations: Int) throws(CryptoError) -> [UInt8] {
-        guard let info = EVP_PKEY2PKCS8(pkey) else { throw .library("EVP_PKEY2PKCS8") }
+        guard let info = EVP_PKEY2PKCS8(pkey) else { throw CryptoError.openSSL("EVP_PKEY2PKCS8") }
         defer { PKCS8_PRIV_KEY_INFO_free(info) }
         // pbe_nid −1: PBES2, here with AES-256-CBC; OpenSSL 3 picks HMAC-SHA256 as the PRF.
         // A random 16-byte salt (with none given OpenSSL makes one of 8, below NIST's 128 bits).
@@ -328,16 +325,15 @@ final class EVPKey {
                           nil, 16, Int32(iterations), info)
         }
         guard let sealed else {
-            ERR_clear_error()
-            throw .library("PKCS8_encrypt")
+            throw CryptoError.openSSL("PKCS8_encrypt")
         }
         defer { X509_SIG_free(sealed) }
-        guard let bio = BIO_new(BIO_s_mem()) else { throw .library("BIO_new") }
+        guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError.openSSL("BIO_new") }
         defer { BIO_free(bio) }
         try Self.check(PEM_write_bio_PKCS8(bio, sealed), "PEM_write_bio_PKCS8")
         var data: UnsafeMutablePointer<CChar>?
         let length = n11_bio_mem_data(bio, &data)
-        guard length > 0, let data else { throw .library("BIO_get_mem_data") }
+        guard length > 0, let data else { throw CryptoError.openSSL("BIO_get_mem_data") }
         return Array(UnsafeRawBufferPointer(start: data, count: length))
     }
 }

@@ -16,8 +16,7 @@ public enum PBKDF2 {
             }
         }
         guard rc == 1 else {
-            ERR_clear_error()
-            throw .library("PKCS5_PBKDF2_HMAC")
+            throw CryptoError.openSSL("PKCS5_PBKDF2_HMAC")
         }
         return output
     }

@@ -8,14 +8,14 @@ import N11System
 public final class SHA256Digest {
     private let context: OpaquePointer
     private let algorithm: OpaquePointer?
-    /// The first OpenSSL call that failed since the last `finish()`, if any.
-    private var failure: String?
+    /// The first OpenSSL call that failed since the last `finish()`, with OpenSSL's error.
+    private var failure: CryptoError?
 
     public convenience init() throws(CryptoError) { try self.init(algorithm: Self.sha256) }
 
     /// `algorithm` is the fetched digest; nil only in a test that checks failures surface.
     init(algorithm: OpaquePointer?) throws(CryptoError) {
-        guard let context = EVP_MD_CTX_new() else { throw .library("EVP_MD_CTX_new") }
+        guard let context = EVP_MD_CTX_new() else { throw CryptoError.openSSL("EVP_MD_CTX_new") }
         self.context = context
         self.algorithm = algorithm
         restart()
@@ -27,8 +27,7 @@ public final class SHA256Digest {
     deinit { EVP_MD_CTX_free(context) }
 
     private func restart() {
-        failure = EVP_DigestInit_ex(context, algorithm, nil) == 1 ? nil : "EVP_DigestInit_ex"
-        if failure != nil { ERR_clear_error() }
+        failure = EVP_DigestInit_ex(context, algorithm, nil) == 1 ? nil : CryptoError.openSSL("EVP_DigestInit_ex")
     }
 
     public func update(_ bytes: ArraySlice<UInt8>) {
@@ -39,8 +38,7 @@ public final class SHA256Digest {
     public func update(raw: UnsafeRawBufferPointer) {
         guard failure == nil, raw.count > 0 else { return }
         if EVP_DigestUpdate(context, raw.baseAddress, raw.count) != 1 {
-            failure = "EVP_DigestUpdate"
-            ERR_clear_error()
+            failure = CryptoError.openSSL("EVP_DigestUpdate")
         }
     }
 
@@ -50,12 +48,11 @@ public final class SHA256Digest {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         if failure == nil && (EVP_DigestFinal_ex(context, &out, &length) != 1 || length != 32) {
-            failure = "EVP_DigestFinal_ex"
-            ERR_clear_error()
+            failure = CryptoError.openSSL("EVP_DigestFinal_ex")
         }
         let failed = failure
         restart()
-        if let failed { throw .library(failed) }
+        if let failed { throw failed }
         return out
     }
 

@@ -33,7 +33,7 @@ public enum UnauthenticatedCipher: Sendable {
         guard key.count == 32 else { throw .invalidParameter("AES-256 key of \(key.count) bytes") }
         guard iv.count == Self.ivLength else { throw .invalidParameter("IV of \(iv.count) bytes (16 expected)") }
         guard input.count < 1 << 30 else { throw .invalidParameter("message of \(input.count) bytes") }
-        guard let context = EVP_CIPHER_CTX_new() else { throw .library("EVP_CIPHER_CTX_new") }
+        guard let context = EVP_CIPHER_CTX_new() else { throw CryptoError.openSSL("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         var output = [UInt8](repeating: 0, count: input.count + 16)
         var written: Int32 = 0, final: Int32 = 0
@@ -47,10 +47,12 @@ public enum UnauthenticatedCipher: Sendable {
             }
         }
         guard ok else {
-            ERR_clear_error()
             output.wipe()
-            if !encrypting { throw .authenticationFailed }
-            throw .library("AES \(self == .aes256CBC ? "CBC" : "CTR")")
+            if !encrypting {
+                ERR_clear_error()
+                throw .authenticationFailed
+            }
+            throw CryptoError.openSSL("AES \(self == .aes256CBC ? "CBC" : "CTR")")
         }
         return Array(output.prefix(Int(written + final)))
     }

@@ -20,12 +20,16 @@ struct SHA256Tests {
         #expect(try digest.finish().hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 
-    @Test("a context whose initialisation failed throws at finish instead of giving an all-zero digest")
+    @Test("a context whose initialisation failed throws at finish, with OpenSSL's error, instead of giving an all-zero digest")
     func failedInitThrows() throws {
         // No digest algorithm: EVP_DigestInit_ex fails, as it would on a library error.
         let broken = try SHA256Digest(algorithm: nil)
         broken.update(Array("abc".utf8)[...])
-        #expect(throws: CryptoError.library("EVP_DigestInit_ex")) { _ = try broken.finish() }
+        let failure = #expect(throws: CryptoError.self) { _ = try broken.finish() }
+        // The operation, and OpenSSL's own error, kept as a value (not flattened, not dropped).
+        guard case .library(let operation, let openSSL)? = failure else { Issue.record("not a library failure: \(String(describing: failure))"); return }
+        #expect(operation == "EVP_DigestInit_ex")
+        #expect(openSSL.map { $0.code != 0 && $0.reason.contains("no digest set") } == true, "\(String(describing: openSSL))")
         // Nothing hashed at all: still an error, not the digest of the empty string.
         #expect(throws: CryptoError.self) { _ = try SHA256Digest(algorithm: nil).finish() }
     }
