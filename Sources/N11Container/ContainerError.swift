@@ -6,15 +6,15 @@ public enum ContainerError: Error, CustomStringConvertible, Sendable {
     case unreadable(path: String, reason: String)
     /// An entry is of a kind the format never writes (compressed, encrypted, a link, a directory).
     case forbiddenEntry(name: String, reason: String)
-    /// Writing the archive failed; `cause` is the error of the entry source if one failed.
-    case writeFailed(path: String, reason: String)
+    /// Writing the archive failed, for `cause`.
+    case writeFailed(path: String, cause: WriteFailure)
     case entryReadFailed(name: String, reason: String)
 
     public var description: String {
         switch self {
         case .unreadable(let path, let reason): return "cannot read '\(path)' as a ZIP archive: \(reason)"
         case .forbiddenEntry(let name, let reason): return "entry '\(name)' is \(reason), which an n11archive archive never contains"
-        case .writeFailed(let path, let reason): return "cannot write '\(path)': \(reason)"
+        case .writeFailed(let path, let cause): return "cannot write '\(path)': \(cause)"
         case .entryReadFailed(let name, let reason): return "cannot read entry '\(name)': \(reason)"
         }
     }
@@ -24,7 +24,31 @@ extension ContainerError: CategorizedError {
     public var kind: FailureKind {
         switch self {
         case .unreadable, .forbiddenEntry, .entryReadFailed: return .damaged
+        case .writeFailed(_, .system(let error)): return error.kind
+        case .writeFailed(_, .libzip(_, let errno, _)) where errno != 0: return SystemError("", errno: errno).kind
         case .writeFailed: return .ioFailure
+        }
+    }
+}
+
+/// Why writing a ZIP failed, kept as a value: the system error of creating the file,
+/// libzip's own error (its code, and the errno behind it when there is one), or an entry
+/// whose source gave more or fewer bytes than it declared.
+public enum WriteFailure: Error, CustomStringConvertible, Sendable, Equatable {
+    case system(SystemError)
+    /// `zip_error_code_zip`, `zip_error_code_system` (0 when none) and libzip's message.
+    case libzip(code: Int32, errno: Int32, message: String)
+    case alreadyFinished
+    case entryShort(produced: Int64, declared: Int64)
+    case entryLong(declared: Int64)
+
+    public var description: String {
+        switch self {
+        case .system(let error): return error.description
+        case .libzip(_, _, let message): return message
+        case .alreadyFinished: return "already finished"
+        case let .entryShort(produced, declared): return "the entry ended after \(produced) of \(declared) bytes"
+        case .entryLong(let declared): return "the entry is longer than its declared \(declared) bytes"
         }
     }
 }

@@ -26,7 +26,7 @@ public final class ZipWriter {
     public convenience init(path: String) throws(ContainerError) {
         let output: ZipOutputFile
         do { output = try ZipOutputFile(creating: path) }
-        catch { throw .writeFailed(path: path, reason: error.description) }
+        catch { throw .writeFailed(path: path, cause: .system(error)) }
         try self.init(output: output)
     }
 
@@ -41,12 +41,12 @@ public final class ZipWriter {
         guard let source = zip_source_function_create(outputSourceCallback, context, &error) else {
             Unmanaged<ZipOutputFile>.fromOpaque(context).release()
             output.rollback()
-            throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
+            throw .writeFailed(path: path, cause: Self.failure(&error))
         }
         guard let za = zip_open_from_source(source, ZIP_CREATE, &error) else {
             zip_source_free(source)
             output.rollback()
-            throw .writeFailed(path: path, reason: String(cString: zip_error_strerror(&error)))
+            throw .writeFailed(path: path, cause: Self.failure(&error))
         }
         archive = za
     }
@@ -57,18 +57,18 @@ public final class ZipWriter {
     /// `modified` is in seconds since 1970 (a plain integer: no C type in this API).
     public func addEntry(name: String, size: Int64, modified: Int64,
                          open: @escaping () throws -> ByteSource) throws(ContainerError) {
-        guard let za = archive else { throw .writeFailed(path: path, reason: "already finished") }
+        guard let za = archive else { throw .writeFailed(path: path, cause: .alreadyFinished) }
         let provider = EntryProvider(name: name, size: size, modified: time_t(modified), buffer: buffer, open: open)
         // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
         let context = Unmanaged.passRetained(provider).toOpaque()
         guard let source = zip_source_function(za, entrySourceCallback, context) else {
             Unmanaged<EntryProvider>.fromOpaque(context).release()
-            throw .writeFailed(path: path, reason: String(cString: zip_strerror(za)))
+            throw .writeFailed(path: path, cause: Self.failure(zip_get_error(za)))
         }
         let index = zip_file_add(za, name, source, zip_flags_t(ZIP_FL_ENC_UTF_8))
         guard index >= 0 else {
             zip_source_free(source)
-            throw .writeFailed(path: path, reason: String(cString: zip_strerror(za)))
+            throw .writeFailed(path: path, cause: Self.failure(zip_get_error(za)))
         }
         let i = zip_uint64_t(index)
         zip_set_file_compression(za, i, ZIP_CM_STORE, 0)
@@ -82,13 +82,20 @@ public final class ZipWriter {
         guard let za = archive else { return }
         archive = nil
         if zip_close(za) != 0 {
-            let reason = String(cString: zip_strerror(za))
+            let cause = Self.failure(zip_get_error(za))
             zip_discard(za)
             if let failure = providers.lazy.compactMap(\.failure).first { throw failure }
             // Disk full, read-only and the like reach the caller as the system error they are.
             if let failure = output.failure { throw failure }
-            throw ContainerError.writeFailed(path: path, reason: reason)
+            throw ContainerError.writeFailed(path: path, cause: cause)
         }
+    }
+
+    /// libzip's error as a value: its code, the errno behind it, its message.
+    static func failure(_ error: UnsafeMutablePointer<zip_error_t>?) -> WriteFailure {
+        guard let error else { return .libzip(code: 0, errno: 0, message: "unknown libzip error") }
+        let errno = zip_error_system_type(error) == ZIP_ET_SYS ? zip_error_code_system(error) : 0
+        return .libzip(code: zip_error_code_zip(error), errno: errno, message: String(cString: zip_error_strerror(error)))
     }
 
     static func message(_ code: Int32) -> String {
@@ -152,7 +159,7 @@ private func entrySourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: U
             let n = try source.read(into: &provider.buffer.bytes, offset: 0, count: min(want, Int(provider.size - provider.produced)))
             provider.produced += Int64(n)
             if n == 0 && provider.produced != provider.size {
-                throw ContainerError.writeFailed(path: provider.name, reason: "the entry ended after \(provider.produced) of \(provider.size) bytes")
+                throw ContainerError.writeFailed(path: provider.name, cause: .entryShort(produced: provider.produced, declared: provider.size))
             }
             provider.buffer.bytes.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: n) }
             // libzip reads exactly the declared size and closes sources only when the whole
@@ -162,7 +169,7 @@ private func entrySourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: U
             if provider.produced == provider.size {
                 var probe = [UInt8](repeating: 0, count: 1)
                 guard try source.read(into: &probe, offset: 0, count: 1) == 0 else {
-                    throw ContainerError.writeFailed(path: provider.name, reason: "the entry is longer than its declared \(provider.size) bytes")
+                    throw ContainerError.writeFailed(path: provider.name, cause: .entryLong(declared: provider.size))
                 }
                 provider.source = nil
             }

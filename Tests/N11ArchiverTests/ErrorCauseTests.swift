@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 import N11Container
 import N11System
@@ -26,10 +27,16 @@ struct ErrorCauseTests {
     }
 
     @Test func aContainerFailureStaysAContainerFailure() {
-        let error = ArchiveError.creating("/tmp/a.nu11vlt", ContainerError.writeFailed(path: "/tmp/a.nu11vlt", reason: "libzip said no"))
+        let error = ArchiveError.creating("/tmp/a.nu11vlt", ContainerError.writeFailed(path: "/tmp/a.nu11vlt",
+                                                                                        cause: .libzip(code: 14, errno: 0, message: "libzip said no")))
         #expect(error.caseName == "container")
         #expect(error.kind == .ioFailure)
         #expect(!error.description.contains("Input/output error"), "no invented EIO: \(error)")
+        // libzip's errno behind its error is kept, and says what kind of failure it was.
+        let readOnly = ContainerError.writeFailed(path: "/tmp/a.nu11vlt", cause: .libzip(code: 5, errno: EROFS, message: "Read error"))
+        #expect(readOnly.kind == SystemError("write", errno: EROFS).kind)
+        guard case .writeFailed(_, .libzip(let code, let errno, _)) = readOnly else { Issue.record("cause lost"); return }
+        #expect(code == 5 && errno == EROFS)
     }
 
     @Test func anUnknownErrorIsNotDressedAsASystemError() {
