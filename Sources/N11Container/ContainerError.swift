@@ -29,6 +29,16 @@ extension ContainerError: CategorizedError {
         case .writeFailed: return .ioFailure
         }
     }
+
+    /// A write that failed for a system reason says what to do about it (free space, a
+    /// read-only file system), as the system error would.
+    public var hint: String? {
+        switch self {
+        case .writeFailed(_, .system(let error)): return error.hint
+        case .writeFailed(_, .libzip(_, let errno, _)) where errno != 0: return SystemError("", errno: errno).hint
+        default: return nil
+        }
+    }
 }
 
 /// Why writing a ZIP failed, kept as a value: the system error of creating the file,

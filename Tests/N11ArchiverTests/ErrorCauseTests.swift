@@ -35,6 +35,7 @@ struct ErrorCauseTests {
         // libzip's errno behind its error is kept, and says what kind of failure it was.
         let readOnly = ContainerError.writeFailed(path: "/tmp/a.nu11vlt", cause: .libzip(code: 5, errno: EROFS, message: "Read error"))
         #expect(readOnly.kind == SystemError("write", errno: EROFS).kind)
+        #expect(readOnly.hint != nil && readOnly.hint == SystemError("write", errno: EROFS).hint)
         guard case .writeFailed(_, .libzip(let code, let errno, _)) = readOnly else { Issue.record("cause lost"); return }
         #expect(code == 5 && errno == EROFS)
     }
