@@ -181,7 +181,7 @@ public final class ArchiveReader {
     static func readSmall(_ entry: ZipEntryInfo, from zip: ZipReader) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: Int(entry.size) + 1)
         let n = try zip.open(entry).readFully(into: &bytes, count: bytes.count)
-        guard n == Int(entry.size) else { throw ContainerError.entryReadFailed(name: entry.name, reason: "wrong length") }
+        guard n == Int(entry.size) else { throw ContainerError.entryReadFailed(name: entry.name, cause: .wrongLength) }
         return Array(bytes[0..<n])
     }
 

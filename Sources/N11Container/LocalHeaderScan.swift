@@ -143,13 +143,13 @@ final class ScannedEntrySource: ByteSource {
         guard wanted > 0 else { return 0 }
         if scratch.count < wanted { scratch = [UInt8](repeating: 0, count: wanted) }
         let n = try file.read(into: &scratch, count: wanted, at: entry.dataOffset + position)
-        guard n > 0 else { throw ContainerError.entryReadFailed(name: entry.name, reason: "the file ends inside it") }
+        guard n > 0 else { throw ContainerError.entryReadFailed(name: entry.name, cause: .endsInsideEntry) }
         buffer.replaceSubrange(offset..<(offset + n), with: scratch[0..<n])
         position += Int64(n)
         if checksCRC {
             crc = scratch.withUnsafeBufferPointer { crc32(crc, $0.baseAddress, uInt(n)) }
             if position == entry.size, UInt32(truncatingIfNeeded: crc) != entry.crc32 {
-                throw ContainerError.entryReadFailed(name: entry.name, reason: "CRC error")
+                throw ContainerError.entryReadFailed(name: entry.name, cause: .crcMismatch)
             }
         }
         return n

@@ -27,7 +27,7 @@ public final class ZipReader {
         self.path = path
         var code: Int32 = 0
         guard let za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
-            throw .unreadable(path: path, reason: ZipWriter.message(code))
+            throw .unreadable(path: path, cause: .libzip(code: code, errno: 0, message: ZipWriter.message(code)))
         }
         backend = .directory(za)
     }
@@ -46,11 +46,20 @@ public final class ZipReader {
         } catch let error as ContainerError {
             throw error
         } catch {
-            throw .unreadable(path: path, reason: "\(error)")
+            throw .unreadable(path: path, cause: (error as? SystemError).map(ReadFailure.system)
+                                                  ?? .libzip(code: 0, errno: 0, message: "\(error)"))
         }
     }
 
     deinit { if case .directory(let archive) = backend { zip_discard(archive) } }
+
+    /// libzip's error as a value (for entry `entry`, if given, named in the message).
+    static func failure(_ error: UnsafeMutablePointer<zip_error_t>?, entry: Int? = nil) -> ReadFailure {
+        guard let error else { return .libzip(code: 0, errno: 0, message: "unknown libzip error") }
+        let errno = zip_error_system_type(error) == ZIP_ET_SYS ? zip_error_code_system(error) : 0
+        let message = String(cString: zip_error_strerror(error))
+        return .libzip(code: zip_error_code_zip(error), errno: errno, message: entry.map { "entry \($0): " + message } ?? message)
+    }
 
     /// Whether the entries were found by their local headers (the central directory unused).
     public var foundByLocalHeaders: Bool {
@@ -78,7 +87,7 @@ public final class ZipReader {
         var st = zip_stat_t()
         zip_stat_init(&st)
         guard zip_stat_index(archive, zip_uint64_t(index), zip_flags_t(ZIP_FL_ENC_RAW), &st) == 0, let cName = st.name else {
-            throw .unreadable(path: path, reason: "entry \(index): " + String(cString: zip_strerror(archive)))
+            throw .unreadable(path: path, cause: Self.failure(zip_get_error(archive), entry: index))
         }
         let name = String(decoding: UnsafeRawBufferPointer(start: cName, count: strlen(cName)), as: UTF8.self)
         guard st.comp_method == ZIP_CM_STORE else { throw .forbiddenEntry(name: name, reason: "compressed") }
@@ -107,7 +116,7 @@ public final class ZipReader {
         }
         let flags = checkCRC ? zip_flags_t(0) : zip_flags_t(ZIP_FL_COMPRESSED)
         guard let file = zip_fopen_index(archive, zip_uint64_t(entry.index), flags) else {
-            throw .entryReadFailed(name: entry.name, reason: String(cString: zip_strerror(archive)))
+            throw .entryReadFailed(name: entry.name, cause: Self.failure(zip_get_error(archive)))
         }
         return ZipEntrySource(file: file, name: entry.name, owner: self)
     }
@@ -132,7 +141,7 @@ final class ZipEntrySource: ByteSource {
         guard count > 0 else { return 0 }
         let n = buffer.withUnsafeMutableBytes { raw in zip_fread(file, raw.baseAddress! + offset, zip_uint64_t(count)) }
         guard n >= 0 else {
-            throw ContainerError.entryReadFailed(name: name, reason: String(cString: zip_file_strerror(file)))
+            throw ContainerError.entryReadFailed(name: name, cause: ZipReader.failure(zip_file_get_error(file)))
         }
         return Int(n)
     }
