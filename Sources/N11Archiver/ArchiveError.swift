@@ -10,9 +10,9 @@ import N11Vault
 public enum ArchiveError: CategorizedError, Sendable {
     case wrongPassword(archive: String)
     case keyNotHere(archive: String, archiveID: String)
-    case damaged(archive: String, what: String)
+    case damaged(archive: String, what: Damage)
     /// A salvage stopped: what authenticates the rest (header, key entry, manifest) is damaged.
-    case unsalvageable(archive: String, what: String)
+    case unsalvageable(archive: String, what: Damage)
     case notAnArchive(archive: String, why: String)
     case unsupported(archive: String, why: String)
     case archiveMissing(path: String)
@@ -278,12 +278,12 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as FormatError:
             if case .unsupportedVersion = e { return .unsupported(archive: archive, why: e.description) }
             if case .notAnArchive(let why) = e { return .notAnArchive(archive: archive, why: why) }
-            return .damaged(archive: archive, what: e.description)
-        case let e as ContainerError: return .damaged(archive: archive, what: e.description)
+            return .damaged(archive: archive, what: .format(e))
+        case let e as ContainerError: return .damaged(archive: archive, what: .container(e))
         case let e as CryptoError:
             switch e {
             case .authenticationFailed, .truncated, .trailingData, .contentMismatch, .invalidParameter:
-                return .damaged(archive: archive, what: e.description)
+                return .damaged(archive: archive, what: .crypto(e))
             default: return .caller(e)
             }
         case let e as VaultError: return .vault(e)
@@ -301,10 +301,43 @@ extension ArchiveError {
         // The archive's key opened its header and manifest already: a tag that fails in an
         // item is that item's bytes, never "a wrong key".
         if case CryptoError.authenticationFailed = error {
-            return .damaged(archive: archive, what: "item \(id) failed authentication (the archive's key is right: this item's bytes were changed or damaged)")
+            return .damaged(archive: archive, what: .item(id: id, "failed authentication (the archive's key is right: this item's bytes were changed or damaged)"))
         }
         let translated = reading(archive, error)
-        if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: "item \(id): \(what)") }
+        if case .damaged(let a, let what) = translated { return .damaged(archive: a, what: .item(id: id, what)) }
         return translated
+    }
+}
+
+/// What is damaged in an archive, kept as a value: the lower layer's error as it was
+/// (format, container, crypto), what this layer found, or that within one item.
+/// A string literal is a `found`.
+public enum Damage: Sendable, CustomStringConvertible, ExpressibleByStringInterpolation {
+    case found(String)
+    case format(FormatError)
+    case container(ContainerError)
+    case crypto(CryptoError)
+    indirect case item(id: String, Damage)
+
+    public init(stringLiteral value: String) { self = .found(value) }
+    public init(stringInterpolation: DefaultStringInterpolation) { self = .found(String(stringInterpolation: stringInterpolation)) }
+
+    public var description: String {
+        switch self {
+        case .found(let what): return what
+        case .format(let e): return e.description
+        case .container(let e): return e.description
+        case .crypto(let e): return e.description
+        case let .item(id, inner):
+            // "item X failed authentication (…)", "item X: the content does not match …"
+            if case .found(let what) = inner, what.hasPrefix("failed ") { return "item \(id) \(what)" }
+            return "item \(id): \(inner)"
+        }
+    }
+
+    /// What is wrong within the item, for a message that names the item already.
+    public var withinItem: Damage {
+        if case .item(_, let inner) = self { return inner }
+        return self
     }
 }

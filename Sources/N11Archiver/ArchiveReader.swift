@@ -78,7 +78,7 @@ public final class ArchiveReader {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
         } catch let failure as SalvageFailure {
-            throw ArchiveError.unsalvageable(archive: name, what: failure.description)
+            throw ArchiveError.unsalvageable(archive: name, what: .found(failure.description))
         } catch { throw ArchiveError.reading(name, error, salvaging: salvaging) }
     }
 

@@ -166,10 +166,7 @@ extension DamagedItem {
     /// and the item.
     init(_ item: Manifest.Item, _ error: ArchiveError) {
         var problem = error.description
-        if case .damaged(_, let what) = error {
-            let prefix = "item \(item.id): "
-            problem = what.hasPrefix(prefix) ? String(what.dropFirst(prefix.count)) : what
-        }
+        if case .damaged(_, let what) = error { problem = what.withinItem.description }
         self.init(id: item.id, name: item.name, problem: problem)
     }
 }

@@ -65,7 +65,7 @@ public enum FileLockPackage {
         do {
             let source = try openInput(input)
             let size = try source.status().size
-            func damaged(_ what: String) -> ArchiveError { .damaged(archive: input, what: what) }
+            func damaged(_ what: String) -> ArchiveError { .damaged(archive: input, what: .found(what)) }
             guard size >= Int64(overhead) else { throw damaged("it is too short to be a FileLock package") }
             var head = [UInt8](repeating: 0, count: 4 + wrappedKeyBytes + 4 + nonceBytes + 4)
             guard try source.readFully(into: &head, count: head.count) == head.count else { throw damaged("truncated") }

@@ -1,6 +1,8 @@
 import Glibc
 import Testing
 import N11Container
+import N11Crypto
+import N11Format
 import N11System
 @testable import N11Vault
 @testable import N11Archiver
@@ -38,6 +40,18 @@ struct ErrorCauseTests {
         #expect(readOnly.hint != nil && readOnly.hint == SystemError("write", errno: EROFS).hint)
         guard case .writeFailed(_, .libzip(let code, let errno, _)) = readOnly else { Issue.record("cause lost"); return }
         #expect(code == 5 && errno == EROFS)
+    }
+
+    @Test("damage keeps the lower layer's error as a value, and the item it is in")
+    func damageKeepsItsCause() {
+        guard case .damaged(_, .item(let id, .crypto(let cause))) = ArchiveError.itemFailed(archive: "a.nu11vlt", id: "X", CryptoError.contentMismatch)
+        else { Issue.record("cause flattened"); return }
+        #expect(id == "X" && cause == .contentMismatch)
+        guard case .damaged(_, .format(.invalidManifest)) = ArchiveError.reading("a.nu11vlt", FormatError.invalidManifest("x")) else {
+            Issue.record("cause flattened"); return
+        }
+        let message = ArchiveError.itemFailed(archive: "a.nu11vlt", id: "X", CryptoError.contentMismatch).description
+        #expect(message == "'a.nu11vlt' is damaged or was tampered with: item X: \(CryptoError.contentMismatch)")
     }
 
     @Test func anUnknownErrorIsNotDressedAsASystemError() {
