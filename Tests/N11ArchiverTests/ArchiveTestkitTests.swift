@@ -94,4 +94,30 @@ struct ArchiveTestkitTests {
             }
         }
     }
+
+    static var salvageFixtures: [Fixture] { fixtures().filter { $0.fields["salvage"] != nil } }
+
+    /// A fixture's `salvage:` line (FORMAT.md §1.1): what a salvage makes of an archive every
+    /// reader refuses. `success`: every item found by its local header, verified and exported.
+    @Test(arguments: salvageFixtures)
+    func salvageHasItsStatedOutcome(_ fixture: Fixture) throws {
+        #expect(fixture.fields["salvage"] == "success", "\(fixture.name): only salvage: success is defined")
+        var password = try readBytes(Self.directory + "/" + (try #require(fixture.fields["password-file"])))
+        if password.last == 0x0A { password.removeLast() }
+        let secret = try SecureBytes(copying: password)
+        try withTemporaryDirectory { dir in
+            let reader = try ArchiveReader(path: fixture.path, salvaging: true)
+            #expect(reader.foundByLocalHeaders, "\(fixture.name): read through the central directory")
+            let archive = try reader.unlock(password: { secret }, keyStore: { throw VaultError.notInitialized(home: "none") },
+                                            toleratingMissingItems: true)
+            let report = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, .init(salvage: true))
+            #expect(report.damaged.isEmpty, "\(fixture.name): \(report.damaged)")
+            #expect(try readBytes(dir + "/export/Notes/note.txt") == readBytes(Self.items + "/note.txt"))
+            #expect(try readBytes(dir + "/export/Photos/photo.jpg") == readBytes(Self.items + "/photo.jpg"))
+        }
+    }
+
+    @Test func salvageFixturesExist() {
+        #expect(Self.salvageFixtures.count >= 2)
+    }
 }
