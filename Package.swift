@@ -33,6 +33,8 @@ let package = Package(
         .target(name: "N11Vault", dependencies: ["CSQLite", "N11Crypto", "N11Format", "N11System"]),
         .target(name: "N11Archiver",
                 dependencies: ["N11Vault", "N11Crypto", "N11Format", "N11Container", "N11System"]),
+        // The CLI: what it may import of these is checked by LayeringTests (SwiftPM would let
+        // it import anything in this closure, C modules included).
         .executableTarget(
             name: "n11archive",
             dependencies: [

@@ -48,13 +48,36 @@ public struct RemoteObject: Sendable, Equatable {
     public let modified: Date
 }
 
+/// What remote stores, locks and publishing do with objects on a remote: list, copy up and
+/// down, move, delete, hash, read a prefix. `Rclone` is the one that reaches a real remote;
+/// the tests give `RcloneStore`, `RemoteLock` and `RemoteArchives` an in-memory one to cut an
+/// upload, corrupt it on the way or hold a lock, which a real server cannot be made to do
+/// on cue.
+public protocol RemoteTransport: Sendable {
+    func list(_ directory: RemotePath) throws(ArchiveError) -> [RemoteObject]
+    func upload(_ local: String, to remote: RemotePath, progress: ArchiveProgress?, size: Int64) throws(ArchiveError)
+    func download(_ remote: RemotePath, to local: String, progress: ArchiveProgress?, size: Int64) throws(ArchiveError)
+    func move(_ from: RemotePath, to: RemotePath) throws(ArchiveError)
+    func delete(_ remote: RemotePath) throws(ArchiveError)
+    /// One quick try, for Ctrl-C: never waits long, never throws.
+    func deleteOnInterrupt(_ remote: RemotePath)
+    /// The remote's own hash of an object (`sha256`, `sha1`, `md5`); nil if it has none.
+    func remoteHash(_ remote: RemotePath, type: String) throws(ArchiveError) -> String?
+    /// The same kind of hash of a local file, computed the way the remote side does.
+    func localHash(_ path: String, type: String) throws(ArchiveError) -> String
+    /// SHA-256 of an object, read back whole (for remotes without hashes).
+    func sha256ByReading(_ remote: RemotePath) throws(ArchiveError) -> String
+    /// The first `count` bytes of an object.
+    func prefix(_ remote: RemotePath, count: Int) throws(ArchiveError) -> [UInt8]
+}
+
 /// Remote storage through the `rclone` program, configured by the user's own rclone.conf
 /// (`RCLONE_CONFIG` and rclone's other variables are passed through). n11archive hands
 /// rclone no secret: archives are encrypted before they leave, and the remote's
 /// credentials are rclone's business. Each call is one rclone process with bounded
 /// retries (`--retries`, `--low-level-retries`, rclone's own back-off) and timeouts, so a
 /// dead server fails a command instead of hanging it.
-public struct Rclone: Sendable {
+public struct Rclone: RemoteTransport {
     /// The program: `$N11_RCLONE`, else `rclone` on PATH.
     public let program: String
 
@@ -149,11 +172,11 @@ public struct Rclone: Sendable {
         }
     }
 
-    public func upload(_ local: String, to remote: RemotePath, progress: ArchiveProgress? = nil, size: Int64 = 0) throws(ArchiveError) {
+    public func upload(_ local: String, to remote: RemotePath, progress: ArchiveProgress?, size: Int64) throws(ArchiveError) {
         try transfer(["copyto", local, remote.description], about: remote, progress: progress, size: size)
     }
 
-    public func download(_ remote: RemotePath, to local: String, progress: ArchiveProgress? = nil, size: Int64 = 0) throws(ArchiveError) {
+    public func download(_ remote: RemotePath, to local: String, progress: ArchiveProgress?, size: Int64) throws(ArchiveError) {
         try transfer(["copyto", remote.description, local], about: remote, progress: progress, size: size)
     }
 

@@ -7,12 +7,12 @@ import N11Vault
 /// in place (see `RemoteArchives`).
 public final class RcloneStore: ArchiveStore {
     public let directory: RemotePath
-    private let rclone: Rclone
+    private let rclone: any RemoteTransport
     private let spoolOption: String?
     /// Where the spool is by default (nil: a store that is only listed, never fetched from).
     private let home: N11Home?
 
-    public init(_ directory: RemotePath, spool: String?, home: N11Home?, rclone: Rclone = Rclone()) {
+    public init(_ directory: RemotePath, spool: String?, home: N11Home?, rclone: any RemoteTransport = Rclone()) {
         self.directory = directory
         self.rclone = rclone
         self.spoolOption = spool

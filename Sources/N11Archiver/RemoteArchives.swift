@@ -37,7 +37,7 @@ public enum RemoteArchives {
 
     /// Downloads `remote` into a 0600 temp file in `spool` and returns its path; the caller
     /// removes it. A failed download leaves nothing.
-    public static func fetch(_ remote: RemotePath, into spool: String, rclone: Rclone = Rclone(),
+    public static func fetch(_ remote: RemotePath, into spool: String, rclone: any RemoteTransport = Rclone(),
                              progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
         let local = Path.join(spool, AtomicFile.tempName(for: "download.nu11vlt"))
         do {
@@ -57,7 +57,7 @@ public enum RemoteArchives {
     /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`. Returns
     /// how the upload was checked: `sha256`, `sha1` or `md5` (the remote's hash), or `read-back`.
     @discardableResult
-    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: Rclone = Rclone(),
+    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: any RemoteTransport = Rclone(),
                                progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
         let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
         // Ctrl-C or SIGTERM takes the temp object back (the running upload is ended first:
@@ -86,7 +86,7 @@ public enum RemoteArchives {
 
     /// Whether the object `temp` holds exactly the bytes of `local`.
     static func uploaded(_ temp: RemotePath, matches local: String, sha256: String,
-                         rclone: Rclone) throws(ArchiveError) -> (Bool, String) {
+                         rclone: any RemoteTransport) throws(ArchiveError) -> (Bool, String) {
         if let hash = try rclone.remoteHash(temp, type: "sha256") { return (hash == sha256, "sha256") }
         for type in ["sha1", "md5"] {
             if let hash = try rclone.remoteHash(temp, type: type) { return (hash == (try rclone.localHash(local, type: type)), type) }
@@ -97,7 +97,7 @@ public enum RemoteArchives {
     /// Deletes the temp objects of earlier, failed uploads in `directory`. Only under the
     /// directory's exclusive lock (`prune`), when no upload can be running.
     @discardableResult
-    public static func removeTemporaries(in directory: RemotePath, listed: [RemoteObject], rclone: Rclone = Rclone()) -> Int {
+    public static func removeTemporaries(in directory: RemotePath, listed: [RemoteObject], rclone: any RemoteTransport = Rclone()) -> Int {
         var removed = 0
         for object in listed where object.name.hasPrefix(tempPrefix) {
             if (try? rclone.delete(directory.appending(object.name))) != nil { removed += 1 }
@@ -111,7 +111,7 @@ public enum RemoteArchives {
 
     /// The header of a remote archive from its first 64 KiB, without fetching the rest: nil
     /// if those bytes do not start with a stored `header.json` that parses. Not authenticated.
-    public static func peekHeader(_ remote: RemotePath, rclone: Rclone = Rclone()) throws(ArchiveError) -> ArchiveHeader? {
+    public static func peekHeader(_ remote: RemotePath, rclone: any RemoteTransport = Rclone()) throws(ArchiveError) -> ArchiveHeader? {
         guard let entry = ZipPrefix.firstEntry(of: try rclone.prefix(remote, count: headerPrefixBytes)),
               entry.name == EntryName.header else { return nil }
         return try? ArchiveHeader(parsing: entry.data)

@@ -19,19 +19,19 @@ public final class RemoteLock {
     static let clockSkew: TimeInterval = 300
 
     private let object: RemotePath
-    private let rclone: Rclone
+    private let rclone: any RemoteTransport
     private var released = false
     /// Deletes the lock object if Ctrl-C or SIGTERM ends the command while it holds it.
     private let interruptCleanup: Interruption.Token
 
-    private init(object: RemotePath, rclone: Rclone, interruptCleanup: Interruption.Token) {
+    private init(object: RemotePath, rclone: any RemoteTransport, interruptCleanup: Interruption.Token) {
         self.object = object
         self.rclone = rclone
         self.interruptCleanup = interruptCleanup
     }
 
     public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
-                               rclone: Rclone = Rclone()) throws(ArchiveError) -> RemoteLock {
+                               rclone: any RemoteTransport = Rclone()) throws(ArchiveError) -> RemoteLock {
         let kind = exclusive ? "exclusive" : "shared"
         let object = directory.appending(prefix + kind + "." + hostTag + "." + String(ProcessInfo.processInfo.processIdentifier) + "." + Path.randomSuffix())
         let deadline = Date().addingTimeInterval(waitSeconds)
@@ -60,7 +60,7 @@ public final class RemoteLock {
             while true {
                 // Our object first, then the listing: its time on the remote is the clock that
                 // ages the others, so no machine's clock decides whether a lock is stale.
-                try rclone.upload(local, to: object)
+                try rclone.upload(local, to: object, progress: nil, size: 0)
                 if try !conflicting(in: directory, exclusive: exclusive, own: object.name, rclone: rclone) {
                     return RemoteLock(object: object, rclone: rclone, interruptCleanup: cleanup)
                 }
@@ -100,7 +100,7 @@ public final class RemoteLock {
     /// this kind. Others are aged against our object's time on the remote (the local clock if
     /// the listing does not show it yet); dead ones of this host are deleted on the way.
     private static func conflicting(in directory: RemotePath, exclusive: Bool, own: String,
-                                    rclone: Rclone) throws(ArchiveError) -> Bool {
+                                    rclone: any RemoteTransport) throws(ArchiveError) -> Bool {
         let listed = try rclone.list(directory)
         let now = listed.first { $0.name == own }?.modified ?? Date()
         return listed.contains { object in

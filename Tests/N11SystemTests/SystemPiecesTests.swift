@@ -132,4 +132,45 @@ struct SystemPiecesTests {
             try PrivatePermissions.checkAncestors(ofNew: dir + "/shared/a/b/vault", what: "your vault")
         }
     }
+
+    @Test("ShellCommand: the first line is read, then finish never waits for the rest: a writer gets SIGPIPE, a sleeper is killed")
+    func shellCommand() throws {
+        func firstLine(_ command: ShellCommand) throws -> String {
+            var byte = [UInt8](repeating: 0, count: 1), line: [UInt8] = []
+            while try command.output.read(into: &byte, count: 1) == 1, byte[0] != 0x0A { line.append(byte[0]) }
+            return String(decoding: line, as: UTF8.self)
+        }
+        let quiet = try ShellCommand.start("echo secret; exit 4")
+        #expect(try firstLine(quiet) == "secret")
+        #expect(quiet.finish(gracePeriod: 5) == .exited(4))
+
+        let endless = try ShellCommand.start("exec yes pw")
+        #expect(try firstLine(endless) == "pw")
+        #expect(endless.finish(gracePeriod: 5) == .signaled(SIGPIPE), "closing our end ends a writer, whatever our SIGPIPE disposition")
+
+        let sleeper = try ShellCommand.start("echo pw; exec sleep 30")
+        #expect(try firstLine(sleeper) == "pw")
+        let started = Date()
+        #expect(sleeper.finish(gracePeriod: 0.2) == .killedAfterGracePeriod)
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+
+    @Test("SpawnAttributes: a child gets an empty signal mask and default dispositions although our thread blocks Ctrl-C")
+    func childSignals() throws {
+        var blocked = sigset_t(), previous = sigset_t()
+        sigemptyset(&blocked)
+        for signalNumber in Interruption.signals { sigaddset(&blocked, signalNumber) }
+        pthread_sigmask(SIG_BLOCK, &blocked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let (outcome, output) = try ChildProcess.run(["sh", "-c", "grep -E '^Sig(Blk|Ign):' /proc/self/status"])
+        #expect(outcome.status == 0)
+        let fields = Dictionary(uniqueKeysWithValues: String(decoding: output, as: UTF8.self).split(separator: "\n").map { line in
+            let parts = line.split(separator: ":").map { $0.trimmingCharacters(in: .whitespaces) }
+            return (parts[0], UInt64(parts[1], radix: 16) ?? .max)
+        })
+        #expect(fields["SigBlk"] == 0, "the mask that keeps signals for Interruption's thread is not inherited")
+        let mustBeDefault = (Interruption.signals + [SIGPIPE]).reduce(UInt64(0)) { $0 | (1 << UInt64($1 - 1)) }
+        #expect((fields["SigIgn"] ?? .max) & mustBeDefault == 0, "Ctrl-C, SIGTERM, SIGHUP and SIGPIPE are not ignored in a child")
+        #expect(Interruption.name(of: SIGINT) == "Ctrl-C (SIGINT)" && Interruption.name(of: 99) == "signal 99")
+    }
 }
