@@ -1,0 +1,276 @@
+import Foundation
+import N11System
+
+/// Version 3's manifest (DESIGN.md §8.2): the vault's complete item list sorted by ID, in
+/// pages of binary records, and a root that says where each page is. A page or an item may
+/// be held by an earlier archive (an incremental one's dependencies); `holder` 0 is the
+/// archive that holds the page, `k` that archive's `dependsOn[k − 1]`.
+public enum ManifestV3 {
+    public static let pageMagic: [UInt8] = Array("N11P".utf8) + [0x01]
+    public static let rootMagic: [UInt8] = Array("N11R".utf8) + [0x01]
+    /// Items in a page, and the bytes of its plaintext.
+    public static let pageItems = 16_384
+    public static let pageBytes = 16 << 20
+    /// Pages in a manifest: with `pageItems`, no item ceiling below 2^32.
+    public static let pages = 1 << 24
+    /// Archives one archive may depend on.
+    public static let dependencies = 256
+    /// Packs in an archive, and the payload of one (a single item of 2^40 bytes, sealed as
+    /// a secure vault file, fits).
+    public static let packs: UInt64 = 1 << 32
+    public static let packPayload: Int64 = 1 << 41
+    /// The latest item time the format's timestamps can write: 9999-12-31T23:59:59.999Z.
+    public static let latestMilliseconds: Int64 = 253_402_300_799_999
+}
+
+/// Where an item's payload is: a pack of an archive, from `offset`.
+public struct ItemLocation: Sendable, Equatable {
+    /// 0: the archive that holds the page; k: that archive's `dependsOn[k − 1]`.
+    public let holder: Int
+    public let pack: UInt32
+    public let offset: Int64
+
+    public init(holder: Int, pack: UInt32, offset: Int64) {
+        self.holder = holder
+        self.pack = pack
+        self.offset = offset
+    }
+}
+
+/// One item of a version 3 manifest page.
+public struct ManifestRecord: Sendable, Equatable {
+    /// The item's UUID as 16 bytes (its canonical text is `idString`).
+    public let id: [UInt8]
+    public let kind: ItemKind
+    public let compartment: Compartment
+    public let name: String
+    public let created: Int64
+    /// Milliseconds since 1970; exactly the `fade` items have one.
+    public let expires: Int64?
+    public let size: Int64
+    public let sha256: [UInt8]
+    public let location: ItemLocation
+
+    public init(id: [UInt8], kind: ItemKind, compartment: Compartment, name: String, created: Int64, expires: Int64?,
+                size: Int64, sha256: [UInt8], location: ItemLocation) {
+        self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
+        self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256; self.location = location
+    }
+
+    /// The canonical upper-case UUID.
+    public var idString: String { Self.idString(id) }
+
+    public static func idString(_ id: [UInt8]) -> String {
+        let hex = id.hex.uppercased()
+        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
+        return parts.joined(separator: "-")
+    }
+
+    /// The 16 bytes of a canonical UUID, or nil.
+    public static func idBytes(_ id: String) -> [UInt8]? {
+        guard EntryName.isCanonicalID(id) else { return nil }
+        return [UInt8](hex: id.replacingOccurrences(of: "-", with: "").lowercased(), length: 16)
+    }
+
+    /// The payload an archive of `mode` stores for it (the vault file in secure mode).
+    public func payloadSize(_ mode: ArchiveMode) -> Int64 {
+        mode == .portable ? size : size + FormatLimits.vaultFileOverhead
+    }
+
+    // flags: bit 0 the kind (0 photo, 1 note), bits 1–2 the compartment (0 vault, 1 fade,
+    // 2 backup), bit 3 an expiry follows; the other bits are 0.
+    private static let compartments: [Compartment] = [.vault, .fade, .backup]
+
+    func write(to w: inout BinaryWriter) {
+        w.append(id)
+        let compartmentBits = UInt8(Self.compartments.firstIndex(of: compartment)!) << 1
+        w.byte((kind == .note ? 1 : 0) | compartmentBits | (expires == nil ? 0 : 0x08))
+        w.integer(size)
+        w.append(sha256)
+        w.integer(created)
+        if let expires { w.integer(expires) }
+        let name = Array(self.name.utf8)
+        w.integer(name.count)
+        w.append(name)
+        w.integer(location.holder)
+        w.integer(UInt64(location.pack))
+        w.integer(location.offset)
+    }
+
+    init(reading r: inout BinaryReader, mode: ArchiveMode, dependencies: Int) throws(FormatError) {
+        id = try r.bytes(16)
+        let flags = try r.byte()
+        guard flags & 0xF0 == 0, (flags >> 1) & 0x03 != 3 else { throw r.failure("item flags \(flags)") }
+        kind = flags & 1 == 1 ? .note : .photo
+        compartment = Self.compartments[Int((flags >> 1) & 0x03)]
+        size = try r.int64(atMost: FormatLimits.itemSize, "size")
+        sha256 = try r.bytes(32)
+        created = try r.int64(atMost: ManifestV3.latestMilliseconds, "created")
+        expires = try flags & 0x08 == 0 ? nil : r.int64(atMost: ManifestV3.latestMilliseconds, "expires")
+        guard (compartment == .fade) == (expires != nil) else { throw r.failure("item \(Self.idString(id)): an expiry goes with fade items and only with them") }
+        let nameLength = try r.int(atMost: FormatLimits.nameBytes, "name length")
+        let nameBytes = try r.bytes(nameLength)
+        guard nameLength > 0, !nameBytes.contains(0), !nameBytes.contains(UInt8(ascii: "/")),
+              let name = String(validating: nameBytes, as: UTF8.self) else { throw r.failure("item \(Self.idString(id)) name") }
+        self.name = name
+        let holder = try r.int(atMost: dependencies, "holder")
+        let pack = UInt32(try r.integer(atMost: ManifestV3.packs - 1, "pack"))
+        let offset = try r.int64(atMost: ManifestV3.packPayload, "offset")
+        location = ItemLocation(holder: holder, pack: pack, offset: offset)
+        guard offset + (mode == .portable ? size : size + FormatLimits.vaultFileOverhead) <= ManifestV3.packPayload else {
+            throw r.failure("item \(Self.idString(id)) ends past a pack's bound")
+        }
+    }
+}
+
+/// A page of a version 3 manifest: 1…16,384 records in strictly increasing ID order.
+public enum ManifestPage {
+    public static func serialized(_ records: [ManifestRecord]) -> [UInt8] {
+        precondition((1...ManifestV3.pageItems).contains(records.count), "a page holds 1…\(ManifestV3.pageItems) items")
+        var w = BinaryWriter(capacity: 16 + records.count * 100)
+        w.append(ManifestV3.pageMagic)
+        w.integer(records.count)
+        for record in records { record.write(to: &w) }
+        return w.bytes
+    }
+
+    /// Parses a page's plaintext. `dependencies` is the number of archives its holder
+    /// depends on (a record's `holder` is at most that); `what` names it in messages.
+    public static func parse(_ bytes: [UInt8], mode: ArchiveMode, dependencies: Int, what: String) throws(FormatError) -> [ManifestRecord] {
+        guard bytes.count <= ManifestV3.pageBytes else { throw .limitExceeded("\(what) of \(bytes.count) bytes (at most \(ManifestV3.pageBytes))") }
+        var r = BinaryReader(bytes, what: what)
+        guard try r.bytes(ManifestV3.pageMagic.count) == ManifestV3.pageMagic else { throw r.failure("not a manifest page") }
+        let count = try r.int(atMost: ManifestV3.pageItems, "item count")
+        guard count > 0 else { throw r.failure("a page without items") }
+        var records: [ManifestRecord] = []
+        records.reserveCapacity(count)
+        for _ in 0..<count {
+            let record = try ManifestRecord(reading: &r, mode: mode, dependencies: dependencies)
+            if let previous = records.last, !previous.id.lexicographicallyPrecedes(record.id) {
+                throw r.failure("item \(record.idString) is not after \(previous.idString)")
+            }
+            records.append(record)
+        }
+        try r.end()
+        return records
+    }
+}
+
+/// Where one page of a manifest is, and what it must be.
+public struct PageDescriptor: Sendable, Equatable {
+    public let firstID: [UInt8]
+    public let itemCount: Int
+    /// 0: the archive whose root this is; k: its `dependsOn[k − 1]`.
+    public let holder: Int
+    /// The page's number in its holder (`Manifest/{page}.n11page`).
+    public let page: Int
+    public let plaintextLength: Int
+    public let sha256: [UInt8]
+
+    public init(firstID: [UInt8], itemCount: Int, holder: Int, page: Int, plaintextLength: Int, sha256: [UInt8]) {
+        self.firstID = firstID; self.itemCount = itemCount; self.holder = holder
+        self.page = page; self.plaintextLength = plaintextLength; self.sha256 = sha256
+    }
+}
+
+/// The root of a version 3 manifest: the page list, or "the same manifest as one of the
+/// archives this one depends on" (what an unchanged night writes).
+public enum ManifestRoot: Sendable, Equatable {
+    case pages(PageList)
+    /// `holder` ≥ 1 (`dependsOn[holder − 1]`), whose root plaintext has this SHA-256 and is
+    /// itself a page list.
+    case sameAs(holder: Int, rootSHA256: [UInt8])
+
+    public struct PageList: Sendable, Equatable {
+        /// Secure archives: the compartment key each chosen compartment's items are sealed under.
+        public let vaultKeys: [Compartment: [UInt8]]
+        public let itemCount: Int64
+        public let plaintextBytes: Int64
+        public let pages: [PageDescriptor]
+
+        public init(vaultKeys: [Compartment: [UInt8]], itemCount: Int64, plaintextBytes: Int64, pages: [PageDescriptor]) {
+            self.vaultKeys = vaultKeys; self.itemCount = itemCount; self.plaintextBytes = plaintextBytes; self.pages = pages
+        }
+    }
+
+    private static let compartments: [Compartment] = [.vault, .fade, .backup]
+
+    public func serialized() -> [UInt8] {
+        var w = BinaryWriter(capacity: 64)
+        w.append(ManifestV3.rootMagic)
+        switch self {
+        case let .sameAs(holder, digest):
+            w.byte(1)
+            w.integer(holder)
+            w.append(digest)
+        case .pages(let list):
+            w.byte(0)
+            let keys = Self.compartments.compactMap { c in list.vaultKeys[c].map { (c, $0) } }
+            w.integer(keys.count)
+            for (compartment, id) in keys {
+                w.byte(UInt8(Self.compartments.firstIndex(of: compartment)!))
+                w.append(id)
+            }
+            w.integer(list.itemCount)
+            w.integer(list.plaintextBytes)
+            w.integer(list.pages.count)
+            for page in list.pages {
+                w.append(page.firstID)
+                w.integer(page.itemCount)
+                w.integer(page.holder)
+                w.integer(page.page)
+                w.integer(page.plaintextLength)
+                w.append(page.sha256)
+            }
+        }
+        return w.bytes
+    }
+
+    /// Parses a root's plaintext for an archive of `mode` that depends on `dependencies` archives.
+    public init(parsing bytes: [UInt8], mode: ArchiveMode, dependencies: Int) throws(FormatError) {
+        var r = BinaryReader(bytes, what: "the manifest root")
+        guard try r.bytes(ManifestV3.rootMagic.count) == ManifestV3.rootMagic else { throw r.failure("not a manifest root") }
+        switch try r.byte() {
+        case 1:
+            let holder = try r.int(atMost: dependencies, "holder")
+            guard holder > 0 else { throw r.failure("an archive's manifest cannot be the same as its own") }
+            self = .sameAs(holder: holder, rootSHA256: try r.bytes(32))
+        case 0:
+            self = .pages(try Self.pageList(&r, mode: mode, dependencies: dependencies))
+        case let kind:
+            throw r.failure("root kind \(kind)")
+        }
+        try r.end()
+    }
+
+    private static func pageList(_ r: inout BinaryReader, mode: ArchiveMode, dependencies: Int) throws(FormatError) -> PageList {
+        var vaultKeys: [Compartment: [UInt8]] = [:]
+        let keyCount = try r.int(atMost: mode == .secure ? compartments.count : 0, "vault key count")
+        var previous = -1
+        for _ in 0..<keyCount {
+            let index = Int(try r.byte())
+            guard index < compartments.count, index > previous else { throw r.failure("vault keys out of order") }
+            previous = index
+            vaultKeys[compartments[index]] = try r.bytes(16)
+        }
+        let itemCount = try r.int64(atMost: Int64(ManifestV3.pages) * Int64(ManifestV3.pageItems), "item count")
+        let plaintextBytes = try r.int64(atMost: Int64.max, "plaintext bytes")
+        let pageCount = try r.int(atMost: ManifestV3.pages, "page count")
+        var pages: [PageDescriptor] = []
+        var items: Int64 = 0
+        for _ in 0..<pageCount {
+            let firstID = try r.bytes(16)
+            let count = try r.int(atMost: ManifestV3.pageItems, "page item count")
+            let holder = try r.int(atMost: dependencies, "page holder")
+            let number = try r.int(atMost: ManifestV3.pages - 1, "page number")
+            let length = try r.int(atMost: ManifestV3.pageBytes, "page length")
+            let digest = try r.bytes(32)
+            guard count > 0 else { throw r.failure("a page without items") }
+            if let last = pages.last, !last.firstID.lexicographicallyPrecedes(firstID) { throw r.failure("pages out of order") }
+            pages.append(PageDescriptor(firstID: firstID, itemCount: count, holder: holder, page: number, plaintextLength: length, sha256: digest))
+            items += Int64(count)
+        }
+        guard items == itemCount else { throw r.failure("the pages hold \(items) items, not \(itemCount)") }
+        return PageList(vaultKeys: vaultKeys, itemCount: itemCount, plaintextBytes: plaintextBytes, pages: pages)
+    }
+}
