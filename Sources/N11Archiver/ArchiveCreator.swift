@@ -16,11 +16,15 @@ public enum ArchiveCreator {
         public let replaceExisting: Bool
         public let kdf: Argon2Parameters
         public let now: Date
+        /// 2, or 3 for DESIGN.md §8's packed layout (not yet what `create` writes).
+        public let formatVersion: Int
+        /// Version 3: a pack is closed at this much payload (smaller in tests, to make many).
+        var packTarget = PackedLayout.packTarget
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
-                    kdf: Argon2Parameters = .moderate, now: Date = Date()) {
+                    kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
             self.mode = mode; self.compartments = compartments; self.output = output
-            self.replaceExisting = replaceExisting; self.kdf = kdf; self.now = now
+            self.replaceExisting = replaceExisting; self.kdf = kdf; self.now = now; self.formatVersion = formatVersion
         }
     }
 
@@ -54,9 +58,11 @@ public enum ArchiveCreator {
             try checkOutput(output, replaceExisting: request.replaceExisting)
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
-            let keys = try NewArchiveKeys(mode: request.mode, created: request.now, access: access)
+            let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion, access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
-            let (archiveBytes, sha256) = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+            let (archiveBytes, sha256) = request.formatVersion == 3
+                ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+                : try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
             progress?.finish()
             return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
                           plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
@@ -80,7 +86,11 @@ public enum ArchiveCreator {
     struct Plan {
         let items: [ItemMetadata]
         let entries: [Manifest.Item]
+        /// Version 2: the sealed `manifest.json`.
         let sealedManifest: [UInt8]
+        /// Version 3: pages and packs (`PackedLayout`).
+        let layout: PackedLayout?
+        let vaultKeys: [Compartment: [UInt8]]
         let skippedExpired: [String]
         var plaintextBytes: Int64 { items.reduce(0) { $0 + $1.size } }
 
@@ -96,7 +106,7 @@ public enum ArchiveCreator {
                               mode: request.mode)
             }
             // Never write what a reader would refuse (FORMAT.md §8).
-            guard entries.count <= FormatLimits.items else {
+            guard request.formatVersion == 3 || entries.count <= FormatLimits.items else {
                 throw ArchiveError.tooLarge("\(entries.count) items (at most \(FormatLimits.items))")
             }
             // Secure: the compartment keys the items are sealed under, so that the archive finds
@@ -109,6 +119,13 @@ public enum ArchiveCreator {
                 for item in items { precondition(item.keyID.isEmpty || item.keyID == ids[item.compartment], "an item under a retired key") }
                 vaultKeys = ids
             }
+            self.vaultKeys = vaultKeys ?? [:]
+            if request.formatVersion == 3 {
+                layout = try PackedLayout(items: items, mode: request.mode, packTarget: request.packTarget)
+                sealedManifest = []
+                return
+            }
+            layout = nil
             let manifestBytes = Manifest(header: keys.header, items: entries, vaultKeys: vaultKeys).serialized()
             guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
                 throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
@@ -156,13 +173,61 @@ public enum ArchiveCreator {
         // A secure archive must never exist without its key: store the key first.
         if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()
+        return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+    }
+
+    /// Version 3 (DESIGN.md §8.2): the header and its MAC, then each manifest page followed
+    /// by the packs of its items, then the root. Vault items are read and checked on worker
+    /// threads as in version 2; each pack seals its items' payloads back to back as one
+    /// stream on this thread while libzip writes it.
+    private static func writePacked(_ plan: Plan, keys: NewArchiveKeys, vault: Vault, to output: String, request: Request,
+                                    progress: ArchiveProgress?) throws -> (Int64, String) {
+        guard let layout = plan.layout else { preconditionFailure("a version 3 plan without its layout") }
+        let file = try AtomicFile(path: output, mode: 0o600)
+        let writer = try ZipWriter(writingTo: file.descriptor, named: output)
+        let mtime = Int64(request.now.timeIntervalSince1970)
+        func add(_ name: String, _ bytes: [UInt8]) throws {
+            try writer.addEntry(name: name, size: Int64(bytes.count), modified: mtime) { MemorySource(bytes) }
+        }
+        try add(EntryName.header, keys.header.bytes)
+        try add(EntryName.headerMAC, keys.headerMAC)
+        progress?.begin(items: layout.items.count, bytes: plan.plaintextBytes)
+        let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
+        let readAhead = ReadAheadLanes(count: layout.items.count, lanes: lanes) { _ in
+            { index in try vault.sealedItem(layout.items[index]).checkedPayload(asVaultFile: request.mode == .secure) }
+        }
+        defer { readAhead.finish() }
+        for page in layout.pages {
+            let pageName = EntryName.page(page.number)
+            try add(pageName, try ChunkedStream.seal(page.plaintext, key: keys.entryKey(pageName)))
+            for pack in page.packs {
+                let packName = EntryName.pack(pack.number)
+                let packKey = try keys.entryKey(packName)
+                try writer.addEntry(name: packName, size: FormatLimits.sealedLength(payloadSize: pack.payloadBytes), modified: mtime) {
+                    let parts = pack.items.map { index in
+                        { progress.counting(readAhead.stream(index), size: layout.items[index].size) as ByteSource }
+                    }
+                    return try Resealing.chunked(ConcatenatedSource(parts), key: packKey)
+                }
+            }
+        }
+        let root = try layout.root(vaultKeys: plan.vaultKeys).serialized()
+        try add(EntryName.manifestRoot, try ChunkedStream.seal(root, key: keys.entryKey(EntryName.manifestRoot)))
+        if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
+        try readAhead.start()
+        return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+    }
+
+    /// Lets libzip write everything out, then publishes the file: its size and SHA-256 are
+    /// read back from the file before it is renamed into place.
+    private static func finish(_ writer: ZipWriter, file: AtomicFile, output: String, replaceExisting: Bool) throws -> (Int64, String) {
         do { try writer.finish() }
         catch let error as SystemError where error.path == output {
             throw SystemError("cannot write the archive", path: output, errno: error.errno)
         }
         let size = try file.descriptor.status().size
         let sha256 = try WrittenArchives.sha256(of: file.descriptor) { try file.descriptor.sync() }
-        do { try file.commit(replaceExisting: request.replaceExisting) }
+        do { try file.commit(replaceExisting: replaceExisting) }
         catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
         return (size, sha256)
     }

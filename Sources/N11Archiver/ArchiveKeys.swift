@@ -93,8 +93,9 @@ struct NewArchiveKeys {
     let deviceKey: SecureBytes?
     let headerMAC: [UInt8]
 
-    /// `access` is asked for a portable archive only.
-    init(mode: ArchiveMode, created: Date, access: () throws -> ArchiveAccess) throws {
+    /// `access` is asked for a portable archive only. `version` 3: a full archive of
+    /// DESIGN.md §8 (no dependencies, not signed).
+    init(mode: ArchiveMode, created: Date, version: Int = 2, access: () throws -> ArchiveAccess) throws {
         let archiveID = SecureRandom.bytes(16)
         contentKey = try SecureBytes(randomCount: 32)
         let slots: [ArchiveHeader.KeySlot]
@@ -109,7 +110,7 @@ struct NewArchiveKeys {
             slots = [.device(wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: key, archiveID: archiveID))]
             deviceKey = key
         }
-        header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots)
+        header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots, version: version)
         headerMAC = try ArchiveKeys.headerMAC(contentKey: contentKey, header: header)
     }
 

@@ -35,10 +35,15 @@ public final class ArchiveReader {
         let entries: [ZipEntryInfo]
         let headerBytes: [UInt8]
         let keyEntry: [UInt8]
-        init(zip: ZipReader, entries: [ZipEntryInfo], headerBytes: [UInt8], keyEntry: [UInt8]) {
-            self.zip = zip; self.entries = entries; self.headerBytes = headerBytes; self.keyEntry = keyEntry
+        /// Version 3: where its pages, packs and root are.
+        let packed: PackedEntries?
+        init(zip: ZipReader, entries: [ZipEntryInfo], headerBytes: [UInt8], keyEntry: [UInt8], packed: PackedEntries?) {
+            self.zip = zip; self.entries = entries; self.headerBytes = headerBytes; self.keyEntry = keyEntry; self.packed = packed
         }
     }
+
+    /// Version 3's entries, checked against DESIGN.md §8.2's layout.
+    var packedEntries: PackedEntries? { container?.packed }
 
     /// With `salvaging` (a salvage, FORMAT.md §1.1), a ZIP that libzip cannot open, or whose
     /// central directory breaks the layout, is read again through its local headers; a
@@ -65,17 +70,23 @@ public final class ArchiveReader {
             // The version first (FORMAT.md §2): a later version's new entries or fields are
             // not damage, and it is reported as unsupported before they are looked at.
             if let first = ZipPrefix.firstEntry(of: Array(prefix[0..<got])), first.name == EntryName.header,
-               let version = ArchiveHeader.declaredVersion(first.data), !(1...2).contains(version) {
+               let version = ArchiveHeader.declaredVersion(first.data), !(1...3).contains(version) {
                 throw FormatError.unsupportedVersion(version)
             }
-            let opened = try Self.openContainer(path, salvaging: salvaging)
+            let declared = ZipPrefix.firstEntry(of: Array(prefix[0..<got])).flatMap { ArchiveHeader.declaredVersion($0.data) }
+            let opened = try Self.openContainer(path, salvaging: salvaging, packed: declared == 3)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
             try ArchiveKeyEntries.checkSlots(of: header)
             keyEntry = opened.keyEntry
-            // The second entry's name must be the one of the header's version.
-            guard opened.entries[1].name == EntryName.second(version: header.version).name else {
+            // The second entry's name must be the one of the header's version, and the layout
+            // the header's version's (a version 3 header in a version 2 layout is damage).
+            guard opened.entries[1].name == EntryName.second(version: header.version).name,
+                  (header.version == 3) == (opened.packed != nil) else {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
+            }
+            if let packed = opened.packed, (header.signer != nil) != (packed.signatureEntry != nil) {
+                throw FormatError.invalidHeader(header.signer == nil ? "a \(EntryName.headerSignature) without a signer" : "a signer without \(EntryName.headerSignature)")
             }
         } catch let failure as SalvageFailure {
             throw ArchiveError.unsalvageable(archive: name, what: .found(failure.description))
@@ -84,14 +95,14 @@ public final class ArchiveReader {
 
     /// Opens the ZIP through its central directory; when `salvaging` and that fails (the ZIP
     /// does not open, or its directory breaks the layout), through its local headers instead.
-    private static func openContainer(_ path: String, salvaging: Bool) throws -> Container {
+    private static func openContainer(_ path: String, salvaging: Bool, packed: Bool) throws -> Container {
         do {
-            return try openContainer(ZipReader(path: path), salvaging: false)
+            return packed ? try openPacked(ZipReader(path: path)) : try openContainer(ZipReader(path: path), salvaging: false)
         } catch where salvaging && (error is ContainerError || error is FormatError) {
             do {
                 let zip = try ZipReader(scanningLocalHeadersOf: path, maximumEntries: EntryName.fixed.count + FormatLimits.items,
                                         accepting: EntryName.isInLayout)
-                return try openContainer(zip, salvaging: true)
+                return packed ? try openPacked(zip) : try openContainer(zip, salvaging: true)
             } catch let scanFailure {
                 throw SalvageFailure(directory: error, localHeaders: scanFailure)
             }
@@ -151,7 +162,18 @@ public final class ArchiveReader {
             throw FormatError.limitExceeded("manifest of \(manifestPayload) bytes (at most \(FormatLimits.manifestBytes))")
         }
         return Container(zip: zip, entries: entries, headerBytes: try readSmall(entries[0], from: zip),
-                         keyEntry: try readSmall(entries[1], from: zip))
+                         keyEntry: try readSmall(entries[1], from: zip), packed: nil)
+    }
+
+    /// A version 3 ZIP: its entries in DESIGN.md §8.2's layout, the header and MAC read.
+    private static func openPacked(_ zip: ZipReader) throws -> Container {
+        var entries: [ZipEntryInfo] = []
+        for index in 0..<zip.entryCount { entries.append(try zip.entry(at: index)) }
+        let packed = try PackedEntries(entries)
+        guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
+        guard entries[1].size == Int64(FormatLimits.headerMACBytes) else { throw FormatError.invalidHeader("\(entries[1].name) of \(entries[1].size) bytes") }
+        return Container(zip: zip, entries: entries, headerBytes: try readSmall(entries[0], from: zip),
+                         keyEntry: try readSmall(entries[1], from: zip), packed: packed)
     }
 
     /// Argon2id's memory is the peak of a portable verify or restore, and with 100,000 items
@@ -165,10 +187,10 @@ public final class ArchiveReader {
         Heap.releaseFreePages()
         let result: SecureBytes
         do { result = try derive() } catch {
-            container = try? Self.openContainer(path, salvaging: salvaging)
+            container = try? Self.openContainer(path, salvaging: salvaging, packed: header.version == 3)
             throw error
         }
-        let reopened = try Self.openContainer(path, salvaging: salvaging)
+        let reopened = try Self.openContainer(path, salvaging: salvaging, packed: header.version == 3)
         guard reopened.headerBytes == header.bytes, reopened.keyEntry == keyEntry else {
             throw ArchiveError.damaged(archive: name, what: "the archive changed while it was being read")
         }
@@ -200,6 +222,11 @@ public final class ArchiveReader {
             let opened = try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
                                                          kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer)
             let contentKey = opened.key
+            if let packed = packedEntries {
+                let contents = try PackedContents(reading: packed, of: self, contentKey: contentKey)
+                return UnlockedArchive(reader: self, manifest: contents.manifest, contentKey: contentKey, entryIndices: [],
+                                       packed: contents)
+            }
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
             let manifestSource = BoundedReader(try ChunkedOpeningSource(zip.open(entries[2]), key: manifestKey))
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
@@ -264,14 +291,17 @@ public final class UnlockedArchive {
     let entryIndices: [Int?]
     /// A version 1 portable archive's password as a version 2 slot (`ArchiveKeyEntries.OpenedKey`).
     let version1PasswordSlot: ArchiveHeader.KeySlot?
+    /// Version 3: where each item's payload is in the packs.
+    let packed: PackedContents?
 
     init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes, entryIndices: [Int?],
-         version1PasswordSlot: ArchiveHeader.KeySlot? = nil) {
+         version1PasswordSlot: ArchiveHeader.KeySlot? = nil, packed: PackedContents? = nil) {
         self.reader = reader
         self.manifest = manifest
         self.contentKey = contentKey
         self.entryIndices = entryIndices
         self.version1PasswordSlot = version1PasswordSlot
+        self.packed = packed
     }
 
     public var header: ArchiveHeader { reader.header }
@@ -282,6 +312,10 @@ public final class UnlockedArchive {
     func payloads(_ indices: [Int]) -> ReadAhead {
         // Each entry key goes into one reused locked buffer: the opener copies it into its
         // cipher context when it is made, before the next derivation.
+        if let packed {
+            let cursor = PackCursor(packed, archive: self)
+            return ReadAhead(count: indices.count) { n in try cursor.payload(of: indices[n]) }
+        }
         let keySlot = try? SecureBytes(count: 32)
         return ReadAhead(count: indices.count) { [self] n in
             guard let keySlot else { throw CryptoError.library("sodium_malloc") }

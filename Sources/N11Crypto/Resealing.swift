@@ -38,6 +38,31 @@ public enum Resealing {
     }
 }
 
+extension Resealing {
+    /// The plaintext of a single-tag message whose tag, length and digest are checked before
+    /// its end is reported. It is released before those checks, so it is only ever sealed
+    /// (`chunked`): a failure throws from the read that would finish the sealed output.
+    public static func checkedPlaintext(ofSingleTag source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes,
+                                        expectedSHA256: [UInt8], expectedLength: Int64) throws -> ByteSource {
+        let plaintext = try SingleTagPlaintextSource(source, algorithm: algorithm, key: key, sizeHint: expectedLength)
+        return try DigestCheckingSource(plaintext, expectedSHA256: expectedSHA256, expectedLength: expectedLength)
+    }
+
+    /// A single-tag message passed through as it is, its tag and plaintext digest checked on
+    /// the way (a secure archive keeps vault files unchanged).
+    public static func checkedSingleTag(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes,
+                                        expectedSHA256: [UInt8], expectedLength: Int64) throws -> ByteSource {
+        try SingleTagCheckingSource(source, algorithm: algorithm, key: key, expectedSHA256: expectedSHA256,
+                                    expectedLength: expectedLength)
+    }
+
+    /// `payload` sealed as one chunked stream under `key`, pulled on demand (a version 3 pack:
+    /// the checked payloads of its items back to back).
+    public static func chunked(_ payload: ByteSource, key: SecureBytes) throws -> ByteSource {
+        try ChunkedSealingSource(payload, key: key)
+    }
+}
+
 /// A chunked stream's verified payload as a source: each chunk is released only after its
 /// tag verified, and the end is reported only after the last-flagged chunk verified.
 public final class ChunkedOpeningSource: ByteSource {

@@ -143,8 +143,13 @@ public struct ArchiveHeader: Sendable, Equatable {
     public let created: Date
     /// Version 1 portable archives only.
     public let kdf: KDF?
-    /// Version 2 only: the ways to the content key, in the order written.
+    /// Versions 2 and 3: the ways to the content key, in the order written.
     public let slots: [KeySlot]
+    /// Version 3: the archives a restore of this one also reads (DESIGN.md §8.3), sorted;
+    /// empty for a full archive and for versions 1 and 2.
+    public let dependsOn: [[UInt8]]
+    /// Version 3, signed archives: the Ed25519 public key whose signature `header.sig` holds.
+    public let signer: [UInt8]?
     /// The bytes as stored in the archive.
     public let bytes: [UInt8]
 
@@ -161,34 +166,46 @@ public struct ArchiveHeader: Sendable, Equatable {
         self.created = Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down))
         self.kdf = kdf
         slots = []
+        dependsOn = []
+        signer = nil
         bytes = Self.serialized(version: 1, mode: mode, archiveID: archiveID, created: self.created, kdf: kdf, slots: [])
     }
 
-    /// A new version 2 header with these key slots; `bytes` is its canonical serialisation.
-    public init(mode: ArchiveMode, archiveID: [UInt8], created: Date, slots: [KeySlot]) throws(FormatError) {
-        precondition(archiveID.count == 16)
-        version = 2
+    /// A new version 2 header with these key slots, or with `version` 3 a header that may also
+    /// list dependencies and a signer; `bytes` is its canonical serialisation.
+    public init(mode: ArchiveMode, archiveID: [UInt8], created: Date, slots: [KeySlot], version: Int = 2,
+                dependsOn: [[UInt8]] = [], signer: [UInt8]? = nil) throws(FormatError) {
+        precondition(archiveID.count == 16 && (version == 3 || (dependsOn.isEmpty && signer == nil)))
+        self.version = version
         self.mode = mode
         self.archiveID = archiveID
         self.created = Date(timeIntervalSince1970: created.timeIntervalSince1970.rounded(.down))
         kdf = nil
         self.slots = slots
-        bytes = Self.serialized(version: 2, mode: mode, archiveID: archiveID, created: self.created, kdf: nil, slots: slots)
+        self.dependsOn = dependsOn
+        self.signer = signer
+        bytes = Self.serialized(version: version, mode: mode, archiveID: archiveID, created: self.created, kdf: nil, slots: slots,
+                                dependsOn: dependsOn, signer: signer)
         // Never write what a reader refuses (too many slots, a secure archive with a password...).
         _ = try ArchiveHeader(parsing: bytes)
     }
 
     /// The header's JSON (FORMAT.md §2), keys sorted.
     private static func serialized(version: Int, mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?,
-                                   slots: [KeySlot]) -> [UInt8] {
+                                   slots: [KeySlot], dependsOn: [[UInt8]] = [], signer: [UInt8]? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.object { w in
             w.key("archiveId"); w.string(archiveID.hex)
             w.key("chunkSize"); w.integer(chunkSize)
             w.key("created"); w.timestamp(created)
+            if version >= 3 {
+                w.key("dependsOn")
+                w.array { w in for id in dependsOn { w.string(id.hex) } }
+            }
             w.key("format"); w.string("n11archive")
             if let kdf { w.key("kdf"); kdf.write(to: &w) }
             w.key("mode"); w.string(mode.rawValue)
+            if let signer { w.key("signer"); w.string(signer.hex) }
             if version >= 2 {
                 w.key("slots")
                 w.array { w in for slot in slots { slot.write(to: &w) } }
@@ -224,7 +241,7 @@ public struct ArchiveHeader: Sendable, Equatable {
         do { wire = try JSONReader.read(bytes) { reader in try Wire(reading: &reader) } }
         catch { throw .invalidHeader(error.description) }
         guard wire.format == "n11archive" else { throw .notAnArchive("format is '\(wire.format)'") }
-        guard wire.version == 1 || wire.version == 2 else { throw .unsupportedVersion(wire.version) }
+        guard (1...3).contains(wire.version) else { throw .unsupportedVersion(wire.version) }
         guard wire.chunkSize == Self.chunkSize else { throw .invalidHeader("chunk size \(wire.chunkSize)") }
         guard let id = [UInt8](hex: wire.archiveId, length: 16) else { throw .invalidHeader("archive ID") }
         if wire.version == 1 {
@@ -237,7 +254,10 @@ public struct ArchiveHeader: Sendable, Equatable {
             case (.secure, _?): throw .invalidHeader("secure archive with key derivation parameters")
             }
         } else {
-            guard wire.kdf == nil else { throw .invalidHeader("a top-level kdf in a version 2 header (it belongs in a password slot)") }
+            if wire.version == 2 {
+                guard bytes.count <= FormatLimits.headerBytesV2 else { throw .limitExceeded("header of \(bytes.count) bytes (at most \(FormatLimits.headerBytesV2))") }
+            }
+            guard wire.kdf == nil else { throw .invalidHeader("a top-level kdf in a version \(wire.version) header (it belongs in a password slot)") }
             guard let slots = wire.slots, !slots.isEmpty else { throw .invalidHeader("no key slots") }
             guard slots.count <= FormatLimits.keySlots else { throw .limitExceeded("\(slots.count) key slots (at most \(FormatLimits.keySlots))") }
             var passwords = 0
@@ -256,6 +276,7 @@ public struct ArchiveHeader: Sendable, Equatable {
             }
             if wire.mode == .secure && slots.count != 1 { throw .invalidHeader("a secure archive has exactly one device slot") }
         }
+        (dependsOn, signer) = try Self.checkVersion3Fields(wire, archiveID: id)
         version = wire.version
         mode = wire.mode
         archiveID = id
@@ -263,6 +284,32 @@ public struct ArchiveHeader: Sendable, Equatable {
         kdf = wire.kdf
         slots = wire.slots ?? []
         self.bytes = bytes
+    }
+
+    /// Version 3's `dependsOn` (required: 0…256 archive IDs, strictly increasing, not the
+    /// archive's own) and `signer` (optional: an Ed25519 public key); neither in versions 1, 2.
+    private static func checkVersion3Fields(_ wire: Wire, archiveID: [UInt8]) throws(FormatError) -> ([[UInt8]], [UInt8]?) {
+        guard wire.version == 3 else {
+            guard wire.dependsOn == nil, wire.signer == nil else { throw .invalidHeader("dependsOn or signer in a version \(wire.version) header") }
+            return ([], nil)
+        }
+        guard let listed = wire.dependsOn else { throw .invalidHeader("no dependsOn") }
+        guard listed.count <= ManifestV3.dependencies else {
+            throw .limitExceeded("\(listed.count) archives depended on (at most \(ManifestV3.dependencies))")
+        }
+        var dependsOn: [[UInt8]] = []
+        for text in listed {
+            guard let id = [UInt8](hex: text, length: 16) else { throw .invalidHeader("a dependsOn entry is not an archive ID") }
+            guard id != archiveID else { throw .invalidHeader("the archive depends on itself") }
+            if let last = dependsOn.last, !last.lexicographicallyPrecedes(id) { throw .invalidHeader("dependsOn is not sorted or repeats an ID") }
+            dependsOn.append(id)
+        }
+        var signer: [UInt8]? = nil
+        if let text = wire.signer {
+            guard let key = [UInt8](hex: text, length: FormatLimits.signerKeyBytes) else { throw .invalidHeader("signer is not an Ed25519 public key") }
+            signer = key
+        }
+        return (dependsOn, signer)
     }
 
     /// The KDF parameters a password would be tried with, for bounds checks and messages.
@@ -283,10 +330,12 @@ public struct ArchiveHeader: Sendable, Equatable {
         let chunkSize: Int
         let kdf: KDF?
         let slots: [KeySlot]?
+        let dependsOn: [String]?
+        let signer: String?
 
         init(reading reader: inout JSONReader) throws {
             var format: String?, version: Int?, mode: ArchiveMode?, archiveId: String?, created: Date?, chunkSize: Int?
-            var kdf: KDF?, slots: [KeySlot]?
+            var kdf: KDF?, slots: [KeySlot]?, dependsOn: [String]?, signer: String?
             try reader.object { key, reader in
                 switch key {
                 case "format": try reader.fill(&format, try reader.string())
@@ -305,6 +354,16 @@ public struct ArchiveHeader: Sendable, Equatable {
                         list.append(try KeySlot(reading: &reader))
                     }
                     try reader.fill(&slots, list)
+                case "dependsOn":
+                    var list: [String] = []
+                    try reader.array { reader in
+                        guard list.count < ManifestV3.dependencies else {
+                            throw reader.failure("more than \(ManifestV3.dependencies) archives depended on")
+                        }
+                        list.append(try reader.string())
+                    }
+                    try reader.fill(&dependsOn, list)
+                case "signer": try reader.fill(&signer, try reader.string())
                 default: throw reader.unknownField()
                 }
             }
@@ -316,6 +375,8 @@ public struct ArchiveHeader: Sendable, Equatable {
             self.chunkSize = try reader.required(chunkSize, "chunkSize")
             self.kdf = kdf
             self.slots = slots
+            self.dependsOn = dependsOn
+            self.signer = signer
         }
     }
 

@@ -12,6 +12,13 @@ public enum EntryName {
         version == 1 ? (keyWrap, FormatLimits.keyWrapBytes) : (headerMAC, FormatLimits.headerMACBytes)
     }
 
+    /// Version 3 (DESIGN.md §8.2): `header.sig` after `header.mac` in a signed archive, the
+    /// manifest's pages and root, and the packs of item payloads.
+    public static let headerSignature = "header.sig"
+    public static let manifestRoot = "Manifest/root.n11"
+    public static func page(_ number: Int) -> String { "Manifest/\(number).n11page" }
+    public static func pack(_ number: Int) -> String { "Packs/\(number).n11pack" }
+
     /// `Photos/{ID}.n11` or `Notes/{ID}.n11note`.
     public static func item(id: String, kind: ItemKind) -> String { kind.relativePath(id: id) }
 
@@ -36,7 +43,15 @@ public enum EntryName {
 
     /// Whether `name` is one of the layout's entry names, of any version (FORMAT.md §1).
     public static func isInLayout(_ name: String) -> Bool {
-        [header, keyWrap, headerMAC, manifest].contains(name) || (try? parseItem(name)) != nil
+        [header, keyWrap, headerMAC, manifest, headerSignature, manifestRoot].contains(name) || (try? parseItem(name)) != nil
+            || isNumbered(name, prefix: "Manifest/", suffix: ".n11page") || isNumbered(name, prefix: "Packs/", suffix: ".n11pack")
+    }
+
+    /// `PREFIX{N}SUFFIX` with N in decimal without leading zeros (version 3's pages and packs).
+    static func isNumbered(_ name: String, prefix: String, suffix: String) -> Bool {
+        guard name.hasPrefix(prefix), name.hasSuffix(suffix), name.count > prefix.count + suffix.count else { return false }
+        let digits = name.dropFirst(prefix.count).dropLast(suffix.count)
+        return digits.count <= 10 && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber) && (digits == "0" || digits.first != "0")
     }
 
     /// Checks an item entry name from a ZIP: exactly the layout, nothing else

@@ -1,8 +1,15 @@
 /// The bounds of FORMAT.md §8, checked on declared values before anything is allocated.
 public enum FormatLimits {
-    /// Version 2 headers carry the key slots; version 1 headers stay within 4096 bytes.
-    public static let headerBytes = 16384
+    /// The largest header of any version: version 3 adds the list of archives it depends on
+    /// (DESIGN.md §8.3); version 2 headers carry the key slots within 16384 bytes, version 1
+    /// headers stay within 4096.
+    public static let headerBytes = 32768
+    public static let headerBytesV2 = 16384
     public static let headerBytesV1 = 4096
+    /// `header.sig` (version 3, signed archives): an Ed25519 signature.
+    public static let signatureBytes = 64
+    /// An Ed25519 public key (`signer`).
+    public static let signerKeyBytes = 32
     public static let keyWrapBytes = 12 + 32 + 16
     /// `header.mac` (version 2): HMAC-SHA256 of the header.
     public static let headerMACBytes = 32

@@ -38,3 +38,24 @@ public final class MemorySource: ByteSource {
         return n
     }
 }
+
+/// Several sources read one after another as one, each opened only when the one before it
+/// ended (a version 3 pack: its items' payloads back to back).
+public final class ConcatenatedSource: ByteSource {
+    private var parts: IndexingIterator<[() throws -> ByteSource]>
+    private var current: ByteSource?
+
+    public init(_ parts: [() throws -> ByteSource]) { self.parts = parts.makeIterator() }
+
+    public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        while true {
+            if current == nil {
+                guard let open = parts.next() else { return 0 }
+                current = try open()
+            }
+            let n = try current!.read(into: &buffer, offset: offset, count: count)
+            if n > 0 || count == 0 { return n }
+            current = nil
+        }
+    }
+}

@@ -90,6 +90,21 @@ public final class SealedVaultItem {
         } catch { throw VaultError.wrap(error) }
     }
 
+    /// What a version 3 pack carries of the item, checked on the way (tag, length, digest):
+    /// its plaintext (portable), or the vault file as it is (`asVaultFile`, secure). Only to
+    /// be sealed: see `Resealing.checkedPlaintext`.
+    public func checkedPayload(asVaultFile: Bool) throws(VaultError) -> ByteSource {
+        let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
+        do {
+            try file.seek(to: 0)
+            let source = asVaultFile
+                ? try Resealing.checkedSingleTag(file, algorithm: Self.algorithm, key: key, expectedSHA256: digest, expectedLength: metadata.size)
+                : try Resealing.checkedPlaintext(ofSingleTag: file, algorithm: Self.algorithm, key: key, expectedSHA256: digest,
+                                                 expectedLength: metadata.size)
+            return NamingItemFailures(source, item: self)
+        } catch { throw VaultError.wrap(error) }
+    }
+
     /// The file sealed anew under `newKey` into `file` (a key rotation); its tag and digest
     /// are checked before the new tag is written. Returns the new tag.
     func reseal(under newKey: SecureBytes, to output: FileDescriptor, progress: VaultChangeProgress?) throws -> [UInt8] {

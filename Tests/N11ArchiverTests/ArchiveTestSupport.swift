@@ -79,9 +79,9 @@ func note(_ bytes: [UInt8], name: String, compartment: Compartment = .vault, exp
 func createArchive(from vault: Vault, mode: ArchiveMode, to output: String,
                    compartments: Set<Compartment> = [.vault, .fade], replaceExisting: Bool = false,
                    kdf: Argon2Parameters = fastKDF, now: Date = Date(),
-                   password: String = testPassword) throws -> ArchiveCreator.Report {
+                   password: String = testPassword, formatVersion: Int = ArchiveHeader.currentVersion) throws -> ArchiveCreator.Report {
     try ArchiveCreator.create(from: vault, .init(mode: mode, compartments: compartments, output: output,
-                                                 replaceExisting: replaceExisting, kdf: kdf, now: now)) {
+                                                 replaceExisting: replaceExisting, kdf: kdf, now: now, formatVersion: formatVersion)) {
         try secret(password)
     }
 }

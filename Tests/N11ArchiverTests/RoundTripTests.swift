@@ -61,6 +61,10 @@ struct RoundTripTests {
     @Test("one photo of each boundary size, plus a note and a fade photo",
           arguments: [ArchiveMode.portable, .secure], RoundTripTests.sizes)
     func roundTrip(mode: ArchiveMode, size: Int) throws {
+        for version in [2, 3] { try roundTrip(mode: mode, size: size, version: version) }
+    }
+
+    func roundTrip(mode: ArchiveMode, size: Int, version: Int) throws {
         try withTemporaryDirectory { dir in
             let (store, vault) = try makeVault(in: dir, name: "home")
             var plaintexts: [String: [UInt8]] = [:]
@@ -76,7 +80,7 @@ struct RoundTripTests {
             let ids = [a.id, b.id, c.id]
 
             let archivePath = dir + "/out.nu11vlt"
-            let created = try createArchive(from: vault, mode: mode, to: archivePath)
+            let created = try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: version)
             #expect(created.items == 3 && created.mode == mode && created.skippedExpired.isEmpty)
             #expect(created.plaintextBytes == Int64(size + text.count + fade.count))
             #expect(created.archiveBytes == Int64(try readBytes(archivePath).count))
@@ -84,8 +88,8 @@ struct RoundTripTests {
             let reader = try ArchiveReader(path: archivePath)
             #expect(reader.header.mode == mode)
             #expect(reader.header.archiveIDHex == created.archiveID)
-            #expect(reader.itemEntryCount == 3)
-            #expect(reader.header.version == 2)
+            if version == 2 { #expect(reader.itemEntryCount == 3) }
+            #expect(reader.header.version == version)
             #expect(reader.header.slots.map(\.typeName) == (mode == .portable ? ["password"] : ["device"]))
             for kdf in reader.header.passwordKDFs { #expect(kdf.opsLimit == 1 && kdf.memoryKiB == 8192) }
 
@@ -108,8 +112,8 @@ struct RoundTripTests {
         }
     }
 
-    @Test("300 small notes (vault and fade) restore and export exactly", arguments: [ArchiveMode.portable, .secure])
-    func manyNotes(mode: ArchiveMode) throws {
+    @Test("300 small notes (vault and fade) restore and export exactly", arguments: [ArchiveMode.portable, .secure], [2, 3])
+    func manyNotes(mode: ArchiveMode, version: Int) throws {
         try withTemporaryDirectory { dir in
             let (store, vault) = try makeVault(in: dir, name: "home")
             var plaintexts: [String: [UInt8]] = [:]
@@ -122,7 +126,7 @@ struct RoundTripTests {
                 plaintexts[item.id] = text
             }
             let archivePath = dir + "/notes.nu11vlt"
-            let created = try createArchive(from: vault, mode: mode, to: archivePath)
+            let created = try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: version)
             #expect(created.items == 300)
 
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
@@ -164,12 +168,12 @@ struct RoundTripTests {
     }
 
     @Test("a vault with no items makes an archive with an empty manifest that restores to nothing",
-          arguments: [ArchiveMode.portable, .secure])
-    func emptyVault(mode: ArchiveMode) throws {
+          arguments: [ArchiveMode.portable, .secure], [2, 3])
+    func emptyVault(mode: ArchiveMode, version: Int) throws {
         try withTemporaryDirectory { dir in
             let (store, vault) = try makeVault(in: dir, name: "home")
             let archivePath = dir + "/empty.nu11vlt"
-            #expect(try createArchive(from: vault, mode: mode, to: archivePath).items == 0)
+            #expect(try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: version).items == 0)
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
             #expect(archive.manifest.items.isEmpty)
             #expect(try ArchiveVerifier.verify(archive, keyStore: store).items == 0)

@@ -1,0 +1,198 @@
+import Foundation
+import Testing
+@testable import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11TestSupport
+import N11Vault
+
+/// Version 3's packed layout (DESIGN.md §8.2) with small packs, so that a few hundred items
+/// make several pages and many packs: what it writes, that every reader path gets each
+/// item back, and that each way of tampering with pages, packs and root is refused.
+@Suite("Version 3 archives: packs, pages and root")
+struct PackedArchiveTests {
+    struct World {
+        let dir: String
+        let store: KeyStore
+        let vault: Vault
+        var plaintexts: [String: [UInt8]] = [:]
+        let path: String
+        let report: ArchiveCreator.Report
+
+        init(dir: String, mode: ArchiveMode = .portable, notes: Int = 1500) throws {
+            self.dir = dir
+            (store, vault) = try makeVault(in: dir, name: "home")
+            for i in 0..<notes {
+                let text = Array("note \(i) ".utf8) + randomBytes(i % 50)
+                plaintexts[try vault.add(note(text, name: "n\(i).txt")).id] = text
+            }
+            let big = randomBytes(200_000)
+            plaintexts[try vault.add(photo(big, name: "big.jpg")).id] = big
+            path = dir + "/packed.nu11vlt"
+            var request = ArchiveCreator.Request(mode: mode, compartments: [.vault], output: path, replaceExisting: false,
+                                                 kdf: fastKDF, formatVersion: 3)
+            request.packTarget = 4096
+            report = try ArchiveCreator.create(from: vault, request) {
+                ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF)
+            }
+        }
+
+        func open(_ path: String? = nil) throws -> UnlockedArchive {
+            try unlock(path ?? self.path, keyStore: store)
+        }
+
+        var entries: [RawZipEntry] { get throws { try RawZip.entries(of: readBytes(path)) } }
+
+        /// A copy of the archive with its entries changed by `edit`.
+        func variant(_ name: String, _ edit: (inout [RawZipEntry]) throws -> Void) throws -> String {
+            var list = try entries
+            try edit(&list)
+            let out = dir + "/" + name + ".nu11vlt"
+            try writeBytes(RawZip.build(list), to: out)
+            return out
+        }
+    }
+
+    static func index(of name: String, in entries: [RawZipEntry]) -> Int { entries.firstIndex { $0.nameString == name }! }
+
+    @Test("many pages and packs, in order: each page before the packs of its items, the root last; all items read back", arguments: [ArchiveMode.portable, .secure])
+    func layoutAndRoundTrip(mode: ArchiveMode) throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, mode: mode)
+            let names = try w.entries.map(\.nameString)
+            #expect(Array(names.prefix(2)) == [EntryName.header, EntryName.headerMAC] && names.last == EntryName.manifestRoot)
+            let pages = names.filter { $0.hasPrefix("Manifest/") && $0 != EntryName.manifestRoot }
+            let packs = names.filter { $0.hasPrefix("Packs/") }
+            #expect(pages == (0..<pages.count).map(EntryName.page) && packs == (0..<packs.count).map(EntryName.pack))
+            #expect(pages.count >= 2, "1,501 items make several pages (one in 512 ends one): \(pages.count)")
+            #expect(packs.count > 10, "4 KiB packs: \(packs.count)")
+            #expect(names.count == 3 + pages.count + packs.count, "nothing but header, MAC, pages, packs and root")
+
+            let archive = try w.open()
+            #expect(archive.manifest.items.map(\.id) == archive.manifest.items.map(\.id).sorted(), "items in ID order")
+            #expect(try ArchiveVerifier.verify(archive, keyStore: w.store).items == w.plaintexts.count)
+
+            let exported = dir + "/export"
+            let report = try ArchiveExporter.export(try w.open(), to: exported, keyStore: w.store, .init(overwrite: false, dryRun: false))
+            #expect(report.restored.count == w.plaintexts.count)
+            let byName = Dictionary(uniqueKeysWithValues: archive.manifest.items.map { ($0.name, $0.id) })
+            for (name, id) in byName {
+                let folder = name == "big.jpg" ? "Photos/" : "Notes/"
+                #expect(try readBytes(exported + "/" + folder + name) == w.plaintexts[id], "\(name)")
+            }
+        }
+    }
+
+    @Test("items read out of order and one at a time (a pack opened again and read up to the item) are the right bytes")
+    func payloadsOutOfOrder() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 400)
+            let archive = try w.open()
+            let picks = [300, 5, 6, 399, 0, 200]
+            let payloads = archive.payloads(picks)
+            try payloads.start()
+            defer { payloads.finish() }
+            for (n, index) in picks.enumerated() {
+                var bytes = [UInt8](repeating: 0, count: 300_000)
+                let count = try payloads.stream(n).readFully(into: &bytes, count: bytes.count)
+                let item = archive.manifest.items[index]
+                #expect(Array(bytes.prefix(count)) == w.plaintexts[item.id], "item \(index)")
+            }
+        }
+    }
+
+    /// Opening, unlocking and verifying `path` fails as damage (or, where given, at opening).
+    func expectDamaged(_ w: World, _ path: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            let archive = try w.open(path)
+            _ = try ArchiveVerifier.verify(archive, keyStore: w.store)
+            Issue.record("\(what): accepted", sourceLocation: sourceLocation)
+        } catch let error as ArchiveError {
+            #expect(error.kind == .damaged, "\(what): \(error)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("\(what): \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("tampering with a page, a pack, the root or the entry list is damage, and restore writes nothing")
+    func tampering() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 1200)
+            let entries = try w.entries
+            let page1 = Self.index(of: EntryName.page(1), in: entries)
+            let pack3 = Self.index(of: EntryName.pack(3), in: entries)
+            let packCount = entries.filter { $0.nameString.hasPrefix("Packs/") }.count
+            func flip(_ index: Int, at offset: Int) -> (inout [RawZipEntry]) -> Void {
+                { list in
+                    list[index].data[offset] ^= 1
+                    list[index].crc = CRC32.checksum(list[index].data)
+                }
+            }
+            expectDamaged(w, try w.variant("page-flipped", flip(page1, at: 40)), "a page's byte")
+            expectDamaged(w, try w.variant("pack-flipped", flip(pack3, at: 100)), "a pack's byte")
+            expectDamaged(w, try w.variant("pack-tag-flipped", flip(pack3, at: entries[pack3].data.count - 1)), "a pack's last tag")
+            expectDamaged(w, try w.variant("root-flipped", flip(entries.count - 1, at: 20)), "the root's byte")
+            expectDamaged(w, try w.variant("pack-dropped") { $0.remove(at: pack3) }, "a pack dropped")
+            expectDamaged(w, try w.variant("last-pack-dropped") { list in
+                list.remove(at: Self.index(of: EntryName.pack(packCount - 1), in: list))
+            }, "the last pack dropped")
+            expectDamaged(w, try w.variant("page-dropped") { $0.remove(at: page1) }, "a page dropped")
+            expectDamaged(w, try w.variant("packs-renamed") { list in
+                (list[pack3].name, list[pack3 + 1].name) = (list[pack3 + 1].name, list[pack3].name)
+            }, "two packs' names exchanged")
+            expectDamaged(w, try w.variant("packs-swapped") { list in list.swapAt(pack3, pack3 + 1) }, "two packs exchanged")
+            expectDamaged(w, try w.variant("extra-pack") { list in
+                list.insert(.stored(EntryName.pack(packCount), list[pack3].data), at: list.count - 1)
+            }, "a pack no item is in")
+            expectDamaged(w, try w.variant("pack-cut") { list in
+                list[pack3] = .stored(list[pack3].nameString, Array(list[pack3].data.dropLast(16 + 10)))
+            }, "a pack cut short")
+            expectDamaged(w, try w.variant("root-missing") { $0.removeLast() }, "no root")
+
+            // Another archive's root (same password, same vault): bound to its own archive.
+            let other = dir + "/other.nu11vlt"
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: other, replaceExisting: false,
+                                                 kdf: fastKDF, formatVersion: 3)
+            request.packTarget = 4096
+            _ = try ArchiveCreator.create(from: w.vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let otherRoot = try RawZip.entries(of: readBytes(other)).last!
+            expectDamaged(w, try w.variant("root-from-another") { $0[$0.count - 1] = otherRoot }, "another archive's root")
+
+            // Restore of a damaged one changes nothing.
+            let home = N11Home(root: dir + "/restored")
+            let destination = try Vault.open(at: home.defaultVaultPath, keyStore: try KeyStore.create(in: home, pin: nil), forWriting: true)
+            let before = snapshot(destination.path)
+            #expect(throws: ArchiveError.self) {
+                _ = try ArchiveRestorer.restore(try w.open(try w.variant("pack-flipped-2", flip(pack3, at: 7))), into: destination,
+                                                .init(overwrite: false, dryRun: false))
+            }
+            #expect(snapshot(destination.path) == before)
+        }
+    }
+
+    @Test("a version 3 header in a version 2 layout, and dependsOn or a signer in a version 2 header, are refused")
+    func versionsDoNotMix() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 20)
+            let v2 = dir + "/v2.nu11vlt"
+            _ = try createArchive(from: w.vault, mode: .portable, to: v2, compartments: [.vault])
+            var mixed = try RawZip.entries(of: readBytes(v2))
+            mixed[0] = try w.entries[0]
+            mixed[1] = try w.entries[1]
+            try writeBytes(RawZip.build(mixed), to: dir + "/mixed.nu11vlt")
+            #expect(throws: ArchiveError.self) { _ = try ArchiveReader(path: dir + "/mixed.nu11vlt") }
+
+            let header = try ArchiveReader(path: w.path).header
+            #expect(header.version == 3 && header.dependsOn.isEmpty && header.signer == nil)
+            let text = String(decoding: header.bytes, as: UTF8.self)
+            for edited in [text.replacingOccurrences(of: "\"version\":3", with: "\"version\":2"),
+                           text.replacingOccurrences(of: "\"dependsOn\":[]", with: "\"dependsOn\":[\"\(header.archiveIDHex)\"]"),
+                           text.replacingOccurrences(of: "\"dependsOn\":[]", with: "\"dependsOn\":[\"01\"]"),
+                           text.replacingOccurrences(of: "\"dependsOn\":[],", with: "")] {
+                #expect(edited != text)
+                #expect(throws: FormatError.self, "\(edited)") { _ = try ArchiveHeader(parsing: Array(edited.utf8)) }
+            }
+        }
+    }
+}
