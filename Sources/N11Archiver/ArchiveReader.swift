@@ -97,12 +97,12 @@ public final class ArchiveReader {
     /// does not open, or its directory breaks the layout), through its local headers instead.
     private static func openContainer(_ path: String, salvaging: Bool, packed: Bool) throws -> Container {
         do {
-            return packed ? try openPacked(ZipReader(path: path)) : try openContainer(ZipReader(path: path), salvaging: false)
+            return packed ? try openPacked(ZipReader(path: path), salvaging: salvaging) : try openContainer(ZipReader(path: path), salvaging: false)
         } catch where salvaging && (error is ContainerError || error is FormatError) {
             do {
                 let zip = try ZipReader(scanningLocalHeadersOf: path, maximumEntries: EntryName.fixed.count + FormatLimits.items,
                                         accepting: EntryName.isInLayout)
-                return packed ? try openPacked(zip) : try openContainer(zip, salvaging: true)
+                return packed ? try openPacked(zip, salvaging: true) : try openContainer(zip, salvaging: true)
             } catch let scanFailure {
                 throw SalvageFailure(directory: error, localHeaders: scanFailure)
             }
@@ -165,11 +165,12 @@ public final class ArchiveReader {
                          keyEntry: try readSmall(entries[1], from: zip), packed: nil)
     }
 
-    /// A version 3 ZIP: its entries in DESIGN.md §8.2's layout, the header and MAC read.
-    private static func openPacked(_ zip: ZipReader) throws -> Container {
+    /// A version 3 ZIP: its entries in DESIGN.md §8.2's layout (found by name in a salvage),
+    /// the header and MAC read.
+    private static func openPacked(_ zip: ZipReader, salvaging: Bool) throws -> Container {
         var entries: [ZipEntryInfo] = []
         for index in 0..<zip.entryCount { entries.append(try zip.entry(at: index)) }
-        let packed = try PackedEntries(entries)
+        let packed = try PackedEntries(entries, salvaging: salvaging)
         guard entries[0].size <= Int64(FormatLimits.headerBytes) else { throw FormatError.limitExceeded("header of \(entries[0].size) bytes") }
         guard entries[1].size == Int64(FormatLimits.headerMACBytes) else { throw FormatError.invalidHeader("\(entries[1].name) of \(entries[1].size) bytes") }
         return Container(zip: zip, entries: entries, headerBytes: try readSmall(entries[0], from: zip),

@@ -41,6 +41,9 @@ public enum ArchiveRekeyer {
             guard header.mode == .portable else {
                 throw ArchiveError.unsupported(archive: reader.path, why: "a secure archive opens only with the device key of the machine that made it; there are no slots to change")
             }
+            guard header.signer == nil else {
+                throw ArchiveError.unsupported(archive: reader.path, why: "it is signed, and a new header would need a new signature by its signer")
+            }
             if output != nil, !replaceExisting, try FileStatus.of(target) != nil { throw ArchiveError.outputExists(path: target) }
             let slots = header.version == 1 ? archive.version1PasswordSlot.map { [$0] } ?? [] : header.slots
             let kept = slots.filter { slot in
@@ -54,7 +57,9 @@ public enum ArchiveRekeyer {
             guard !(kept + added).isEmpty else {
                 throw ArchiveError.rekeyWouldLock(archive: reader.path)
             }
-            let newHeader = try ArchiveHeader(mode: .portable, archiveID: header.archiveID, created: header.created, slots: kept + added)
+            // Version 3 stays version 3 with its dependencies (DESIGN.md §8); 1 becomes 2.
+            let newHeader = try ArchiveHeader(mode: .portable, archiveID: header.archiveID, created: header.created, slots: kept + added,
+                                              version: max(2, header.version), dependsOn: header.dependsOn)
             let mac = try ArchiveKeys.headerMAC(contentKey: archive.contentKey, header: newHeader)
 
             let file = try AtomicFile(path: target, mode: 0o600)
@@ -62,7 +67,7 @@ public enum ArchiveRekeyer {
             let mtime = Int64(header.created.timeIntervalSince1970)
             try writer.addEntry(name: EntryName.header, size: Int64(newHeader.bytes.count), modified: mtime) { MemorySource(newHeader.bytes) }
             try writer.addEntry(name: EntryName.headerMAC, size: Int64(mac.count), modified: mtime) { MemorySource(mac) }
-            // The manifest and items exactly as they are: libzip reads each stored entry
+            // The manifest and items (version 3: pages, packs, root) exactly as they are: libzip reads each stored entry
             // (checking its CRC-32) and writes the same bytes under the same name.
             let copied = reader.entries.dropFirst(2)
             for entry in copied {

@@ -11,17 +11,20 @@ import N11System
 struct PackedEntries {
     let signatureEntry: ZipEntryInfo?
     /// By page number.
-    let pages: [ZipEntryInfo]
+    let pages: [Int: ZipEntryInfo]
     /// By pack number.
-    let packs: [ZipEntryInfo]
-    /// For each pack, the page whose entry comes before it.
-    let pageOfPack: [Int]
+    let packs: [Int: ZipEntryInfo]
+    /// For each pack, the page whose entry comes before it (not known in a salvage).
+    let pageOfPack: [Int: Int]
     let root: ZipEntryInfo
+    /// Found by name for a salvage: packs may be missing, and what the layout does not name
+    /// is ignored; the header, its MAC, every page and the root must still be there.
+    let salvaging: Bool
 
-    init(_ entries: [ZipEntryInfo]) throws(FormatError) {
+    init(_ entries: [ZipEntryInfo], salvaging: Bool = false) throws(FormatError) {
+        self.salvaging = salvaging
         guard entries.count >= 3, entries[0].name == EntryName.header else { throw .notAnArchive("first entry is not \(EntryName.header)") }
         guard entries[1].name == EntryName.headerMAC else { throw .invalidEntryName(entries[1].name) }
-        guard let last = entries.last, last.name == EntryName.manifestRoot else { throw .invalidManifest("the last entry is not \(EntryName.manifestRoot)") }
         var next = 2
         if entries[2].name == EntryName.headerSignature {
             guard entries[2].size == Int64(FormatLimits.signatureBytes) else { throw .invalidHeader("\(EntryName.headerSignature) of \(entries[2].size) bytes") }
@@ -30,13 +33,24 @@ struct PackedEntries {
         } else {
             signatureEntry = nil
         }
-        var pages: [ZipEntryInfo] = [], packs: [ZipEntryInfo] = [], pageOfPack: [Int] = []
-        for entry in entries[next..<(entries.count - 1)] {
+        var pages: [Int: ZipEntryInfo] = [:], packs: [Int: ZipEntryInfo] = [:], pageOfPack: [Int: Int] = [:]
+        var root: ZipEntryInfo?
+        for entry in entries[next...] {
+            if salvaging {
+                // The first entry of a name is kept (FORMAT.md §1.1); anything else is ignored.
+                if entry.name == EntryName.manifestRoot { root = root ?? entry }
+                if let n = EntryName.number(of: entry.name, prefix: "Manifest/", suffix: ".n11page"), pages[n] == nil { pages[n] = entry }
+                if let n = EntryName.number(of: entry.name, prefix: "Packs/", suffix: ".n11pack"), packs[n] == nil { packs[n] = entry }
+                continue
+            }
+            guard root == nil else { throw .invalidEntryName(entry.name) }
             if entry.name == EntryName.page(pages.count) {
-                pages.append(entry)
+                pages[pages.count] = entry
             } else if entry.name == EntryName.pack(packs.count), !pages.isEmpty {
-                packs.append(entry)
-                pageOfPack.append(pages.count - 1)
+                pageOfPack[packs.count] = pages.count - 1
+                packs[packs.count] = entry
+            } else if entry.name == EntryName.manifestRoot {
+                root = entry
             } else {
                 throw .invalidEntryName(entry.name)
             }
@@ -44,8 +58,9 @@ struct PackedEntries {
                 throw .invalidManifest("entry '\(entry.name)' of \(entry.size) bytes is no sealed stream")
             }
         }
-        guard FormatLimits.payloadLength(sealedLength: last.size) != nil else {
-            throw .invalidManifest("entry '\(last.name)' of \(last.size) bytes is no sealed stream")
+        guard let root else { throw .invalidManifest("there is no \(EntryName.manifestRoot)") }
+        guard FormatLimits.payloadLength(sealedLength: root.size) != nil else {
+            throw .invalidManifest("entry '\(root.name)' of \(root.size) bytes is no sealed stream")
         }
         guard pages.count <= ManifestV3.pages, UInt64(packs.count) <= ManifestV3.packs else {
             throw .limitExceeded("\(pages.count) pages and \(packs.count) packs")
@@ -53,7 +68,7 @@ struct PackedEntries {
         self.pages = pages
         self.packs = packs
         self.pageOfPack = pageOfPack
-        root = last
+        self.root = root
     }
 }
 
@@ -62,9 +77,10 @@ struct PackedEntries {
 /// items were checked to fill each pack exactly, in order, with nothing left over.
 final class PackedContents {
     let manifest: Manifest
-    let packs: [ZipEntryInfo]
-    /// Per item (manifest order): its pack and offset there, and whether it is the pack's last.
-    let locations: [(pack: Int, offset: Int64, endsPack: Bool)]
+    let packs: [Int: ZipEntryInfo]
+    /// Per item (manifest order): its pack and offset there, and whether it is the pack's
+    /// last; nil in a salvage for an item whose pack is missing or has the wrong size.
+    let locations: [PackLocation?]
     let contentKey: SecureBytes
     let header: ArchiveHeader
 
@@ -83,85 +99,90 @@ final class PackedContents {
         let root = try ManifestRoot(parsing: try open(entries.root, limit: Int(FormatLimits.manifestBytes)), mode: header.mode,
                                     dependencies: header.dependsOn.count)
         guard case .pages(let list) = root else { throw FormatError.invalidManifest("a full archive's root names another archive") }
-        guard list.pages.count == entries.pages.count else {
+        guard entries.salvaging || list.pages.count == entries.pages.count else {
             throw FormatError.invalidManifest("the root lists \(list.pages.count) pages but the archive holds \(entries.pages.count)")
         }
-        var items: [Manifest.Item] = [], locations: [(pack: Int, offset: Int64, endsPack: Bool)] = []
-        var tiling = PackTiling(packs: entries.packs, pageOfPack: entries.pageOfPack, mode: header.mode)
+        var items: [Manifest.Item] = [], records: [ManifestRecord] = [], pageOf: [Int] = []
         for (number, descriptor) in list.pages.enumerated() {
             guard descriptor.holder == 0, descriptor.page == number else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
-            let plaintext = try open(entries.pages[number], limit: ManifestV3.pageBytes)
+            guard let entry = entries.pages[number] else { throw FormatError.invalidManifest("page \(number) is missing") }
+            let plaintext = try open(entry, limit: ManifestV3.pageBytes)
             guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
                 throw FormatError.invalidManifest("page \(number) is not the page the root lists")
             }
-            let records = try ManifestPage.parse(plaintext, mode: header.mode, dependencies: 0, what: "page \(number)")
-            guard records.count == descriptor.itemCount, records.first?.id == descriptor.firstID else {
+            let page = try ManifestPage.parse(plaintext, mode: header.mode, dependencies: 0, what: "page \(number)")
+            guard page.count == descriptor.itemCount, page.first?.id == descriptor.firstID else {
                 throw FormatError.invalidManifest("page \(number) does not hold the items the root lists")
             }
-            if let previous = items.last, let first = records.first, previous.id >= first.idString {
+            if let previous = records.last, let first = page.first, !previous.id.lexicographicallyPrecedes(first.id) {
                 throw FormatError.invalidManifest("page \(number) does not follow the page before it")
             }
-            for record in records {
+            for record in page {
                 guard header.mode == .portable || list.vaultKeys[record.compartment] != nil else {
                     throw FormatError.invalidManifest("item \(record.idString): no key ID for its compartment")
                 }
-                locations.append(try tiling.place(record, page: number))
+                guard record.location.holder == 0 else { throw FormatError.invalidManifest("item \(record.idString) is held by another archive") }
+                records.append(record)
+                pageOf.append(number)
                 items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
                                            created: Timestamp.date(milliseconds: record.created),
                                            expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
                                            sha256: record.sha256.hex, mode: header.mode))
             }
         }
-        try tiling.finish()
-        for n in locations.indices where n + 1 == locations.count || locations[n + 1].pack != locations[n].pack {
-            locations[n].endsPack = true
-        }
-        self.locations = locations
+        locations = try PackTiling.locate(records, pageOf: pageOf, in: entries, mode: header.mode)
         manifest = Manifest(header: header, items: items, vaultKeys: header.mode == .secure ? list.vaultKeys : nil)
     }
 }
 
+/// Where an item's payload is: its pack, its offset there, whether it is the pack's last.
+struct PackLocation {
+    let pack: Int
+    let offset: Int64
+    let endsPack: Bool
+}
+
 /// Checks that the items, in manifest order, fill the packs one after another: each starts
-/// where the one before it in its pack ended, each pack holds exactly its payload, and each
-/// pack comes after the page that lists its items (so a streaming reader meets the page first).
-private struct PackTiling {
-    let packs: [ZipEntryInfo]
-    let pageOfPack: [Int]
-    let mode: ArchiveMode
-    var current = -1
-    var filled: Int64 = 0
-
-    init(packs: [ZipEntryInfo], pageOfPack: [Int], mode: ArchiveMode) {
-        self.packs = packs
-        self.pageOfPack = pageOfPack
-        self.mode = mode
-    }
-
-    mutating func place(_ record: ManifestRecord, page: Int) throws -> (pack: Int, offset: Int64, endsPack: Bool) {
-        let pack = Int(record.location.pack)
-        if pack != current {
-            try finishPack()
-            guard pack == current + 1, record.location.offset == 0 else { throw FormatError.invalidManifest("item \(record.idString) is not where the packs continue") }
-            current = pack
+/// where the one before it in its pack ended, each pack holds exactly its payload, no pack
+/// holds nothing, and each pack comes after the page that lists its items (so a streaming
+/// reader meets the page first). In a salvage, the items of a pack that is missing or has
+/// another size are left without a location (missing), as version 2's entries are.
+enum PackTiling {
+    static func locate(_ records: [ManifestRecord], pageOf: [Int], in entries: PackedEntries,
+                       mode: ArchiveMode) throws -> [PackLocation?] {
+        var locations: [PackLocation?] = []
+        locations.reserveCapacity(records.count)
+        var start = 0
+        var expectedPack = 0
+        while start < records.count {
+            let pack = Int(records[start].location.pack)
+            var end = start, filled: Int64 = 0
+            while end < records.count && Int(records[end].location.pack) == pack {
+                guard records[end].location.offset == filled else {
+                    throw FormatError.invalidManifest("item \(records[end].idString) is not where the pack continues")
+                }
+                guard entries.salvaging || entries.pageOfPack[pack] == pageOf[end] else {
+                    throw FormatError.invalidManifest("item \(records[end].idString) is in a pack that does not follow its page")
+                }
+                filled += records[end].payloadSize(mode)
+                end += 1
+            }
+            guard pack == expectedPack else { throw FormatError.invalidManifest("item \(records[start].idString) is not where the packs continue") }
+            expectedPack += 1
+            let holds = entries.packs[pack].flatMap { FormatLimits.payloadLength(sealedLength: $0.size) }
+            if holds == filled {
+                for n in start..<end { locations.append(PackLocation(pack: pack, offset: records[n].location.offset, endsPack: n == end - 1)) }
+            } else if entries.salvaging {
+                locations += Array(repeating: nil, count: end - start)
+            } else {
+                throw FormatError.invalidManifest("pack \(pack) does not hold exactly the items the manifest puts there")
+            }
+            start = end
         }
-        guard record.location.holder == 0, pack < packs.count, pageOfPack[pack] == page, record.location.offset == filled else {
-            throw FormatError.invalidManifest("item \(record.idString) is not where the packs continue")
+        guard entries.salvaging || expectedPack == entries.packs.count else {
+            throw FormatError.invalidManifest("\(entries.packs.count - expectedPack) pack(s) hold no item")
         }
-        filled += record.payloadSize(mode)
-        return (pack, record.location.offset, false)
-    }
-
-    private mutating func finishPack() throws {
-        guard current >= 0 else { return }
-        guard FormatLimits.payloadLength(sealedLength: packs[current].size) == filled else {
-            throw FormatError.invalidManifest("pack \(current) holds \(packs[current].size) bytes, not the items the manifest puts there")
-        }
-        filled = 0
-    }
-
-    mutating func finish() throws {
-        try finishPack()
-        guard current == packs.count - 1 else { throw FormatError.invalidManifest("\(packs.count - current - 1) pack(s) hold no item") }
+        return locations
     }
 }
 
@@ -182,17 +203,33 @@ final class PackCursor {
     }
 
     func payload(of index: Int) throws -> ByteSource {
-        let location = contents.locations[index]
         let item = archive.manifest.items[index]
+        guard let location = contents.locations[index], let entry = contents.packs[location.pack] else {
+            throw ArchiveError.damaged(archive: archive.reader.name, what: "the pack of item \(item.id) is missing or has the wrong size")
+        }
         if location.pack != pack || position > location.offset || source == nil {
-            let entry = contents.packs[location.pack]
+            // From the chunk the item starts in: the chunks before it are neither read
+            // through the cipher nor needed (a salvage goes on past a damaged one).
+            let chunk = location.offset / Int64(FormatLimits.chunkSize)
+            let sealed = try archive.reader.zip.open(entry, checkCRC: false)
+            try Self.discard(chunk * Int64(FormatLimits.chunkSize + FormatLimits.chunkTag), of: sealed)
             let key = try ArchiveKeys.entryKey(contentKey: contents.contentKey, header: contents.header, entryName: entry.name)
-            source = try ChunkedOpeningSource(archive.reader.zip.open(entry, checkCRC: false), key: key)
+            source = try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk))
             pack = location.pack
-            position = 0
+            position = chunk * Int64(FormatLimits.chunkSize)
         }
         try skip(location.offset - position)
         return PackWindow(self, length: item.payloadSize, endsPack: location.endsPack)
+    }
+
+    private static func discard(_ count: Int64, of source: ByteSource) throws {
+        var left = count
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while left > 0 {
+            let n = try source.read(into: &buffer, offset: 0, count: Int(min(left, Int64(buffer.count))))
+            guard n > 0 else { throw CryptoError.truncated }
+            left -= Int64(n)
+        }
     }
 
     private func skip(_ count: Int64) throws {

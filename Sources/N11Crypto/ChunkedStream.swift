@@ -119,9 +119,10 @@ public final class ChunkedStreamOpener {
     private var plainUsed = 0
     public private(set) var plaintextLength: Int64 = 0
 
-    public init(key: SecureBytes, source: ByteSource) throws(CryptoError) {
+    public init(key: SecureBytes, source: ByteSource, firstChunk: UInt64 = 0) throws(CryptoError) {
         context = try AEADContext(ChunkedStream.algorithm, key: key, encrypting: false)
         self.source = source
+        counter = firstChunk
         sealed = .scratch(count: ChunkedStream.sealedChunkSize + 1)
         plain = .scratch(count: ChunkedStream.chunkSize)
     }

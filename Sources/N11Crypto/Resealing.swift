@@ -69,8 +69,10 @@ public final class ChunkedOpeningSource: ByteSource {
     private let opener: ChunkedStreamOpener
     private var current: ArraySlice<UInt8> = []
 
-    public init(_ sealed: ByteSource, key: SecureBytes) throws {
-        opener = try ChunkedStreamOpener(key: key, source: sealed)
+    /// `firstChunk`: `sealed` starts at that chunk of the stream (a version 3 item inside a
+    /// pack); the stream must still run to its end from there.
+    public init(_ sealed: ByteSource, key: SecureBytes, firstChunk: UInt64 = 0) throws {
+        opener = try ChunkedStreamOpener(key: key, source: sealed, firstChunk: firstChunk)
     }
 
     public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {

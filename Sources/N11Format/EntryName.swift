@@ -47,11 +47,18 @@ public enum EntryName {
             || isNumbered(name, prefix: "Manifest/", suffix: ".n11page") || isNumbered(name, prefix: "Packs/", suffix: ".n11pack")
     }
 
-    /// `PREFIX{N}SUFFIX` with N in decimal without leading zeros (version 3's pages and packs).
-    static func isNumbered(_ name: String, prefix: String, suffix: String) -> Bool {
-        guard name.hasPrefix(prefix), name.hasSuffix(suffix), name.count > prefix.count + suffix.count else { return false }
+    /// N of `PREFIX{N}SUFFIX`, N in decimal without leading zeros below 2^32 (version 3's
+    /// pages and packs); nil for any other name.
+    public static func number(of name: String, prefix: String, suffix: String) -> Int? {
+        guard name.hasPrefix(prefix), name.hasSuffix(suffix), name.count > prefix.count + suffix.count else { return nil }
         let digits = name.dropFirst(prefix.count).dropLast(suffix.count)
-        return digits.count <= 10 && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber) && (digits == "0" || digits.first != "0")
+        guard digits.count <= 10, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), digits == "0" || digits.first != "0",
+              let n = Int(digits), n < 1 << 32 else { return nil }
+        return n
+    }
+
+    static func isNumbered(_ name: String, prefix: String, suffix: String) -> Bool {
+        number(of: name, prefix: prefix, suffix: suffix) != nil
     }
 
     /// Checks an item entry name from a ZIP: exactly the layout, nothing else

@@ -20,11 +20,11 @@ struct PackedArchiveTests {
         let path: String
         let report: ArchiveCreator.Report
 
-        init(dir: String, mode: ArchiveMode = .portable, notes: Int = 1500) throws {
+        init(dir: String, mode: ArchiveMode = .portable, notes: Int = 1500, noteBytes: Int = 0) throws {
             self.dir = dir
             (store, vault) = try makeVault(in: dir, name: "home")
             for i in 0..<notes {
-                let text = Array("note \(i) ".utf8) + randomBytes(i % 50)
+                let text = Array("note \(i) ".utf8) + randomBytes(i % 50 + noteBytes)
                 plaintexts[try vault.add(note(text, name: "n\(i).txt")).id] = text
             }
             let big = randomBytes(200_000)
@@ -193,6 +193,72 @@ struct PackedArchiveTests {
                 #expect(edited != text)
                 #expect(throws: FormatError.self, "\(edited)") { _ = try ArchiveHeader(parsing: Array(edited.utf8)) }
             }
+        }
+    }
+
+    @Test("rekey keeps a version 3 archive's layout and version: only header and MAC change, and a new recipient opens it")
+    func rekey() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 300)
+            let identity = try P256PrivateKey.generate()
+            let before = try w.entries
+            let report = try ArchiveRekeyer.rekey(try w.open(), .init(add: ArchiveAccess(recipients: [identity.publicKey]),
+                                                                       removePasswords: true, removeRecipients: false))
+            #expect(report.slots == ["p256"])
+            let after = try w.entries
+            #expect(after.count == before.count && zip(after, before).dropFirst(2).allSatisfy { $0.name == $1.name && $0.data == $1.data })
+            let reader = try ArchiveReader(path: w.path)
+            #expect(reader.header.version == 3)
+            let archive = try reader.unlock(password: { nil }, keyStore: { throw NoKeyStore() }, identities: { [identity] })
+            #expect(try ArchiveVerifier.verify(archive, keyStore: nil).items == w.plaintexts.count)
+        }
+    }
+
+    /// Which items a salvage of `path` checks, and which it leaves out.
+    func salvage(_ w: World, _ path: String) throws -> (verified: Set<String>, failed: Set<String>) {
+        let archive = try ArchiveReader(path: path, salvaging: true).unlock(password: { try secret(testPassword) },
+                                                                            keyStore: { w.store }, toleratingMissingItems: true)
+        var verified: Set<String> = [], failed: Set<String> = []
+        let indices = Array(archive.manifest.items.indices)
+        try ArchiveVerifier.checkAll(archive, indices, keyStore: w.store, salvage: { n, _ in failed.insert(archive.manifest.items[n].id) },
+                                     progress: nil) { n in verified.insert(archive.manifest.items[n].id) }
+        return (verified, failed)
+    }
+
+    @Test("a salvage leaves out only the items of a damaged chunk or of a missing pack, and checks every other item")
+    func salvagePacks() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 3000, noteBytes: 400)
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: dir + "/big-packs.nu11vlt",
+                                                 replaceExisting: false, kdf: fastKDF, formatVersion: 3)
+            request.packTarget = 200_000   // packs of several 64 KiB chunks
+            _ = try ArchiveCreator.create(from: w.vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let entries = try RawZip.entries(of: readBytes(request.output))
+            let archive = try w.open(request.output)
+            let packed = try #require(archive.packed)
+            // A pack of at least three chunks; damage its second chunk.
+            let target = try #require(entries.firstIndex { $0.nameString.hasPrefix("Packs/") && $0.data.count > 3 * 65552 })
+            let packNumber = try #require(EntryName.number(of: entries[target].nameString, prefix: "Packs/", suffix: ".n11pack"))
+            var damaged = entries
+            damaged[target].data[65552 + 1000] ^= 1
+            damaged[target].crc = CRC32.checksum(damaged[target].data)
+            try writeBytes(RawZip.build(damaged), to: dir + "/chunk-damaged.nu11vlt")
+            let inChunk = Set(archive.manifest.items.indices.filter { n in
+                guard let location = packed.locations[n], location.pack == packNumber else { return false }
+                let end = location.offset + archive.manifest.items[n].payloadSize
+                return location.offset < 2 * 65536 && end > 65536
+            }.map { archive.manifest.items[$0].id })
+            #expect(inChunk.count > 1, "items of a chunk shared by several: \(inChunk.count)")
+            let afterDamage = try salvage(w, dir + "/chunk-damaged.nu11vlt")
+            #expect(afterDamage.failed == inChunk, "only the items in the damaged chunk")
+            #expect(afterDamage.verified.count == w.plaintexts.count - inChunk.count)
+
+            var dropped = entries
+            dropped.remove(at: target)
+            try writeBytes(RawZip.build(dropped), to: dir + "/pack-missing.nu11vlt")
+            let inPack = Set(archive.manifest.items.indices.filter { packed.locations[$0]?.pack == packNumber }.map { archive.manifest.items[$0].id })
+            let afterDrop = try salvage(w, dir + "/pack-missing.nu11vlt")
+            #expect(afterDrop.failed == inPack && afterDrop.verified.count == w.plaintexts.count - inPack.count)
         }
     }
 }
