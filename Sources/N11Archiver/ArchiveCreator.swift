@@ -20,6 +20,9 @@ public enum ArchiveCreator {
         public let formatVersion: Int
         /// Version 3: a pack is closed at this much payload (smaller in tests, to make many).
         var packTarget = PackedLayout.packTarget
+        /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4). Set by tests until
+        /// homes have signing keys (issue 28).
+        var signingKey: Ed25519SigningKey?
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -58,7 +61,8 @@ public enum ArchiveCreator {
             try checkOutput(output, replaceExisting: request.replaceExisting)
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
-            let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion, access: access)
+            let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion,
+                                          signer: request.signingKey?.publicKey, access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
             let (archiveBytes, sha256) = request.formatVersion == 3
                 ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
@@ -191,6 +195,9 @@ public enum ArchiveCreator {
         }
         try add(EntryName.header, keys.header.bytes)
         try add(EntryName.headerMAC, keys.headerMAC)
+        if let signingKey = request.signingKey {
+            try add(EntryName.headerSignature, try signingKey.sign(ArchiveReader.signatureContext + keys.header.bytes))
+        }
         progress?.begin(items: layout.items.count, bytes: plan.plaintextBytes)
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
         let readAhead = ReadAheadLanes(count: layout.items.count, lanes: lanes) { _ in

@@ -95,7 +95,8 @@ struct NewArchiveKeys {
 
     /// `access` is asked for a portable archive only. `version` 3: a full archive of
     /// DESIGN.md §8 (no dependencies, not signed).
-    init(mode: ArchiveMode, created: Date, version: Int = 2, access: () throws -> ArchiveAccess) throws {
+    init(mode: ArchiveMode, created: Date, version: Int = 2, signer: Ed25519PublicKey? = nil,
+         access: () throws -> ArchiveAccess) throws {
         let archiveID = SecureRandom.bytes(16)
         contentKey = try SecureBytes(randomCount: 32)
         let slots: [ArchiveHeader.KeySlot]
@@ -110,7 +111,8 @@ struct NewArchiveKeys {
             slots = [.device(wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: key, archiveID: archiveID))]
             deviceKey = key
         }
-        header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots, version: version)
+        header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots, version: version,
+                                   signer: signer?.bytes)
         headerMAC = try ArchiveKeys.headerMAC(contentKey: contentKey, header: header)
     }
 

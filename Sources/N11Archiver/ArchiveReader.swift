@@ -25,6 +25,9 @@ public final class ArchiveReader {
     public var foundByLocalHeaders: Bool { container?.zip.foundByLocalHeaders ?? false }
     /// The second entry: `keywrap.bin` (version 1) or `header.mac` (version 2).
     let keyEntry: [UInt8]
+    /// Version 3: the key whose signature of the header (`header.sig`) verified; nil for an
+    /// unsigned archive. Checked when the archive is opened, before any key is derived.
+    public let signer: Ed25519PublicKey?
 
     var zip: ZipReader { container!.zip }
     var entries: [ZipEntryInfo] { container!.entries }
@@ -85,8 +88,10 @@ public final class ArchiveReader {
                   (header.version == 3) == (opened.packed != nil) else {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
-            if let packed = opened.packed, (header.signer != nil) != (packed.signatureEntry != nil) {
-                throw FormatError.invalidHeader(header.signer == nil ? "a \(EntryName.headerSignature) without a signer" : "a signer without \(EntryName.headerSignature)")
+            if let packed = opened.packed {
+                signer = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
+            } else {
+                signer = nil
             }
         } catch let failure as SalvageFailure {
             throw ArchiveError.unsalvageable(archive: name, what: .found(failure.description))
@@ -197,6 +202,24 @@ public final class ArchiveReader {
         }
         container = reopened
         return result
+    }
+
+    /// The signed header's signer, once `header.sig` verified over the header's exact bytes
+    /// (DESIGN.md §8.4); a signer without a signature, or a signature without one, is damage.
+    static let signatureContext = Array("n11archive/v3/header-signature".utf8) + [0]
+
+    private static func checkSignature(of header: ArchiveHeader, entry: ZipEntryInfo?, in zip: ZipReader) throws -> Ed25519PublicKey? {
+        switch (header.signer, entry) {
+        case (nil, nil): return nil
+        case (nil, _?): throw FormatError.invalidHeader("a \(EntryName.headerSignature) without a signer")
+        case (_?, nil): throw FormatError.invalidHeader("a signer without \(EntryName.headerSignature)")
+        case let (signer?, entry?):
+            let key = try Ed25519PublicKey(bytes: signer)
+            guard key.verifies(try readSmall(entry, from: zip), of: signatureContext + header.bytes) else {
+                throw FormatError.invalidHeader("its signature (\(EntryName.headerSignature)) does not verify")
+            }
+            return key
+        }
     }
 
     /// Reads a small entry to its end: libzip checks an entry's CRC-32 only when a read

@@ -261,4 +261,52 @@ struct PackedArchiveTests {
             #expect(afterDrop.failed == inPack && afterDrop.verified.count == w.plaintexts.count - inPack.count)
         }
     }
+
+    @Test("a signed header: the signer is known on opening; an edited header, signature or signer is refused before any key is derived")
+    func signedHeader() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 30)
+            let key = try Ed25519SigningKey.generate()
+            let signed = dir + "/signed.nu11vlt"
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: signed, replaceExisting: false,
+                                                 kdf: fastKDF, formatVersion: 3)
+            request.signingKey = key
+            _ = try ArchiveCreator.create(from: w.vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let reader = try ArchiveReader(path: signed)
+            #expect(reader.signer == key.publicKey && reader.header.signer == key.publicKey.bytes)
+            #expect(try ArchiveReader(path: w.path).signer == nil)
+            #expect(try ArchiveVerifier.verify(try w.open(signed), keyStore: nil).items == w.plaintexts.count)
+
+            let entries = try RawZip.entries(of: readBytes(signed))
+            #expect(entries[2].nameString == EntryName.headerSignature && entries[2].data.count == 64)
+            let text = String(decoding: entries[0].data, as: UTF8.self)
+            let other = try Ed25519SigningKey.generate()
+            var variants: [(String, [RawZipEntry])] = []
+            var redated = entries
+            redated[0] = .stored(EntryName.header, Array(text.replacingOccurrences(of: "\"created\":\"20", with: "\"created\":\"21").utf8))
+            variants.append(("re-dated header", redated))
+            var flipped = entries
+            flipped[2].data[10] ^= 1
+            flipped[2].crc = CRC32.checksum(flipped[2].data)
+            variants.append(("flipped signature", flipped))
+            var unsigned = entries
+            unsigned.remove(at: 2)
+            variants.append(("signature removed", unsigned))
+            var resigned = entries
+            let otherHeader = Array(text.replacingOccurrences(of: key.publicKey.bytes.hex, with: other.publicKey.bytes.hex).utf8)
+            resigned[0] = .stored(EntryName.header, otherHeader)
+            resigned[2] = .stored(EntryName.headerSignature, try other.sign(ArchiveReader.signatureContext + otherHeader))
+            for (what, list) in variants {
+                let path = dir + "/" + what.replacingOccurrences(of: " ", with: "-") + ".nu11vlt"
+                try writeBytes(RawZip.build(list), to: path)
+                #expect(throws: ArchiveError.self, "\(what)") { _ = try ArchiveReader(path: path) }
+            }
+            // Re-signed by another key: the signature holds, so opening shows the other signer
+            // (trusting a signer is issue 28's rule); the header MAC still fails without CK.
+            let path = dir + "/resigned.nu11vlt"
+            try writeBytes(RawZip.build(resigned), to: path)
+            #expect(try ArchiveReader(path: path).signer == other.publicKey)
+            #expect(throws: ArchiveError.self) { _ = try w.open(path) }
+        }
+    }
 }
