@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference reader for PORTABLE `.nu11vlt` archives (format versions 1 and 2).
+"""Independent reference reader for PORTABLE `.nu11vlt` archives (format versions 1, 2 and 3).
 
 This script was written from FORMAT.md ALONE, without looking at the n11archive
 sources or tests, to show that the document suffices to read an archive byte-exactly.
@@ -44,6 +44,16 @@ What it checks, in order (section numbers refer to FORMAT.md):
          password; the candidate CK counts only if header.mac = HMAC-SHA256(HKDF(CK,
          archiveId, "n11archive/v2/header"), header bytes) verifies.
 
+  §10    version 3 (added from FORMAT.md §10's text): the layout (header.json, header.mac,
+         header.sig when the header has a signer, then pages and packs numbered from 0 in
+         order, each pack after a page, Manifest/root.n11 last); the header's dependsOn
+         (0...256 increasing IDs, not its own; a non-empty one is unsupported) and signer;
+         header.sig verified with Ed25519 before any slot; strict LEB128; the root's page
+         list checked against every page (length, SHA-256, count, first ID, increasing
+         IDs); records' flags, bounds, names and expiry; items filling each pack exactly
+         in order, each pack after its page; every item's bytes decrypted from its pack,
+         size and SHA-256 checked.
+
 Usage:
   format-reference.py ARCHIVE [--password-file FILE] [--identity PEM [--passphrase-file FILE]]
                       [--export DIR] [--explain]
@@ -70,6 +80,7 @@ from datetime import datetime
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -81,6 +92,15 @@ CHUNK = 65536                      # §2 chunkSize, §5
 TAG = 16                           # AES-GCM tag
 HEADER_MAX = 4096                  # §1, §2, §8 (version 1)
 HEADER_MAX_V2 = 16384              # §2, §8 (version 2)
+HEADER_MAX_V3 = 32768              # §10.2, §10.8 (version 3)
+MAX_DEPENDS = 256                  # §10.2
+PAGE_MAX_ITEMS, PAGE_MAX_BYTES, MAX_PAGES = 16384, 16 << 20, 1 << 24   # §10.4, §10.8
+PACK_OFFSET_MAX = 1 << 41          # §10.4
+LATEST_MS = 253402300799999        # §10.4: 9999-12-31T23:59:59.999Z
+SIGNATURE_CONTEXT = b"n11archive/v3/header-signature\0"   # §10.3
+PAGE_RE = re.compile(r"Manifest/(0|[1-9][0-9]{0,9})\.n11page")
+PACK_RE = re.compile(r"Packs/(0|[1-9][0-9]{0,9})\.n11pack")
+V3_NAMES = ("header.json", "header.mac", "header.sig", "Manifest/root.n11")
 KEYWRAP_LEN = 60                   # §4, §8
 HEADER_MAC_LEN = 32                # §4.2, §8
 MAX_SLOTS, MAX_PASSWORD_SLOTS = 32, 4   # §2, §8
@@ -229,8 +249,9 @@ def _zip64_extra(extra, want, what):
     return []
 
 
-def read_zip_layout(f, file_size):
-    """Parse the central directory and local headers; return [Entry] in CD order."""
+def read_zip_layout(f, file_size, v3=False):
+    """Parse the central directory and local headers; return [Entry] in CD order. With v3,
+    names are checked against §10.1's names only (their order by v3_layout)."""
     # --- end of central directory (comment may follow it; must end exactly at EOF)
     tail_len = min(file_size, 22 + 65535)
     f.seek(file_size - tail_len)
@@ -273,7 +294,7 @@ def read_zip_layout(f, file_size):
     if disk != 0 or cd_disk != 0 or n_disk != n_total:
         raise Reject("multi-disk ZIP archives are not accepted")
     # §8: bound the entry count before reading any entry.
-    if n_total > 3 + MAX_ITEMS:
+    if not v3 and n_total > 3 + MAX_ITEMS:
         raise Reject(f"too many ZIP entries ({n_total} > {3 + MAX_ITEMS})")
     if n_total < 3:
         raise Reject(f"ZIP has {n_total} entries; at least header.json, keywrap.bin "
@@ -321,7 +342,10 @@ def read_zip_layout(f, file_size):
             raise Reject(f"{what}: symbolic links are not accepted")
         if ((eattr >> 16) & 0o170000) == 0o040000:
             raise Reject(f"{what}: directory entries are not accepted")
-        if idx == 1 and name in SECOND_ENTRY.values():
+        if v3:
+            if name not in V3_NAMES and not PAGE_RE.fullmatch(name) and not PACK_RE.fullmatch(name):
+                raise Reject(f"{what}: name is not part of the version 3 layout")
+        elif idx == 1 and name in SECOND_ENTRY.values():
             pass  # which one the header's version wants is checked with the header
         elif name in FIXED_ENTRIES:
             if idx != FIXED_ENTRIES.index(name):
@@ -395,20 +419,22 @@ def check_declared_version(prefix):
     if it says it is an n11archive header of a version this reader does not know, that is
     what is reported, before the new version's entries or fields are looked at."""
     if len(prefix) < 30 or prefix[:4] != b"PK\x03\x04":
-        return
+        return None
     method, size, nlen, xlen = struct.unpack_from("<H", prefix, 8)[0], struct.unpack_from("<I", prefix, 18)[0], \
         struct.unpack_from("<H", prefix, 26)[0], struct.unpack_from("<H", prefix, 28)[0]
     start = 30 + nlen + xlen
     if method != 0 or prefix[30:30 + nlen] != b"header.json" or start + size > len(prefix):
-        return
+        return None
     try:
         declared = json.loads(prefix[start:start + size])
     except ValueError:
-        return
+        return None
     if isinstance(declared, dict) and declared.get("format") == "n11archive":
         version = declared.get("version")
-        if is_int(version) and version not in (1, 2):
-            raise Reject(f"archive format version {version} is not supported (this reader reads versions 1 and 2)")
+        if is_int(version) and version not in (1, 2, 3):
+            raise Reject(f"archive format version {version} is not supported (this reader reads versions 1, 2 and 3)")
+        return version if is_int(version) else None
+    return None
 
 
 def read_entry(f, entry):
@@ -441,13 +467,15 @@ def parse_header(data):
     if not isinstance(h, dict):
         raise Reject("header.json is not a JSON object")
     version = h.get("version")
-    if is_int(version) and version == 2:
+    if is_int(version) and version == 3:
+        check_fields(h, HEADER_FIELDS_V2 | {"dependsOn"}, {"signer"}, "header.json")
+    elif is_int(version) and version == 2:
         check_fields(h, HEADER_FIELDS_V2, set(), "header.json")
     else:
         check_fields(h, HEADER_FIELDS - {"kdf"}, {"kdf"}, "header.json")
     if h["format"] != "n11archive":
         raise Reject(f"header.json: format is {h['format']!r}, not 'n11archive'")
-    if not is_int(h["version"]) or h["version"] not in (1, 2):
+    if not is_int(h["version"]) or h["version"] not in (1, 2, 3):
         raise Reject(f"header.json: unsupported version {h['version']!r}")
     if h["mode"] not in ("portable", "secure"):
         raise Reject(f"header.json: unknown mode {h['mode']!r}")
@@ -455,7 +483,19 @@ def parse_header(data):
     check_time(h["created"], "header.json created")
     if not is_int(h["chunkSize"]) or h["chunkSize"] != CHUNK:
         raise Reject(f"header.json: chunkSize {h['chunkSize']!r} (versions 1 and 2 have only 65536)")
-    if h["version"] == 2:
+    if h["version"] == 3:
+        # §10.2: dependsOn, 0...256 increasing IDs, not the archive's own; signer optional.
+        deps = h["dependsOn"]
+        if not isinstance(deps, list) or len(deps) > MAX_DEPENDS:
+            raise Reject(f"header.json: dependsOn must be a list of at most {MAX_DEPENDS} archive IDs")
+        h["_dependsOn"] = [check_hex(d, 16, "header.json dependsOn") for d in deps]
+        if any(a >= b for a, b in zip(h["_dependsOn"], h["_dependsOn"][1:])):
+            raise Reject("header.json: dependsOn is not strictly increasing")
+        if h["_archiveId"] in h["_dependsOn"]:
+            raise Reject("header.json: the archive depends on itself")
+        if "signer" in h:
+            h["_signer"] = check_hex(h["signer"], 32, "header.json signer")
+    if h["version"] >= 2:
         slots = h["slots"]
         if not isinstance(slots, list) or not 1 <= len(slots) <= MAX_SLOTS:
             raise Reject(f"header.json: slots must be a list of 1...{MAX_SLOTS}")
@@ -703,8 +743,10 @@ def run(args):
         raise Reject(f"cannot open archive: {e.strerror}")
     with f:
         file_size = os.fstat(f.fileno()).st_size
-        check_declared_version(f.read(65536))
+        declared = check_declared_version(f.read(65536))
         f.seek(0)
+        if declared == 3:
+            return run_v3(args, f, file_size)
         entries = read_zip_layout(f, file_size)
         hdr_e, kw_e, man_e = entries[:3]
         item_entries = entries[3:]
@@ -715,6 +757,8 @@ def run(args):
         header_bytes = read_entry(f, hdr_e)
         header = parse_header(header_bytes)
         version = header["version"]
+        if version == 3:
+            raise Reject("a version 3 header in a version 1 or 2 layout")
         if version == 1 and hdr_e.size > HEADER_MAX:
             raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX} in version 1)")
         if kw_e.name != SECOND_ENTRY[version]:
@@ -853,6 +897,388 @@ def run(args):
           f"{total} bytes of content, every tag, size and SHA-256 verified"
           + (f", exported to {args.export}" if args.export else ""),
           file=sys.stderr if args.explain else sys.stdout)
+
+
+# ---------------------------------------------------------------- §10 version 3
+
+class Bin:
+    """§10.4: fixed-size fields and strict unsigned LEB128."""
+
+    def __init__(self, data, what):
+        self.d, self.i, self.what = data, 0, what
+
+    def take(self, n):
+        if self.i + n > len(self.d):
+            raise Reject(f"{self.what}: ends early")
+        out = self.d[self.i:self.i + n]
+        self.i += n
+        return out
+
+    def int(self, bound, field):
+        value, shift = 0, 0
+        while True:
+            if shift >= 63:
+                raise Reject(f"{self.what}: {field} is longer than 63 bits")
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                if b == 0 and shift > 0:
+                    raise Reject(f"{self.what}: {field} is not in its shortest form")
+                break
+            shift += 7
+        if value > bound:
+            raise Reject(f"{self.what}: {field} {value} is above {bound}")
+        return value
+
+    def end(self):
+        if self.i != len(self.d):
+            raise Reject(f"{self.what}: {len(self.d) - self.i} bytes follow the end")
+
+
+def canonical_id(b):
+    h = b.hex().upper()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def v3_layout(entries):
+    """§10.1: header.json, header.mac, [header.sig], pages and packs in order, root last."""
+    if len(entries) < 3 or entries[0].name != "header.json":
+        raise Reject("entry #1 must be header.json")
+    if entries[1].name != "header.mac":
+        raise Reject("entry #2 of a version 3 archive must be header.mac")
+    if entries[-1].name != "Manifest/root.n11":
+        raise Reject("the last entry of a version 3 archive must be Manifest/root.n11")
+    rest = entries[2:-1]
+    sig = None
+    if rest and rest[0].name == "header.sig":
+        sig, rest = rest[0], rest[1:]
+    pages, packs, page_of_pack = [], [], []
+    for e in rest:
+        if e.name == f"Manifest/{len(pages)}.n11page":
+            pages.append(e)
+        elif e.name == f"Packs/{len(packs)}.n11pack" and pages:
+            packs.append(e)
+            page_of_pack.append(len(pages) - 1)
+        else:
+            raise Reject(f"{e.name}: not where the version 3 layout puts it")
+    for e in pages + packs + [entries[-1]]:
+        if payload_for_sealed(e.size) is None:
+            raise Reject(f"{e.name}: size {e.size} is not a valid sealed-stream length")
+    if len(pages) > MAX_PAGES:
+        raise Reject(f"{len(pages)} pages (at most {MAX_PAGES})")
+    return {"sig": sig, "pages": pages, "packs": packs, "page_of_pack": page_of_pack, "root": entries[-1]}
+
+
+def open_content_key(args, header, header_bytes, mac):
+    """§4.2: p256 slots with --identity, then password slots; CK only if header.mac verifies."""
+    ck = None
+    identity = getattr(args, "identity", None)
+    if identity:
+        key = load_identity(identity, getattr(args, "passphrase_file", None))
+        for slot in header["slots"]:
+            if slot["type"] == "p256":
+                ck = open_p256_slot(key, slot["_wrap"])
+                if ck is not None:
+                    break
+    if ck is None and args.password_file:
+        password = read_password(args.password_file)
+        for slot in header["slots"]:
+            if slot["type"] == "password":
+                ck, _ = open_password_slot(password, slot, header["_archiveId"])
+                if ck is not None:
+                    break
+    if ck is None:
+        kinds = sorted({s["type"] for s in header["slots"]})
+        raise Reject(f"no slot opens with what was given (slots: {', '.join(kinds)})")
+    if len(ck) != 32 or not header_mac_ok(ck, header["_archiveId"], header_bytes, mac):
+        raise Reject("header.mac does not verify: the header or its slots were changed")
+    return ck
+
+
+def read_sealed(f, entry, key, limit, trace=None):
+    payload = payload_for_sealed(entry.size)
+    if payload > limit:
+        raise Reject(f"{entry.name}: {payload} bytes (at most {limit})")
+    buf = bytearray()
+    open_stream(f, entry, key, payload, buf.extend, trace)
+    return bytes(buf)
+
+
+def parse_root(data, mode, deps):
+    """§10.6."""
+    b = Bin(data, "root")
+    if b.take(5) != b"N11R\x01":
+        raise Reject("root: not a manifest root")
+    kind = b.take(1)[0]
+    if kind == 1:
+        holder = b.int(deps, "holder")
+        if holder == 0:
+            raise Reject("root: the same manifest as itself")
+        digest = b.take(32)
+        b.end()
+        return {"same_as": holder, "sha256": digest}
+    if kind != 0:
+        raise Reject(f"root: kind {kind}")
+    keys, last = {}, -1
+    for _ in range(b.int(3 if mode == "secure" else 0, "vault key count")):
+        c = b.take(1)[0]
+        if c > 2 or c <= last:
+            raise Reject("root: vault keys out of order")
+        last = c
+        keys[("vault", "fade", "backup")[c]] = b.take(16)
+    item_count = b.int(MAX_PAGES * PAGE_MAX_ITEMS, "item count")
+    plaintext_bytes = b.int((1 << 63) - 1, "plaintext bytes")
+    descriptors, total = [], 0
+    for _ in range(b.int(MAX_PAGES, "page count")):
+        d = {"first": b.take(16), "count": b.int(PAGE_MAX_ITEMS, "page item count"),
+             "holder": b.int(deps, "page holder"), "page": b.int(MAX_PAGES - 1, "page number"),
+             "length": b.int(PAGE_MAX_BYTES, "page length"), "sha256": b.take(32)}
+        if d["count"] == 0:
+            raise Reject("root: a page without items")
+        if descriptors and descriptors[-1]["first"] >= d["first"]:
+            raise Reject("root: pages out of order")
+        descriptors.append(d)
+        total += d["count"]
+    b.end()
+    if total != item_count:
+        raise Reject(f"root: the pages hold {total} items, not {item_count}")
+    return {"keys": keys, "items": item_count, "bytes": plaintext_bytes, "pages": descriptors}
+
+
+def parse_page(data, mode, deps, what):
+    """§10.4."""
+    if len(data) > PAGE_MAX_BYTES:
+        raise Reject(f"{what}: {len(data)} bytes (at most {PAGE_MAX_BYTES})")
+    b = Bin(data, what)
+    if b.take(5) != b"N11P\x01":
+        raise Reject(f"{what}: not a manifest page")
+    count = b.int(PAGE_MAX_ITEMS, "item count")
+    if count == 0:
+        raise Reject(f"{what}: a page without items")
+    records = []
+    for _ in range(count):
+        r = {"id": b.take(16)}
+        flags = b.take(1)[0]
+        if flags & 0xF0 or (flags >> 1) & 3 == 3:
+            raise Reject(f"{what}: item flags {flags}")
+        r["kind"] = "note" if flags & 1 else "photo"
+        r["compartment"] = ("vault", "fade", "backup")[(flags >> 1) & 3]
+        r["size"] = b.int(ITEM_SIZE_MAX, "size")
+        r["sha256"] = b.take(32)
+        r["created"] = b.int(LATEST_MS, "created")
+        r["expires"] = b.int(LATEST_MS, "expires") if flags & 8 else None
+        if (r["compartment"] == "fade") != (r["expires"] is not None):
+            raise Reject(f"{what}: item {canonical_id(r['id'])}: an expiry goes with fade items only")
+        name = b.take(b.int(255, "name length"))
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Reject(f"{what}: item {canonical_id(r['id'])}: name is not UTF-8")
+        if not name or b"/" in name or b"\0" in name:
+            raise Reject(f"{what}: item {canonical_id(r['id'])}: name must be 1...255 bytes without '/' or NUL")
+        r["name"] = text
+        r["holder"] = b.int(deps, "holder")
+        r["pack"] = b.int((1 << 32) - 1, "pack")
+        r["offset"] = b.int(PACK_OFFSET_MAX, "offset")
+        r["payloadSize"] = r["size"] + (0 if mode == "portable" else SECURE_OVERHEAD)
+        if r["offset"] + r["payloadSize"] > PACK_OFFSET_MAX:
+            raise Reject(f"{what}: item {canonical_id(r['id'])} ends past a pack's bound")
+        if records and records[-1]["id"] >= r["id"]:
+            raise Reject(f"{what}: item {canonical_id(r['id'])} is not after the one before it")
+        records.append(r)
+    b.end()
+    return records
+
+
+def run_v3(args, f, file_size):
+    """§10.7, in order."""
+    global STAGE
+    out = []
+    entries = read_zip_layout(f, file_size, v3=True)
+    layout = v3_layout(entries)
+    hdr_e, mac_e = entries[0], entries[1]
+    if hdr_e.size > HEADER_MAX_V3:
+        raise Reject(f"header.json is {hdr_e.size} bytes (at most {HEADER_MAX_V3})")
+    header_bytes = read_entry(f, hdr_e)
+    header = parse_header(header_bytes)
+    if header["version"] != 3:
+        raise Reject(f"a version {header['version']} header in a version 3 layout")
+    if mac_e.size != HEADER_MAC_LEN:
+        raise Reject(f"header.mac is {mac_e.size} bytes (must be {HEADER_MAC_LEN})")
+    # §10.3: the signature, before any slot.
+    sig_e = layout["sig"]
+    if ("_signer" in header) != (sig_e is not None):
+        raise Reject("a signer without header.sig, or header.sig without a signer")
+    if sig_e is not None:
+        if sig_e.size != 64:
+            raise Reject(f"header.sig is {sig_e.size} bytes (must be 64)")
+        try:
+            Ed25519PublicKey.from_public_bytes(header["_signer"]).verify(read_entry(f, sig_e), SIGNATURE_CONTEXT + header_bytes)
+        except (InvalidSignature, ValueError):
+            raise Reject("header.sig does not verify")
+    if header["_dependsOn"]:
+        raise Reject(f"unsupported: an incremental archive (dependsOn lists {len(header['_dependsOn'])} archives)")
+    if header["mode"] == "secure":
+        raise SecureArchive()
+
+    STAGE = "key"
+    mac = read_entry(f, mac_e)
+    ck = open_content_key(args, header, header_bytes, mac)
+
+    STAGE = "manifest"
+    aid = header["_archiveId"]
+    root_key = entry_key(ck, aid, "Manifest/root.n11")
+    rtrace = {}
+    root_bytes = read_sealed(f, layout["root"], root_key, MANIFEST_MAX, rtrace)
+    root = parse_root(root_bytes, header["mode"], 0)
+    if "same_as" in root:
+        raise Reject("root: a full archive's root names another archive")
+    if len(root["pages"]) != len(layout["pages"]):
+        raise Reject(f"root lists {len(root['pages'])} pages, the archive holds {len(layout['pages'])}")
+    records, page_of, page_texts = [], [], []
+    for n, d in enumerate(root["pages"]):
+        if d["holder"] != 0 or d["page"] != n:
+            raise Reject(f"page {n} is not where the root puts it")
+        text = read_sealed(f, layout["pages"][n], entry_key(ck, aid, f"Manifest/{n}.n11page"), PAGE_MAX_BYTES)
+        if len(text) != d["length"] or hashlib.sha256(text).digest() != d["sha256"]:
+            raise Reject(f"page {n} is not the page the root lists")
+        page = parse_page(text, header["mode"], 0, f"page {n}")
+        if len(page) != d["count"] or page[0]["id"] != d["first"]:
+            raise Reject(f"page {n} does not hold the items the root lists")
+        if records and records[-1]["id"] >= page[0]["id"]:
+            raise Reject(f"page {n} does not follow the page before it")
+        records += page
+        page_of += [n] * len(page)
+        page_texts.append(text)
+    if sum(r["size"] for r in records) != root["bytes"]:
+        raise Reject("root: plaintextBytes is not the sum of the items' sizes")
+    # §10.5: items fill the packs in order.
+    by_pack, expected = [], 0
+    for r, n in zip(records, page_of):
+        if r["holder"] != 0:
+            raise Reject(f"item {canonical_id(r['id'])} is held by another archive")
+        if not by_pack or by_pack[-1][0] != r["pack"]:
+            if r["pack"] != expected or r["offset"] != 0:
+                raise Reject(f"item {canonical_id(r['id'])} is not where the packs continue")
+            by_pack.append((r["pack"], [], n))
+            expected += 1
+        pack, items, page_n = by_pack[-1]
+        filled = sum(i["payloadSize"] for i in items)
+        if r["offset"] != filled:
+            raise Reject(f"item {canonical_id(r['id'])} does not start where the item before it ended")
+        items.append(r)
+        if pack >= len(layout["packs"]) or layout["page_of_pack"][pack] != n:
+            raise Reject(f"item {canonical_id(r['id'])} is in a pack that does not follow its page")
+    if expected != len(layout["packs"]):
+        raise Reject(f"{len(layout['packs']) - expected} pack(s) hold no item")
+    for pack, items, _ in by_pack:
+        if payload_for_sealed(layout["packs"][pack].size) != sum(i["payloadSize"] for i in items):
+            raise Reject(f"pack {pack} does not hold exactly its items")
+
+    if args.explain:
+        out += explain_v3(header_bytes, header, args, mac, ck, root_key, rtrace, root_bytes, page_texts)
+
+    # §10.7 step 7: each pack decrypted in order; each item's bytes checked.
+    STAGE = "payload"
+    stage = None
+    if args.export:
+        os.makedirs(args.export, exist_ok=True)
+        stage = tempfile.mkdtemp(prefix=".format-reference-", dir=args.export)
+    try:
+        total = 0
+        for pack, items, _ in by_pack:
+            entry = layout["packs"][pack]
+            key = entry_key(ck, aid, f"Packs/{pack}.n11pack")
+            queue = list(items)
+            state = {"digest": hashlib.sha256(), "left": queue[0]["payloadSize"], "held": bytearray()}
+
+            def finish_item():
+                it = queue.pop(0)
+                if state["digest"].digest() != it["sha256"]:
+                    raise Reject(f"item {canonical_id(it['id'])}: SHA-256 differs from the manifest")
+                if stage:
+                    fd = os.open(os.path.join(stage, canonical_id(it["id"])), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as dst:
+                        dst.write(state["held"])
+                if args.explain:
+                    out.extend(explain_v3_item(it, key if it is items[0] else None, bytes(state["held"])))
+                state["digest"], state["held"] = hashlib.sha256(), bytearray()
+                state["left"] = queue[0]["payloadSize"] if queue else 0
+
+            def sink(pt):
+                view = memoryview(pt)
+                while True:
+                    while queue and state["left"] == 0:
+                        finish_item()
+                    if not view:
+                        return
+                    take = min(len(view), state["left"])
+                    state["digest"].update(view[:take])
+                    if stage or args.explain:
+                        state["held"].extend(view[:take])
+                    state["left"] -= take
+                    view = view[take:]
+
+            open_stream(f, entry, key, payload_for_sealed(entry.size), sink)
+            while queue:
+                finish_item()
+            total += sum(i["size"] for i in items)
+        if stage:
+            for r in records:
+                os.rename(os.path.join(stage, canonical_id(r["id"])), os.path.join(args.export, canonical_id(r["id"])))
+    finally:
+        if stage:
+            shutil.rmtree(stage, ignore_errors=True)
+    if args.explain:
+        print("\n".join(out))
+    print(f"OK: portable version 3 archive {header['archiveId']}, {len(records)} item(s) in {len(layout['pages'])} page(s) "
+          f"and {len(layout['packs'])} pack(s), {total} bytes of content, every tag, size and SHA-256 verified"
+          + (f", signed by {header['signer']}" if sig_e is not None else "")
+          + (f", exported to {args.export}" if args.export else ""),
+          file=sys.stderr if args.explain else sys.stdout)
+
+
+def explain_v3(header_bytes, header, args, mac, ck, root_key, rtrace, root_bytes, pages):
+    lines = explain_head_v2(header_bytes, header, args, mac, ck, root_key, rtrace)
+    lines[0] = "### Version 3 worked example values"
+    lines = [l.replace("entry key of `manifest.json`", "entry key of `Manifest/root.n11`")
+              .replace("`manifest.json` chunk 0", "`Manifest/root.n11` chunk 0")
+              .replace("`header.mac` and manifest", "`header.mac` and root") for l in lines]
+    root = parse_root(root_bytes, header["mode"], 0)
+    lines += ["#### Root (`Manifest/root.n11` plaintext)", "", "| quantity | value |", "|---|---|",
+              f"| root plaintext ({len(root_bytes)} bytes) | `{root_bytes.hex()}` |",
+              f"| magic, version, kind (page list), keyCount | `{root_bytes[:7].hex()}` |",
+              f"| itemCount, plaintextBytes, pageCount | {root['items']}, {root['bytes']}, {len(root['pages'])} |"]
+    for n, d in enumerate(root["pages"]):
+        lines.append(f"| descriptor {n}: firstID, itemCount, holder, page, length, SHA-256 | `{d['first'].hex()}`, "
+                     f"{d['count']}, {d['holder']}, {d['page']}, {d['length']}, `{d['sha256'].hex()}` |")
+    lines.append("")
+    for n, text in enumerate(pages):
+        lines += [f"#### Page {n} (`Manifest/{n}.n11page` plaintext)", "", "| quantity | value |", "|---|---|",
+                  f"| page plaintext ({len(text)} bytes) | `{text.hex()}` |"]
+        for r in parse_page(text, header["mode"], 0, f"page {n}"):
+            lines.append(f"| record `{canonical_id(r['id'])}`: kind, compartment, size, created (ms), name, holder, pack, offset | "
+                         f"{r['kind']}, {r['compartment']}, {r['size']}, {r['created']}, `{r['name']}`, {r['holder']}, "
+                         f"{r['pack']}, {r['offset']} |")
+        lines.append("")
+    return lines
+
+
+def explain_v3_item(it, pack_key, plaintext):
+    lines = [f"#### Item `{canonical_id(it['id'])}` ({it['kind']}, `{it['name']}`)", "", "| quantity | value |", "|---|---|",
+             f"| pack, offset | {it['pack']}, {it['offset']} |"]
+    if pack_key is not None:
+        lines.append(f"| entry key of `Packs/{it['pack']}.n11pack` | `{pack_key.hex()}` |")
+    lines += [f"| plaintext size | {it['size']} bytes |", f"| plaintext SHA-256 | `{it['sha256'].hex()}` |"]
+    try:
+        text = plaintext.decode("utf-8") if len(plaintext) <= 4096 else None
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not any(ord(c) < 32 and c not in "\n\t" for c in text):
+        lines.append(f"| plaintext (as a JSON string) | `{json.dumps(text, ensure_ascii=False)}` |")
+    else:
+        lines.append("| plaintext | (binary or large; not shown) |")
+    return lines + [""]
 
 
 # ---------------------------------------------------------------- --explain output

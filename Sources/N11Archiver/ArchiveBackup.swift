@@ -25,15 +25,18 @@ public enum ArchiveBackup {
         public let destination: Destination
         public let home: N11Home
         public let now: Date
+        /// 2 or 3 (FORMAT.md §10).
+        public let formatVersion: Int
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, kdf: Argon2Parameters, destination: Destination,
-                    home: N11Home, now: Date = Date()) {
+                    home: N11Home, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
             self.mode = mode
             self.compartments = compartments
             self.kdf = kdf
             self.destination = destination
             self.home = home
             self.now = now
+            self.formatVersion = formatVersion
         }
     }
 
@@ -56,7 +59,8 @@ public enum ArchiveBackup {
         }
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
             try ArchiveCreator.create(from: vault, .init(mode: request.mode, compartments: request.compartments, output: path,
-                                                         replaceExisting: replaceExisting, kdf: request.kdf, now: request.now),
+                                                         replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
+                                                         formatVersion: request.formatVersion),
                                       progress: progress, access: access)
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?

@@ -199,23 +199,31 @@ public enum ArchiveCreator {
             try add(EntryName.headerSignature, try signingKey.sign(ArchiveReader.signatureContext + keys.header.bytes))
         }
         progress?.begin(items: layout.items.count, bytes: plan.plaintextBytes)
+        // Each pack is read, checked and sealed on a worker thread (as many as there are
+        // cores, up to 4; packs take turns) while libzip checksums and writes on this one:
+        // a pack's items are decrypted and hashed, and the pack sealed as one stream, by the
+        // worker that makes it. From `start()` on only the workers touch the vault.
+        let packs = layout.pages.flatMap(\.packs)
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-        let readAhead = ReadAheadLanes(count: layout.items.count, lanes: lanes) { _ in
-            { index in try vault.sealedItem(layout.items[index]).checkedPayload(asVaultFile: request.mode == .secure) }
+        let readAhead = ReadAheadLanes(count: packs.count, lanes: lanes) { _ in
+            { n in
+                let pack = packs[n]
+                let parts = pack.items.map { index in
+                    {
+                        let item = layout.items[index]
+                        return progress.counting(try vault.sealedItem(item).checkedPayload(asVaultFile: request.mode == .secure), size: item.size)
+                    } as () throws -> ByteSource
+                }
+                return try Resealing.chunked(ConcatenatedSource(parts), key: try keys.entryKey(EntryName.pack(pack.number)))
+            }
         }
         defer { readAhead.finish() }
         for page in layout.pages {
             let pageName = EntryName.page(page.number)
             try add(pageName, try ChunkedStream.seal(page.plaintext, key: keys.entryKey(pageName)))
             for pack in page.packs {
-                let packName = EntryName.pack(pack.number)
-                let packKey = try keys.entryKey(packName)
-                try writer.addEntry(name: packName, size: FormatLimits.sealedLength(payloadSize: pack.payloadBytes), modified: mtime) {
-                    let parts = pack.items.map { index in
-                        { progress.counting(readAhead.stream(index), size: layout.items[index].size) as ByteSource }
-                    }
-                    return try Resealing.chunked(ConcatenatedSource(parts), key: packKey)
-                }
+                try writer.addEntry(name: EntryName.pack(pack.number), size: FormatLimits.sealedLength(payloadSize: pack.payloadBytes),
+                                    modified: mtime) { readAhead.stream(pack.number) }
             }
         }
         let root = try layout.root(vaultKeys: plan.vaultKeys).serialized()

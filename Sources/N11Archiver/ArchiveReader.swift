@@ -32,6 +32,11 @@ public final class ArchiveReader {
     var zip: ZipReader { container!.zip }
     var entries: [ZipEntryInfo] { container!.entries }
     public var itemEntryCount: Int { entries.count - EntryName.fixed.count }
+    /// Every entry of the ZIP.
+    public var entryCount: Int { entries.count }
+    /// Version 3: how many manifest pages and packs of items it holds (the number of items
+    /// is in the encrypted manifest).
+    public var packedLayout: (pages: Int, packs: Int)? { packedEntries.map { ($0.pages.count, $0.packs.count) } }
 
     private final class Container {
         let zip: ZipReader
@@ -90,6 +95,10 @@ public final class ArchiveReader {
             }
             if let packed = opened.packed {
                 signer = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
+                // FORMAT.md §10.2: reading the archives an incremental one needs is not here yet.
+                guard header.dependsOn.isEmpty else {
+                    throw ArchiveError.unsupported(archive: name, why: "it is an incremental archive (it needs \(header.dependsOn.count) other archive(s)), which this n11archive cannot read yet")
+                }
             } else {
                 signer = nil
             }

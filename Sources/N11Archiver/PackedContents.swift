@@ -93,9 +93,6 @@ final class PackedContents {
             let key = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entry.name)
             return try BoundedReader(try ChunkedOpeningSource(reader.zip.open(entry), key: key)).readAll(limit: limit)
         }
-        guard header.dependsOn.isEmpty else {
-            throw ArchiveError.unsupported(archive: reader.name, why: "it is an incremental archive (it needs \(header.dependsOn.count) other archive(s)), which this n11archive cannot read yet")
-        }
         let root = try ManifestRoot(parsing: try open(entries.root, limit: Int(FormatLimits.manifestBytes)), mode: header.mode,
                                     dependencies: header.dependsOn.count)
         guard case .pages(let list) = root else { throw FormatError.invalidManifest("a full archive's root names another archive") }

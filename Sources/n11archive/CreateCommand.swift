@@ -80,6 +80,11 @@ struct Create: ParsableCommand, HasOutputOptions {
     @Option(name: .customLong("kdf-memory"), help: ArgumentHelp("Argon2id memory in MiB for portable archives.", valueName: "MIB"))
     var kdfMemoryMiB: UInt64 = Argon2Parameters.moderate.memoryBytes >> 20
 
+    @Option(name: .customLong("format-version"),
+            help: ArgumentHelp("The archive format to write: 3 (packed items, any number of them) or 2 (which n11archive 0.2 also reads).",
+                               valueName: "N"))
+    var formatVersion: Int = ArchiveHeader.currentVersion
+
     func validate() throws {
         guard chosenMode != nil else {
             // The parser runs this before it reports unknown options: name a mistyped mode.
@@ -89,6 +94,9 @@ struct Create: ParsableCommand, HasOutputOptions {
                 throw ValidationError("unknown option '\(typo)'; did you mean '\(meant)'?")
             }
             throw ValidationError("give --portable (restores anywhere, with a password or a recipient's key) or --secure (restores only on this machine)")
+        }
+        guard [2, 3].contains(formatVersion) else {
+            throw ValidationError("--format-version is 3 (the default) or 2 (which n11archive 0.2 also reads), not \(formatVersion)")
         }
         if chosenMode == .secure && password.flagGiven {
             throw ValidationError("a secure archive is sealed with this machine's key store and takes no password: drop the password option, or use --portable")
@@ -162,7 +170,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
         let backup = try ArchiveBackup.run(from: vault, .init(mode: mode, compartments: compartments, kdf: kdf,
-                                                              destination: try destination(), home: store.resolvedHome),
+                                                              destination: try destination(), home: store.resolvedHome,
+                                                              formatVersion: formatVersion),
                                            progress: outputOptions.observer("create")) {
             // Asked after the vault was read and before anything is written.
             var passwords: [SecureBytes] = []

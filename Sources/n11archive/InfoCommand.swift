@@ -29,7 +29,15 @@ struct Info: ParsableCommand, ChoosesOutput {
         /// The ways in (version 1 archives: their one password or device key, shown as a slot).
         let slots: [Slot]
         let entries: Int
-        let items: Int
+        /// Versions 1 and 2: one ZIP entry an item. Version 3 packs items, and their number
+        /// is in the encrypted manifest: nil, with `pages` and `packs` instead.
+        let items: Int?
+        let pages: Int?
+        let packs: Int?
+        /// Version 3: the archives a restore of this one also reads (none for a full archive).
+        let dependsOn: [String]
+        /// Version 3: the Ed25519 public key (hex) whose signature of the header verified.
+        let signedBy: String?
         /// The archive file's size; named as in `create`'s document, which reports the same.
         let archiveBytes: Int64
     }
@@ -61,9 +69,11 @@ struct Info: ParsableCommand, ChoosesOutput {
         let fetched = try SpoolFiles.fetch(file, spool: spool, home: store.resolvedHome, progress: nil)
         let reader = try ArchiveReader(path: fetched.path, name: fetched.name)
         let h = reader.header
+        let packed = reader.packedLayout
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
-                              slots: Self.slots(of: h), entries: reader.itemEntryCount + EntryName.fixed.count, items: reader.itemEntryCount,
-                              archiveBytes: reader.fileSize)
+                              slots: Self.slots(of: h), entries: reader.entryCount, items: packed == nil ? reader.itemEntryCount : nil,
+                              pages: packed?.pages, packs: packed?.packs, dependsOn: h.dependsOn.map(\.hex),
+                              signedBy: reader.signer?.bytes.hex, archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
         Console.out("format:   n11archive version \(h.version)")
@@ -73,7 +83,12 @@ struct Info: ParsableCommand, ChoosesOutput {
         for (n, slot) in summary.slots.enumerated() {
             Console.out("\(n == 0 ? "opens by:" : "         ") \(Self.describe(slot))")
         }
-        Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
+        if let packed {
+            Console.out("items:    in \(packed.packs) pack(s) behind \(packed.pages) manifest page(s) (how many is in the encrypted manifest)")
+            Console.out("signed:   \(reader.signer.map { "by Ed25519 key \($0.bytes.hex) (the signature verifies)" } ?? "no")")
+        } else {
+            Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
+        }
         Console.out("size:     \(Console.byteCount(reader.fileSize))")
     }
 }

@@ -96,17 +96,18 @@ struct GoldenArchiveTests {
         }
     }
 
-    /// Version 2 (Scripts/make-golden 2): a password slot and a recipient slot for the
-    /// committed test identity. Both ways in restore it byte for byte; nothing else opens it.
-    @Test func portableV2OpensWithThePasswordOrTheIdentity() throws {
+    /// Versions 2 and 3 (Scripts/make-golden 2, 3): a password slot and a recipient slot for
+    /// the committed test identity. Both ways in restore it byte for byte; nothing else opens it.
+    @Test(arguments: [2, 3])
+    func portableOpensWithThePasswordOrTheIdentity(version: Int) throws {
         try withTemporaryDirectory { dir in
-            let path = Self.golden + "/portable-v2.nu11vlt"
+            let path = Self.golden + "/portable-v\(version).nu11vlt"
             let reader = try ArchiveReader(path: path)
-            #expect(reader.header.version == 2 && reader.header.slots.map(\.typeName) == ["password", "p256"])
-            var v2Password = try readBytes(Self.golden + "/portable-v2.password")
-            v2Password.removeLast()
+            #expect(reader.header.version == version && reader.header.slots.map(\.typeName) == ["password", "p256"])
+            var password = try readBytes(Self.golden + "/portable-v\(version).password")
+            password.removeLast()
             let identity = try KeyFiles.identity(inFile: Self.golden + "/portable-v2.identity.pem") { throw NoKeyStore() }
-            let byPassword = try reader.unlock(password: { try SecureBytes(copying: v2Password) }, keyStore: { throw NoKeyStore() })
+            let byPassword = try reader.unlock(password: { try SecureBytes(copying: password) }, keyStore: { throw NoKeyStore() })
             let byIdentity = try ArchiveReader(path: path).unlock(password: { nil }, keyStore: { throw NoKeyStore() },
                                                                   identities: { [identity] })
             for (name, archive) in [("password", byPassword), ("identity", byIdentity)] {
