@@ -118,7 +118,7 @@ public final class ZipReader {
         guard let file = zip_fopen_index(archive, zip_uint64_t(entry.index), flags) else {
             throw .entryReadFailed(name: entry.name, cause: Self.failure(zip_get_error(archive)))
         }
-        return ZipEntrySource(file: file, name: entry.name, owner: self)
+        return ZipEntrySource(file: file, name: entry.name, owner: self, unchecked: checkCRC ? nil : entry.size)
     }
 }
 
@@ -127,22 +127,30 @@ final class ZipEntrySource: ByteSource {
     private let file: OpaquePointer
     private let name: String
     private let owner: ZipReader
+    /// Without a CRC check: the bytes left, after which the end is reported without asking
+    /// libzip, which checks a stored entry's CRC on the read that finds its end whatever the
+    /// flags (so a damaged byte early in a version 3 pack failed its last item too).
+    private var left: Int64?
 
-    init(file: OpaquePointer, name: String, owner: ZipReader) {
+    init(file: OpaquePointer, name: String, owner: ZipReader, unchecked size: Int64? = nil) {
         self.file = file
         self.name = name
         self.owner = owner
+        left = size
     }
 
     deinit { zip_fclose(file) }
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         precondition(offset + count <= buffer.count)
-        guard count > 0 else { return 0 }
-        let n = buffer.withUnsafeMutableBytes { raw in zip_fread(file, raw.baseAddress! + offset, zip_uint64_t(count)) }
+        let wanted = left.map { Int(min(Int64(count), $0)) } ?? count
+        guard wanted > 0 else { return 0 }
+        let n = buffer.withUnsafeMutableBytes { raw in zip_fread(file, raw.baseAddress! + offset, zip_uint64_t(wanted)) }
         guard n >= 0 else {
             throw ContainerError.entryReadFailed(name: name, cause: ZipReader.failure(zip_file_get_error(file)))
         }
+        if n == 0, let left, left > 0 { throw ContainerError.entryReadFailed(name: name, cause: .wrongLength) }
+        left = left.map { $0 - Int64(n) }
         return Int(n)
     }
 }

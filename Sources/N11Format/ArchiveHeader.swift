@@ -154,7 +154,7 @@ public struct ArchiveHeader: Sendable, Equatable {
     public let bytes: [UInt8]
 
     public static let chunkSize = FormatLimits.chunkSize
-    public static let currentVersion = 2
+    public static let currentVersion = 3
 
     /// A new version 1 header (what earlier releases wrote; kept for tests and fixtures).
     public init(mode: ArchiveMode, archiveID: [UInt8], created: Date, kdf: KDF?) throws {

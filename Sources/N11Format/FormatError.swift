@@ -17,7 +17,7 @@ public enum FormatError: Error, CustomStringConvertible, Sendable, Equatable {
     public var description: String {
         switch self {
         case .notAnArchive(let why): return "not an n11archive archive (\(why))"
-        case .unsupportedVersion(let v): return "archive format version \(v) is not supported by this n11archive (it reads versions 1 and 2)"
+        case .unsupportedVersion(let v): return "archive format version \(v) is not supported by this n11archive (it reads versions 1, 2 and 3)"
         case .invalidHeader(let why): return "invalid archive header: \(why)"
         case .invalidManifest(let why): return "invalid manifest: \(why)"
         case .invalidEntryName(let name): return "invalid entry name '\(name.debugDescription.dropFirst().dropLast())'"

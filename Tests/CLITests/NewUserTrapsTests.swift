@@ -54,7 +54,8 @@ struct NewUserTrapsTests {
             expectExit(try s.run(["vault", "add", "-", "--name", "p.jpg"], stdin: photo), 0)
             expectExit(try s.run(["vault", "add", try s.file("q.jpg", randomBytes(3000))]), 0)
             let password = try s.passwordFile()
-            let piped = try s.run(["create", "--portable", "-o", "-", "--password-file", password] + fastKDF)
+            // Version 2, whose items are entries of their own: `damageItem` below edits one.
+            let piped = try s.run(["create", "--portable", "-o", "-", "--password-file", password, "--format-version", "2"] + fastKDF)
             expectExit(piped, 0)
             #expect(piped.err.contains("wrote to standard output: portable, 2 item(s)"), "\(piped)")
             let archive = try s.file("piped.nu11vlt", piped.stdout)

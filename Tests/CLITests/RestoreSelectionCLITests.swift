@@ -12,20 +12,21 @@ extension Sandbox {
     /// A vault of `count` photos of 3,000 distinct bytes each, named `photo-N.jpg`, archived
     /// portably. Returns the archive, its password file and each item's (id, name, bytes)
     /// in the archive's order.
-    func archiveOfPhotos(_ count: Int) throws -> (archive: String, password: String, items: [(id: String, name: String, bytes: [UInt8])]) {
+    /// `formatVersion` 2 where a test edits entries of version 2's layout (one an item).
+    func archiveOfPhotos(_ count: Int, formatVersion: Int = 3, size: Int = 3000) throws -> (archive: String, password: String, items: [(id: String, name: String, bytes: [UInt8])]) {
         try initialize()
         var files: [String] = []
         var contents: [String: [UInt8]] = [:]
         for n in 0..<count {
             let name = "photo-\(n).jpg"
-            let bytes = (0..<3000).map { UInt8(truncatingIfNeeded: $0 &* (n + 3) &+ n) }
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* (n + 3) &+ n) }
             files.append(try file(name, bytes))
             contents[name] = bytes
         }
         expectExit(try run(["vault", "add"] + files), 0)
         let password = try passwordFile()
         let archive = path("photos.nu11vlt")
-        expectExit(try run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+        expectExit(try run(["create", "--portable", "-o", archive, "--password-file", password, "--format-version", String(formatVersion)] + fastKDF), 0)
         let listed = try run(["list", archive, "--password-file", password, "--json"])
         let items = try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
         let described = try items.map { item -> (id: String, name: String, bytes: [UInt8]) in
@@ -35,8 +36,9 @@ extension Sandbox {
         return (archive, password, described)
     }
 
-    /// Flips one byte inside the payload of item `id` (a few bytes after its local header's
-    /// name): that item's first chunk no longer authenticates, every other entry is intact.
+    /// Flips one byte inside the payload of item `id` of a version 2 archive (a few bytes
+    /// after its local header's name): that item's first chunk no longer authenticates,
+    /// every other entry is intact.
     func damageItem(_ id: String, in archive: String) throws -> String {
         var bytes = try readBytes(archive)
         let name = Array(id.utf8)
@@ -87,7 +89,7 @@ struct RestoreSelectionCLITests {
     @Test("one flipped byte: restore refuses (65, vault untouched); --salvage restores every other item byte-exactly and exits 3")
     func salvageDamagedItem() throws {
         try withSandbox { s in
-            let (archive, password, items) = try s.archiveOfPhotos(6)
+            let (archive, password, items) = try s.archiveOfPhotos(6, formatVersion: 2)
             let victim = items[2]
             let damaged = try s.damageItem(victim.id, in: archive)
             let home2 = s.path("home2")
@@ -134,7 +136,7 @@ struct RestoreSelectionCLITests {
         try withSandbox { s in
             let (_, _, items) = try s.archiveOfPhotos(4)
             let archive = s.path("secure.nu11vlt")
-            expectExit(try s.run(["create", "--secure", "-o", archive]), 0)
+            expectExit(try s.run(["create", "--secure", "-o", archive, "--format-version", "2"]), 0)
             let victim = items[3]
             let damaged = try s.damageItem(victim.id, in: archive)
             let vault2 = s.path("vault2")
@@ -153,7 +155,7 @@ struct RestoreSelectionCLITests {
     @Test("a damaged ZIP directory: restore refuses (65); --salvage finds every entry by its local header and restores all (0, with a warning)")
     func salvagePastDamagedDirectory() throws {
         try withSandbox { s in
-            let (archive, password, items) = try s.archiveOfPhotos(5)
+            let (archive, password, items) = try s.archiveOfPhotos(5, formatVersion: 2)
             var bytes = try readBytes(archive)
             // One flipped byte in the middle of the central directory's first item record's name.
             let directory = try #require(bytes.firstRange(of: [0x50, 0x4B, 0x01, 0x02] as [UInt8])?.lowerBound)
@@ -204,7 +206,7 @@ struct RestoreSelectionCLITests {
     @Test("a missing entry: restore refuses (65); --salvage names it as missing and restores the rest (3)")
     func salvageMissingItem() throws {
         try withSandbox { s in
-            let (archive, password, items) = try s.archiveOfPhotos(4)
+            let (archive, password, items) = try s.archiveOfPhotos(4, formatVersion: 2)
             let victim = items[1]
             let missing = try s.withoutItem(victim.id, in: archive)
             let dir = s.path("out")
@@ -216,6 +218,38 @@ struct RestoreSelectionCLITests {
             let files = s.exported(dir)
             #expect(files.count == 3)
             for item in items where item.id != victim.id { #expect(files[item.name] == item.bytes) }
+        }
+    }
+
+    @Test("version 3: a flipped byte in a pack's first chunk costs only the item in it: restore refuses (65), --salvage restores the rest (3)",
+          arguments: ["--portable", "--secure"])
+    func salvagePackedChunk(mode: String) throws {
+        try withSandbox { s in
+            // Photos of exactly one chunk each: a pack's first chunk holds the first item only
+            // (in ID order), portable or secure (whose payloads are 28 bytes longer).
+            let (portable, password, items) = try s.archiveOfPhotos(4, size: 65536)
+            var archive = portable, secrets = ["--password-file", password]
+            if mode == "--secure" {
+                archive = s.path("secure.nu11vlt")
+                expectExit(try s.run(["create", "--secure", "-o", archive]), 0)
+                secrets = []
+            }
+            var bytes = try readBytes(archive)
+            let name = Array("Packs/0.n11pack".utf8)
+            let at = try #require(bytes.firstRange(of: name)?.lowerBound, "the pack's local header")
+            bytes[at + name.count + 100] ^= 0x01
+            let damaged = try s.file("pack-damaged.nu11vlt", bytes)
+            let first = try #require(items.min { $0.id < $1.id })
+            let dir = s.path("out")
+            expectExit(try s.run(["restore", damaged, "--export", dir] + secrets), 65)
+            #expect(!exists(dir))
+            let salvaged = try s.run(["restore", damaged, "--export", dir, "--salvage", "--json"] + secrets)
+            expectExit(salvaged, 3)
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(salvaged.stdout)) as? [String: Any])
+            #expect((document["damaged"] as? [[String: Any]])?.map { $0["id"] as? String } == [first.id], "\(salvaged)")
+            let files = s.exported(dir)
+            #expect(files.count == 3)
+            for item in items where item.id != first.id { #expect(files[item.name] == item.bytes, "\(item.name)") }
         }
     }
 

@@ -94,13 +94,13 @@ struct ArchiveOriginTests {
         try withTemporaryDirectory { dir in
             var entries = try RawZip.entries(of: try readBytes(GoldenArchiveTests.golden + "/portable-v2.nu11vlt"))
             let header = String(decoding: entries[0].data, as: UTF8.self)
-                .replacingOccurrences(of: "\"version\":2}", with: "\"version\":3,\"index\":\"x\"}")
+                .replacingOccurrences(of: "\"version\":2}", with: "\"version\":4,\"index\":\"x\"}")
             entries[0] = .stored(EntryName.header, Array(header.utf8))
             entries.append(.stored("index.bin", [1, 2, 3]))
-            let path = dir + "/v3.nu11vlt"
+            let path = dir + "/v4.nu11vlt"
             try writeBytes(RawZip.build(entries), to: path)
             let error = expectArchiveError("unsupported", kind: .damaged) { _ = try ArchiveReader(path: path) }
-            #expect(error?.description.contains("version 3 is not supported") == true, "\(String(describing: error))")
+            #expect(error?.description.contains("version 4 is not supported") == true, "\(String(describing: error))")
         }
     }
 

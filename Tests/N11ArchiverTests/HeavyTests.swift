@@ -33,7 +33,7 @@ struct HeavyTests {
             #expect(kdf.saltBytes.count == 16)
             let text = String(decoding: header.bytes, as: UTF8.self)
             #expect(text.contains("\"opsLimit\":3") && text.contains("\"memoryKiB\":262144"), "\(text)")
-            #expect(text.contains("\"chunkSize\":65536") && text.contains("\"format\":\"n11archive\"") && text.hasSuffix("\"version\":2}"))
+            #expect(text.contains("\"chunkSize\":65536") && text.contains("\"format\":\"n11archive\"") && text.hasSuffix("\"version\":\(ArchiveHeader.currentVersion)}"))
 
             let secure = dir + "/secure.nu11vlt"
             try createArchive(from: vault, mode: .secure, to: secure)

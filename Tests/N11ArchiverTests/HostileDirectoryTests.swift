@@ -30,7 +30,7 @@ struct HostileDirectoryTests {
             _ = try vault.add(photo(photoBytes, name: "p.jpg"))
             _ = try vault.add(note(Array("hello".utf8), name: "n.txt"))
             archive = dir + "/a.nu11vlt"
-            try createArchive(from: vault, mode: .portable, to: archive)
+            try createArchive(from: vault, mode: .portable, to: archive, formatVersion: 2)   // damagedArchive edits the photo's own entry
             victim = dir + "/victim"
             try makeDirectory(victim)
             try writeBytes(Array("precious".utf8), to: victim + "/keep.txt")

@@ -56,7 +56,7 @@ struct KeySlotTests {
             let world = try World(dir: dir)
             let path = try world.archive("mixed", passwords: [testPassword], recipients: [world.a.publicKey, world.b.publicKey])
             let header = try ArchiveReader(path: path).header
-            #expect(header.version == 2)
+            #expect(header.version == ArchiveHeader.currentVersion)
             #expect(header.slots.map(\.typeName) == ["password", "p256", "p256"])
             for identity in [world.a, world.b] {
                 let (archive, asked) = try Self.open(path, identities: [identity], password: nil)
@@ -104,7 +104,8 @@ struct KeySlotTests {
     static func withSlots(_ path: String, _ name: String, _ edit: ([ArchiveHeader.KeySlot]) -> [ArchiveHeader.KeySlot]) throws -> String {
         let header = try ArchiveReader(path: path).header
         let changed = try ArchiveHeader(mode: header.mode, archiveID: header.archiveID, created: header.created,
-                                        slots: edit(header.slots))
+                                        slots: edit(header.slots), version: header.version, dependsOn: header.dependsOn,
+                                        signer: header.signer)
         var entries = try RawZip.entries(of: try readBytes(path))
         entries[0] = .stored(EntryName.header, changed.bytes)
         let out = Path.directory(of: path) + "/" + name + ".nu11vlt"

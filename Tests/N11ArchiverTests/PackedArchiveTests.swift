@@ -176,7 +176,7 @@ struct PackedArchiveTests {
         try withTemporaryDirectory { dir in
             let w = try World(dir: dir, notes: 20)
             let v2 = dir + "/v2.nu11vlt"
-            _ = try createArchive(from: w.vault, mode: .portable, to: v2, compartments: [.vault])
+            _ = try createArchive(from: w.vault, mode: .portable, to: v2, compartments: [.vault], formatVersion: 2)
             var mixed = try RawZip.entries(of: readBytes(v2))
             mixed[0] = try w.entries[0]
             mixed[1] = try w.entries[1]

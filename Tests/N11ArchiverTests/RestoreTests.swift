@@ -41,7 +41,7 @@ struct RestoreTests {
             photoItem = try sourceVault.add(photo(photoBytes, name: "p.jpg"))
             noteItem = try sourceVault.add(note(Array("hello".utf8), name: "n.txt"))
             archivePath = dir + "/a.nu11vlt"
-            try createArchive(from: sourceVault, mode: .portable, to: archivePath)
+            try createArchive(from: sourceVault, mode: .portable, to: archivePath, formatVersion: 2)   // tests edit the photo's own entry
             let home = N11Home(root: dir + "/dest")
             destStore = try KeyStore.create(in: home, pin: nil)
             destPath = home.defaultVaultPath

@@ -45,7 +45,7 @@ final class TamperWorld {
         items = [n, s, b]
         big = b
         archivePath = dir + "/archive.nu11vlt"
-        try createArchive(from: vault, mode: mode, to: archivePath)
+        try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: 2)   // its layout is version 2's (PackedArchiveTests: 3)
         bytes = try readBytes(archivePath)
         layout = try RawZip.parse(bytes)
 
@@ -435,7 +435,7 @@ struct TamperTests {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
             let otherPath = dir + "/other.nu11vlt"
-            try createArchive(from: world.vault, mode: .portable, to: otherPath)
+            try createArchive(from: world.vault, mode: .portable, to: otherPath, formatVersion: 2)
             let other = try RawZip.entries(of: readBytes(otherPath))
             #expect(other.map(\.nameString) == world.rawEntries.map(\.nameString), "same vault: same entry names")
 
@@ -564,16 +564,18 @@ struct TamperTests {
         }
     }
 
-    @Test("a header of format version 3 is unsupported, and a version 2 header that says 1 is refused, before any password")
-    func headerVersion3() throws {
+    @Test("a header of format version 4 is unsupported; a version 2 header that says 1, or 3 in version 2's layout, is refused, before any password")
+    func headerVersion4() throws {
         try withTemporaryDirectory { dir in
             let world = try TamperWorld(dir: dir)
-            let path = try world.withHeader("version3") { text in
+            let path = try world.withHeader("version4") { text in
                 precondition(text.hasSuffix(",\"version\":2}"))
-                return String(text.dropLast(",\"version\":2}".count)) + ",\"version\":3}"
+                return String(text.dropLast(",\"version\":2}".count)) + ",\"version\":4}"
             }
             let e = expectRejected(world, path, ["unsupported"], kind: .damaged, stage: .open)
-            #expect(e?.description.contains("version 3") == true, "\(String(describing: e))")
+            #expect(e?.description.contains("version 4") == true, "\(String(describing: e))")
+            let three = try world.withHeader("version3") { String($0.dropLast(",\"version\":2}".count)) + ",\"dependsOn\":[],\"version\":3}" }
+            expectRejected(world, three, ["damaged"], kind: .damaged, stage: .open)
             let one = try world.withHeader("version1") { String($0.dropLast(",\"version\":2}".count)) + ",\"version\":1}" }
             expectRejected(world, one, ["damaged"], kind: .damaged, stage: .open)
         }
