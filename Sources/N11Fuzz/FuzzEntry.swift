@@ -11,7 +11,9 @@ import N11Vault
 /// The first byte picks what the rest is fed to:
 ///   0  `header.json` bytes → ArchiveHeader(parsing:)
 ///   1  decrypted manifest bytes → Manifest(parsing:) against a fixed header
-///   2+ a whole `.nu11vlt` file → open, unlock (password "fuzz"), verify, restore into a
+///   3  a version 3 manifest page's plaintext → ManifestPage.parse
+///   4  a version 3 root's plaintext → ManifestRoot(parsing:)
+///   2, 5+ a whole `.nu11vlt` file → open, unlock (password "fuzz"), verify, restore into a
 ///      throwaway vault, export into a throwaway directory
 /// Every outcome but a crash, a hang or a sanitizer report is fine: the point is that bad
 /// input only ever produces errors.
@@ -23,6 +25,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     switch selector {
     case 0: _ = try? ArchiveHeader(parsing: rest)
     case 1: _ = try? Manifest(parsing: rest, header: FuzzWorld.shared.header)
+    case 3: _ = try? ManifestPage.parse(rest, mode: .portable, dependencies: 2, what: "page")
+    case 4: _ = try? ManifestRoot(parsing: rest, mode: .secure, dependencies: 2)
     default: FuzzWorld.shared.archive(rest)
     }
     return 0
