@@ -70,13 +70,21 @@ public final class AtomicFile: @unchecked Sendable {
     /// else link+unlink, else (vfat, some network file systems: no hard links either) a check
     /// followed by a rename, whose small window is the best such file systems allow.
     public static func publish(_ temp: String, to target: String, replaceExisting: Bool) throws {
+        try publish(temp, to: target, replaceExisting: replaceExisting, renameNoReplace: { n11_rename_noreplace($0, $1) },
+                    hardLink: { link($0, $1) })
+    }
+
+    /// The same, with the two calls a file system may lack given: the tests take each
+    /// fallback by making them fail as such a file system does (setting errno).
+    static func publish(_ temp: String, to target: String, replaceExisting: Bool,
+                        renameNoReplace: (String, String) -> Int32, hardLink: (String, String) -> Int32) throws {
         if replaceExisting {
             guard rename(temp, target) == 0 else { throw SystemError("cannot move into place", path: target) }
             return
         }
-        if n11_rename_noreplace(temp, target) == 0 { return }
+        if renameNoReplace(temp, target) == 0 { return }
         guard [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) else { throw SystemError("cannot move into place", path: target) }
-        if link(temp, target) == 0 { _ = unlink(temp); return }
+        if hardLink(temp, target) == 0 { _ = unlink(temp); return }
         guard [EPERM, EOPNOTSUPP, EXDEV].contains(errno) else { throw SystemError("cannot move into place", path: target) }
         if (try? FileStatus.of(target)) ?? nil != nil { throw SystemError("cannot move into place", path: target, errno: EEXIST) }
         guard rename(temp, target) == 0 else { throw SystemError("cannot move into place", path: target) }

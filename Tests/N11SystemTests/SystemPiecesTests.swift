@@ -173,4 +173,30 @@ struct SystemPiecesTests {
         #expect((fields["SigIgn"] ?? .max) & mustBeDefault == 0, "Ctrl-C, SIGTERM, SIGHUP and SIGPIPE are not ignored in a child")
         #expect(Interruption.name(of: SIGINT) == "Ctrl-C (SIGINT)" && Interruption.name(of: 99) == "signal 99")
     }
+
+    @Test("AtomicFile's fallbacks without renameat2 (link, then unlink) and without hard links (check, then rename) never replace a file")
+    func atomicFileFallbacks() throws {
+        try scratch { dir in
+            func unsupported(_ code: Int32) -> (String, String) -> Int32 { { _, _ in errno = code; return -1 } }
+            let real: (String, String) -> Int32 = { link($0, $1) }
+            for (name, hardLink) in [("by-link", real), ("by-check", unsupported(EPERM))] {
+                let temp = dir + "/" + name + ".tmp", target = dir + "/" + name
+                try write(temp, "new")
+                try AtomicFile.publish(temp, to: target, replaceExisting: false, renameNoReplace: unsupported(ENOSYS), hardLink: hardLink)
+                #expect(try String(contentsOfFile: target, encoding: .utf8) == "new" && !FileManager.default.fileExists(atPath: temp), "\(name)")
+                // A second publish to the same name: refused (EEXIST), the first file kept, the temp file left to its owner.
+                try write(temp, "newer")
+                #expect(throws: SystemError.self, "\(name)") {
+                    try AtomicFile.publish(temp, to: target, replaceExisting: false, renameNoReplace: unsupported(EINVAL), hardLink: hardLink)
+                }
+                #expect(try String(contentsOfFile: target, encoding: .utf8) == "new", "\(name)")
+            }
+            // Any other failure of renameat2 is reported, not taken for a missing feature.
+            try write(dir + "/t.tmp", "x")
+            #expect(throws: SystemError.self) {
+                try AtomicFile.publish(dir + "/t.tmp", to: dir + "/t", replaceExisting: false, renameNoReplace: unsupported(EACCES), hardLink: real)
+            }
+            #expect(!FileManager.default.fileExists(atPath: dir + "/t"))
+        }
+    }
 }
