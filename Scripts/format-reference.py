@@ -67,6 +67,7 @@ here); 64 command-line usage error.
 """
 
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -96,7 +97,20 @@ HEADER_MAX_V3 = 32768              # §10.2, §10.8 (version 3)
 MAX_DEPENDS = 256                  # §10.2
 PAGE_MAX_ITEMS, PAGE_MAX_BYTES, MAX_PAGES = 16384, 16 << 20, 1 << 24   # §10.4, §10.8
 PACK_OFFSET_MAX = 1 << 41          # §10.4
-LATEST_MS = 253402300799999        # §10.4: 9999-12-31T23:59:59.999Z
+ITEM_TIMES = (-62167219200000, 253402300799999)   # §10.4: 0000-01-01 ... 9999-12-31T23:59:59.999Z
+# §10.3: what libsodium's verifier refuses besides a wrong signature: S >= L, a public key
+# that is not canonical (y >= p), and a public key or R among the small-order encodings
+# (compared with the top bit of the last byte, x's sign, cleared).
+ED25519_L = 2 ** 252 + 27742317777372353535851937790883648493
+ED25519_P = 2 ** 255 - 19
+ED25519_SMALL_ORDER = [bytes.fromhex(h) for h in (
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f")]
 SIGNATURE_CONTEXT = b"n11archive/v3/header-signature\0"   # §10.3
 PAGE_RE = re.compile(r"Manifest/(0|[1-9][0-9]{0,9})\.n11page")
 PACK_RE = re.compile(r"Packs/(0|[1-9][0-9]{0,9})\.n11pack")
@@ -930,9 +944,34 @@ class Bin:
             raise Reject(f"{self.what}: {field} {value} is above {bound}")
         return value
 
+    def signed(self, low, high, field):
+        """§10.4: a zigzag-encoded signed integer (0, -1, 1, -2, ... as 0, 1, 2, 3, ...)."""
+        raw = self.int((1 << 63) - 1, field)
+        value = (raw >> 1) ^ -(raw & 1)
+        if not low <= value <= high:
+            raise Reject(f"{self.what}: {field} {value} is outside {low}...{high}")
+        return value
+
     def end(self):
         if self.i != len(self.d):
             raise Reject(f"{self.what}: {len(self.d) - self.i} bytes follow the end")
+
+
+def ed25519_verifies(public, signature, message):
+    """§10.3: RFC 8032 verification with libsodium's extra refusals (see ED25519_*)."""
+    def small_order(point):
+        return any(point[:31] == bad[:31] and (point[31] & 0x7F) == bad[31] for bad in ED25519_SMALL_ORDER)
+    if len(public) != 32 or len(signature) != 64:
+        return False
+    if int.from_bytes(signature[32:], "little") >= ED25519_L:
+        return False
+    if (int.from_bytes(public, "little") & ((1 << 255) - 1)) >= ED25519_P or small_order(public) or small_order(signature[:32]):
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+        return True
+    except (InvalidSignature, ValueError):
+        return False
 
 
 def canonical_id(b):
@@ -1065,8 +1104,8 @@ def parse_page(data, mode, deps, what):
         r["compartment"] = ("vault", "fade", "backup")[(flags >> 1) & 3]
         r["size"] = b.int(ITEM_SIZE_MAX, "size")
         r["sha256"] = b.take(32)
-        r["created"] = b.int(LATEST_MS, "created")
-        r["expires"] = b.int(LATEST_MS, "expires") if flags & 8 else None
+        r["created"] = b.signed(*ITEM_TIMES, "created")
+        r["expires"] = b.signed(*ITEM_TIMES, "expires") if flags & 8 else None
         if (r["compartment"] == "fade") != (r["expires"] is not None):
             raise Reject(f"{what}: item {canonical_id(r['id'])}: an expiry goes with fade items only")
         name = b.take(b.int(255, "name length"))
@@ -1112,9 +1151,7 @@ def run_v3(args, f, file_size):
     if sig_e is not None:
         if sig_e.size != 64:
             raise Reject(f"header.sig is {sig_e.size} bytes (must be 64)")
-        try:
-            Ed25519PublicKey.from_public_bytes(header["_signer"]).verify(read_entry(f, sig_e), SIGNATURE_CONTEXT + header_bytes)
-        except (InvalidSignature, ValueError):
+        if not ed25519_verifies(header["_signer"], read_entry(f, sig_e), SIGNATURE_CONTEXT + header_bytes):
             raise Reject("header.sig does not verify")
     if header["_dependsOn"]:
         raise Reject(f"unsupported: an incremental archive (dependsOn lists {len(header['_dependsOn'])} archives)")
@@ -1153,7 +1190,7 @@ def run_v3(args, f, file_size):
     if sum(r["size"] for r in records) != root["bytes"]:
         raise Reject("root: plaintextBytes is not the sum of the items' sizes")
     # §10.5: items fill the packs in order.
-    by_pack, expected = [], 0
+    by_pack, expected, filled = [], 0, 0
     for r, n in zip(records, page_of):
         if r["holder"] != 0:
             raise Reject(f"item {canonical_id(r['id'])} is held by another archive")
@@ -1162,10 +1199,11 @@ def run_v3(args, f, file_size):
                 raise Reject(f"item {canonical_id(r['id'])} is not where the packs continue")
             by_pack.append((r["pack"], [], n))
             expected += 1
+            filled = 0
         pack, items, page_n = by_pack[-1]
-        filled = sum(i["payloadSize"] for i in items)
         if r["offset"] != filled:
             raise Reject(f"item {canonical_id(r['id'])} does not start where the item before it ended")
+        filled += r["payloadSize"]
         items.append(r)
         if pack >= len(layout["packs"]) or layout["page_of_pack"][pack] != n:
             raise Reject(f"item {canonical_id(r['id'])} is in a pack that does not follow its page")
@@ -1189,11 +1227,11 @@ def run_v3(args, f, file_size):
         for pack, items, _ in by_pack:
             entry = layout["packs"][pack]
             key = entry_key(ck, aid, f"Packs/{pack}.n11pack")
-            queue = list(items)
+            queue = collections.deque(items)
             state = {"digest": hashlib.sha256(), "left": queue[0]["payloadSize"], "held": bytearray()}
 
             def finish_item():
-                it = queue.pop(0)
+                it = queue.popleft()
                 if state["digest"].digest() != it["sha256"]:
                     raise Reject(f"item {canonical_id(it['id'])}: SHA-256 differs from the manifest")
                 if stage:

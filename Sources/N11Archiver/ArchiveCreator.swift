@@ -227,6 +227,9 @@ public enum ArchiveCreator {
             }
         }
         let root = try layout.root(vaultKeys: plan.vaultKeys).serialized()
+        guard Int64(root.count) <= FormatLimits.manifestBytes else {
+            throw ArchiveError.tooLarge("a manifest root of \(root.count) bytes (at most \(FormatLimits.manifestBytes))")
+        }
         try add(EntryName.manifestRoot, try ChunkedStream.seal(root, key: keys.entryKey(EntryName.manifestRoot)))
         if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()

@@ -111,8 +111,11 @@ public final class ArchiveReader {
     /// does not open, or its directory breaks the layout), through its local headers instead.
     private static func openContainer(_ path: String, salvaging: Bool, packed: Bool) throws -> Container {
         do {
-            return packed ? try openPacked(ZipReader(path: path), salvaging: salvaging) : try openContainer(ZipReader(path: path), salvaging: false)
+            return packed ? try openPacked(ZipReader(path: path), salvaging: false) : try openContainer(ZipReader(path: path), salvaging: false)
         } catch where salvaging && (error is ContainerError || error is FormatError) {
+            // Version 3 in a ZIP that opens: its entries found by name (a pack missing, say)
+            // before anything is looked for by local headers.
+            if packed, let zip = try? ZipReader(path: path), let container = try? openPacked(zip, salvaging: true) { return container }
             do {
                 let zip = try ZipReader(scanningLocalHeadersOf: path, maximumEntries: EntryName.fixed.count + FormatLimits.items,
                                         accepting: EntryName.isInLayout)

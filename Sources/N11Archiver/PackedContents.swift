@@ -103,7 +103,7 @@ final class PackedContents {
         for (number, descriptor) in list.pages.enumerated() {
             guard descriptor.holder == 0, descriptor.page == number else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
             guard let entry = entries.pages[number] else { throw FormatError.invalidManifest("page \(number) is missing") }
-            let plaintext = try open(entry, limit: ManifestV3.pageBytes)
+            let plaintext = try open(entry, limit: descriptor.plaintextLength)
             guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
                 throw FormatError.invalidManifest("page \(number) is not the page the root lists")
             }
@@ -126,6 +126,9 @@ final class PackedContents {
                                            expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
                                            sha256: record.sha256.hex, mode: header.mode))
             }
+        }
+        guard records.reduce(Int64(0), { $0 + $1.size }) == list.plaintextBytes else {
+            throw FormatError.invalidManifest("the root's plaintext size is not the sum of the items' sizes")
         }
         locations = try PackTiling.locate(records, pageOf: pageOf, in: entries, mode: header.mode)
         manifest = Manifest(header: header, items: items, vaultKeys: header.mode == .secure ? list.vaultKeys : nil)
@@ -207,7 +210,10 @@ final class PackCursor {
         if location.pack != pack || position > location.offset || source == nil {
             // From the chunk the item starts in: the chunks before it are neither read
             // through the cipher nor needed (a salvage goes on past a damaged one).
-            let chunk = location.offset / Int64(FormatLimits.chunkSize)
+            // An empty item at the end of a pack whose payload fills whole chunks starts past
+            // the last chunk: it is read from that last chunk (which must still verify).
+            let packPayload = FormatLimits.payloadLength(sealedLength: entry.size) ?? 0
+            let chunk = min(location.offset, max(0, packPayload - 1)) / Int64(FormatLimits.chunkSize)
             let sealed = try archive.reader.zip.open(entry, checkCRC: false)
             try Self.discard(chunk * Int64(FormatLimits.chunkSize + FormatLimits.chunkTag), of: sealed)
             let key = try ArchiveKeys.entryKey(contentKey: contents.contentKey, header: contents.header, entryName: entry.name)

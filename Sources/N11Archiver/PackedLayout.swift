@@ -55,11 +55,12 @@ struct PackedLayout {
                     packNumber += 1
                     (packStart, packBytes) = (i, 0)
                 }
-                records.append(try Self.record(item, id: keyed[i].0, location: ItemLocation(holder: 0, pack: UInt32(packNumber), offset: packBytes)))
+                records.append(try Self.record(item, id: keyed[i].0, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: packNumber), offset: packBytes)))
                 packBytes += payload
             }
             packs.append(Pack(number: packNumber, items: packStart..<range.upperBound, payloadBytes: packBytes))
             packNumber += 1
+            guard UInt64(packNumber) <= ManifestV3.packs else { throw ArchiveError.tooLarge("more than \(ManifestV3.packs) packs") }
             pages.append(Page(number: pages.count, items: range, packs: packs, plaintext: ManifestPage.serialized(records)))
             start = index + 1
         }
@@ -72,14 +73,18 @@ struct PackedLayout {
     static func endsPage(after id: [UInt8]) throws -> Bool {
         let digest = try SHA256Digest.hash(Array("n11archive/v3/page".utf8) + id)
         let leading = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return leading < UInt64.max / averagePageItems
+        return leading < (UInt64(1) << 63) / (averagePageItems / 2)   // 2^64 / 512 = 2^55
     }
 
     private static func record(_ item: ItemMetadata, id: [UInt8], location: ItemLocation) throws -> ManifestRecord {
         guard let digest = [UInt8](hex: item.sha256, length: 32) else { throw FormatError.invalidManifest("item \(item.id) digest") }
+        // Never write what a reader refuses: a time outside years 0000–9999.
+        let created = Timestamp.milliseconds(item.created), expires = item.expires.map(Timestamp.milliseconds)
+        for time in [created] + (expires.map { [$0] } ?? []) where !ManifestV3.itemTimes.contains(time) {
+            throw ArchiveError.tooLarge("item \(item.id) is dated outside the years 0000–9999")
+        }
         return ManifestRecord(id: id, kind: item.kind, compartment: item.compartment, name: item.name,
-                              created: Timestamp.milliseconds(item.created), expires: item.expires.map(Timestamp.milliseconds),
-                              size: item.size, sha256: digest, location: location)
+                              created: created, expires: expires, size: item.size, sha256: digest, location: location)
     }
 
     /// The root that lists every page as held by this archive.

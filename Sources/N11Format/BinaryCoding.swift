@@ -30,6 +30,11 @@ public struct BinaryWriter: Sendable {
     }
 
     public mutating func integer(_ value: Int) { integer(Int64(value)) }
+
+    /// A signed value, zigzag-encoded (0, −1, 1, −2, … as 0, 1, 2, 3, …), then LEB128.
+    public mutating func signedInteger(_ value: Int64) {
+        integer(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
 }
 
 public struct BinaryReader {
@@ -72,6 +77,14 @@ public struct BinaryReader {
             shift += 7
         }
         guard value <= bound else { throw failure("\(field) \(value) is above \(bound)") }
+        return value
+    }
+
+    /// A zigzag-encoded signed value (see `BinaryWriter.signedInteger`) within `range`.
+    public mutating func signedInteger(in range: ClosedRange<Int64>, _ field: String) throws(FormatError) -> Int64 {
+        let raw = try integer(atMost: UInt64(Int64.max), field)
+        let value = Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+        guard range.contains(value) else { throw failure("\(field) \(value) is outside \(range.lowerBound)…\(range.upperBound)") }
         return value
     }
 

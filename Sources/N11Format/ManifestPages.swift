@@ -19,8 +19,10 @@ public enum ManifestV3 {
     /// a secure vault file, fits).
     public static let packs: UInt64 = 1 << 32
     public static let packPayload: Int64 = 1 << 41
-    /// The latest item time the format's timestamps can write: 9999-12-31T23:59:59.999Z.
-    public static let latestMilliseconds: Int64 = 253_402_300_799_999
+    /// Item times: milliseconds since 1970, from 0000-01-01T00:00:00Z to
+    /// 9999-12-31T23:59:59.999Z, the range the format's JSON timestamps have (an item
+    /// restored from a version 2 archive may be dated before 1970).
+    public static let itemTimes: ClosedRange<Int64> = -62_167_219_200_000...253_402_300_799_999
 }
 
 /// Where an item's payload is: a pack of an archive, from `offset`.
@@ -44,8 +46,9 @@ public struct ManifestRecord: Sendable, Equatable {
     public let kind: ItemKind
     public let compartment: Compartment
     public let name: String
+    /// Milliseconds since 1970 (negative before), within `ManifestV3.itemTimes`.
     public let created: Int64
-    /// Milliseconds since 1970; exactly the `fade` items have one.
+    /// The same; exactly the `fade` items have one.
     public let expires: Int64?
     public let size: Int64
     public let sha256: [UInt8]
@@ -87,8 +90,8 @@ public struct ManifestRecord: Sendable, Equatable {
         w.byte((kind == .note ? 1 : 0) | compartmentBits | (expires == nil ? 0 : 0x08))
         w.integer(size)
         w.append(sha256)
-        w.integer(created)
-        if let expires { w.integer(expires) }
+        w.signedInteger(created)
+        if let expires { w.signedInteger(expires) }
         let name = Array(self.name.utf8)
         w.integer(name.count)
         w.append(name)
@@ -105,8 +108,8 @@ public struct ManifestRecord: Sendable, Equatable {
         compartment = Self.compartments[Int((flags >> 1) & 0x03)]
         size = try r.int64(atMost: FormatLimits.itemSize, "size")
         sha256 = try r.bytes(32)
-        created = try r.int64(atMost: ManifestV3.latestMilliseconds, "created")
-        expires = try flags & 0x08 == 0 ? nil : r.int64(atMost: ManifestV3.latestMilliseconds, "expires")
+        created = try r.signedInteger(in: ManifestV3.itemTimes, "created")
+        expires = try flags & 0x08 == 0 ? nil : r.signedInteger(in: ManifestV3.itemTimes, "expires")
         guard (compartment == .fade) == (expires != nil) else { throw r.failure("item \(Self.idString(id)): an expiry goes with fade items and only with them") }
         let nameLength = try r.int(atMost: FormatLimits.nameBytes, "name length")
         let nameBytes = try r.bytes(nameLength)

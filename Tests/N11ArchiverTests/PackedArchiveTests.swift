@@ -309,4 +309,29 @@ struct PackedArchiveTests {
             #expect(throws: ArchiveError.self) { _ = try w.open(path) }
         }
     }
+
+    @Test("an empty item that ends a pack of whole chunks reads on its own (it starts past the pack's last chunk)")
+    func emptyItemAfterWholeChunks() throws {
+        try withTemporaryDirectory { dir in
+            // IDs are random: make vaults until the empty note sorts after the 64 KiB photo.
+            for attempt in 0..<40 {
+                let (store, vault) = try makeVault(in: dir, name: "home\(attempt)")
+                let photoItem = try vault.add(photo(randomBytes(65536), name: "whole-chunk.jpg"))
+                let empty = try vault.add(note([], name: "empty.txt"))
+                guard photoItem.id < empty.id else { continue }
+                let path = dir + "/a\(attempt).nu11vlt"
+                _ = try createArchive(from: vault, mode: .portable, to: path, compartments: [.vault], formatVersion: 3)
+                let archive = try unlock(path, keyStore: store)
+                let index = try #require(archive.manifest.items.firstIndex { $0.id == empty.id })
+                #expect(archive.packed?.locations[index]?.offset == 65536 && archive.packed?.locations[index]?.endsPack == true)
+                let payloads = archive.payloads([index])
+                try payloads.start()
+                defer { payloads.finish() }
+                var buffer = [UInt8](repeating: 0, count: 16)
+                #expect(try payloads.stream(0).readFully(into: &buffer, count: 16) == 0)
+                return
+            }
+            Issue.record("no vault put the empty note after the photo in 40 tries")
+        }
+    }
 }

@@ -50,5 +50,9 @@ struct Ed25519Tests {
         #expect(!key.publicKey.verifies(flipped, of: message))
         #expect(!key.publicKey.verifies(Array(signature.dropLast()), of: message))
         #expect(throws: CryptoError.self) { _ = try Ed25519PublicKey(bytes: [UInt8](repeating: 1, count: 31)) }
+        // A key of small order with R = that point and S = 0 passes RFC 8032's equation for
+        // any message; libsodium refuses such keys (FORMAT.md §10.3).
+        let smallOrder = try Ed25519PublicKey(bytes: [1] + [UInt8](repeating: 0, count: 31))
+        #expect(!smallOrder.verifies([1] + [UInt8](repeating: 0, count: 63), of: message))
     }
 }
