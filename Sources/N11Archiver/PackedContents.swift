@@ -124,7 +124,8 @@ final class PackedContents {
                 items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
                                            created: Timestamp.date(milliseconds: record.created),
                                            expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
-                                           sha256: record.sha256.hex, mode: header.mode))
+                                           sha256: record.sha256.hex, mode: header.mode,
+                                           pack: (EntryName.pack(Int(record.location.pack)), record.location.offset)))
             }
         }
         guard records.reduce(Int64(0), { $0 + $1.size }) == list.plaintextBytes else {

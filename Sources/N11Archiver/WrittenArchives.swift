@@ -97,11 +97,24 @@ public enum WrittenArchives {
         } catch { throw ArchiveError.wrap(error) }
     }
 
-    /// After `rekey` replaced an archive this home wrote, records its new size and SHA-256
-    /// (the archive ID stays). Does nothing for an archive this home has no record of.
-    public static func rerecord(_ path: String, in home: N11Home) throws(ArchiveError) {
+    /// This home's record of the archive at `path` when that file is the archive recorded: at
+    /// the recorded place (when the record names a local one) and with the recorded size and
+    /// SHA-256. A copy elsewhere, or a file changed since, is not: rekeying it must leave the
+    /// record alone, or the original would look damaged to `prune` and `verify --as-written`.
+    public static func record(describing path: String, in home: N11Home) throws(ArchiveError) -> Record? {
         let reader = try ArchiveReader(path: path)
-        guard let old = try lookup(reader.header.archiveIDHex, in: home) else { return }
+        guard let recorded = try lookup(reader.header.archiveIDHex, in: home) else { return nil }
+        if let location = recorded.location, !ArchiveStores.isRemote(location), location != Path.absolute(path) { return nil }
+        do {
+            let fd = try FileDescriptor.openForReading(path)
+            guard try fd.status().size == recorded.size, try sha256(of: fd) == recorded.sha256 else { return nil }
+        } catch { throw ArchiveError.wrap(error) }
+        return recorded
+    }
+
+    /// After `rekey` replaced the archive `old` describes (see `record(describing:)`), records
+    /// its new size and SHA-256 (the archive ID stays).
+    public static func rerecord(_ path: String, replacing old: Record, in home: N11Home) throws(ArchiveError) {
         do {
             let fd = try FileDescriptor.openForReading(path)
             try record(Record(archiveID: old.archiveID, size: try fd.status().size, sha256: try sha256(of: fd), created: old.created,

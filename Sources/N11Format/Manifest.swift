@@ -12,14 +12,19 @@ public struct Manifest: Encodable, Sendable, Equatable {
         public let expires: Date?
         public let size: Int64
         public let sha256: String
+        /// The ZIP entry that holds the item's payload: its own (versions 1 and 2), or its
+        /// pack (version 3, from `offset`).
         public let entry: String
         public let payloadSize: Int64
+        /// Version 3: where the payload starts in its pack.
+        public let offset: Int64?
 
         public init(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date,
-                    expires: Date?, size: Int64, sha256: String, mode: ArchiveMode) {
+                    expires: Date?, size: Int64, sha256: String, mode: ArchiveMode, pack: (entry: String, offset: Int64)? = nil) {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
-            entry = EntryName.item(id: id, kind: kind)
+            entry = pack?.entry ?? EntryName.item(id: id, kind: kind)
+            offset = pack?.offset
             payloadSize = mode == .portable ? size : size + FormatLimits.vaultFileOverhead
         }
 
@@ -53,6 +58,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
             self.sha256 = try reader.required(sha256, "sha256")
             self.entry = try reader.required(entry, "entry")
             self.payloadSize = try reader.required(payloadSize, "payloadSize")
+            offset = nil
         }
 
         /// Writes the item with its keys sorted.

@@ -35,7 +35,7 @@ struct Info: ParsableCommand, ChoosesOutput {
         let pages: Int?
         let packs: Int?
         /// Version 3: the archives a restore of this one also reads (none for a full archive).
-        let dependsOn: [String]
+        let dependsOn: [String]?
         /// Version 3: the Ed25519 public key (hex) whose signature of the header verified.
         let signedBy: String?
         /// The archive file's size; named as in `create`'s document, which reports the same.
@@ -72,7 +72,7 @@ struct Info: ParsableCommand, ChoosesOutput {
         let packed = reader.packedLayout
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               slots: Self.slots(of: h), entries: reader.entryCount, items: packed == nil ? reader.itemEntryCount : nil,
-                              pages: packed?.pages, packs: packed?.packs, dependsOn: h.dependsOn.map(\.hex),
+                              pages: packed?.pages, packs: packed?.packs, dependsOn: h.version >= 3 ? h.dependsOn.map(\.hex) : nil,
                               signedBy: reader.signer?.bytes.hex, archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
@@ -84,7 +84,7 @@ struct Info: ParsableCommand, ChoosesOutput {
             Console.out("\(n == 0 ? "opens by:" : "         ") \(Self.describe(slot))")
         }
         if let packed {
-            Console.out("items:    in \(packed.packs) pack(s) behind \(packed.pages) manifest page(s) (how many is in the encrypted manifest)")
+            Console.out("items:    packed in \(packed.packs) pack(s), listed in \(packed.pages) manifest page(s); how many is inside the encryption (`list` shows them) (\(summary.entries) ZIP entries)")
             Console.out("signed:   \(reader.signer.map { "by Ed25519 key \($0.bytes.hex) (the signature verifies)" } ?? "no")")
         } else {
             Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")

@@ -28,6 +28,7 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
         let durationSeconds = Output.durationSeconds
         let archive: String
         let archiveId: String
+        let formatVersion: Int
         let mode: String
         let created: Date
         let items: [Manifest.Item]
@@ -37,7 +38,8 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
         let (archive, _) = try input.unlock()
         let items = archive.manifest.items.filter { item in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
         if json {
-            try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, mode: archive.header.mode.rawValue,
+            try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, formatVersion: archive.header.version,
+                                     mode: archive.header.mode.rawValue,
                                      created: archive.header.created, items: items))
             return
         }

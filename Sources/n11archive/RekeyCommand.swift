@@ -78,11 +78,13 @@ struct Rekey: ParsableCommand {
             try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
             passwords.append(secret)
         }
+        // An archive this home wrote keeps counting as written here (prune, --as-written); a
+        // copy of it does not take over its record.
+        let recorded = output == nil ? try WrittenArchives.record(describing: archive.reader.path, in: input.store.resolvedHome) : nil
         let report = try ArchiveRekeyer.rekey(archive, .init(add: ArchiveAccess(passwords: passwords, recipients: added, kdf: kdf),
                                                               removePasswords: removePasswords, removeRecipients: removeRecipients),
                                               output: output, replaceExisting: force)
-        // An archive this home wrote keeps counting as written here (prune, --as-written).
-        if output == nil { try WrittenArchives.rerecord(report.output, in: input.store.resolvedHome) }
+        if let recorded { try WrittenArchives.rerecord(report.output, replacing: recorded, in: input.store.resolvedHome) }
         let counts = Dictionary(grouping: report.slots, by: { $0 }).mapValues(\.count)
         let described = [("password", "password"), ("p256", "recipient")].compactMap { key, word in
             counts[key].map { "\($0) \(word)\($0 == 1 ? "" : "s")" }

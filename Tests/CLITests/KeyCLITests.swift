@@ -163,6 +163,12 @@ struct KeyCLITests {
             expectExit(try s.run(["verify", archive], environment: s.elsewhere("laptop")), 0)
             // Rekeyed in place, it still counts as written by this home.
             expectExit(try s.run(["verify", "--as-written", archive]), 0)
+            // A copy rekeyed in place does not take over the original's record: the original
+            // still verifies as written (it looked damaged, and blocked prune, before).
+            let copy = s.path("copy.nu11vlt")
+            try FileManager.default.copyItem(atPath: archive, toPath: copy)
+            expectExit(try s.run(["rekey", copy, "--password-file", pw, "--remove-recipients"]), 0)
+            expectExit(try s.run(["verify", "--as-written", archive]), 0)
 
             let newPassword = try s.passwordFile("a different long passphrase\n", name: "new-password")
             let changed = try s.run(["rekey", archive, "--password-file", pw, "--remove-passwords", "--add-password",
