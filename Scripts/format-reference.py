@@ -799,27 +799,7 @@ def run(args):
             kek = derive_kek(password, kdf)
             ck = unwrap_ck(kek, keywrap, header_bytes)
         else:
-            ck = None
-            identity = getattr(args, "identity", None)
-            if identity:
-                key = load_identity(identity, getattr(args, "passphrase_file", None))
-                for slot in header["slots"]:
-                    if slot["type"] == "p256":
-                        ck = open_p256_slot(key, slot["_wrap"])
-                        if ck is not None:
-                            break
-            if ck is None and args.password_file:
-                password = read_password(args.password_file)
-                for slot in header["slots"]:
-                    if slot["type"] == "password":
-                        ck, kek = open_password_slot(password, slot, header["_archiveId"])
-                        if ck is not None:
-                            break
-            if ck is None:
-                kinds = sorted({s["type"] for s in header["slots"]})
-                raise Reject(f"no slot opens with what was given (slots: {', '.join(kinds)})")
-            if len(ck) != 32 or not header_mac_ok(ck, header["_archiveId"], header_bytes, keywrap):
-                raise Reject("header.mac does not verify: the header or its slots were changed")
+            ck = open_content_key(args, header, header_bytes, keywrap)
         STAGE = "manifest"
         archive_id = header["_archiveId"]
 
