@@ -131,7 +131,9 @@ struct RoundTripTests {
 
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
             #expect(archive.manifest.items.count == 300)
-            #expect(archive.manifest.items.allSatisfy { $0.kind == .note && $0.entry.hasPrefix("Notes/") })
+            // Version 2: each note in its own entry; version 3: in a pack, at an offset.
+            #expect(archive.manifest.items.allSatisfy { $0.kind == .note && $0.entry.hasPrefix(version == 2 ? "Notes/" : "Packs/")
+                && ($0.offset == nil) == (version == 2) })
             let verified = try ArchiveVerifier.verify(archive, keyStore: mode == .secure ? store : nil)
             #expect(verified.items == 300)
 
