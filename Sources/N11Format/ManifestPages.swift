@@ -25,6 +25,26 @@ public enum ManifestV3 {
     public static let itemTimes: ClosedRange<Int64> = -62_167_219_200_000...253_402_300_799_999
 }
 
+extension Compartment {
+    /// Version 3's code for the compartment (records' flags, the root's key IDs).
+    var code: UInt8 {
+        switch self {
+        case .vault: return 0
+        case .fade: return 1
+        case .backup: return 2
+        }
+    }
+
+    init?(code: UInt8) {
+        switch code {
+        case 0: self = .vault
+        case 1: self = .fade
+        case 2: self = .backup
+        default: return nil
+        }
+    }
+}
+
 /// Where an item's payload is: a pack of an archive, from `offset`.
 public struct ItemLocation: Sendable, Equatable {
     /// 0: the archive that holds the page; k: that archive's `dependsOn[k − 1]`.
@@ -80,13 +100,12 @@ public struct ManifestRecord: Sendable, Equatable {
         mode == .portable ? size : size + FormatLimits.vaultFileOverhead
     }
 
-    // flags: bit 0 the kind (0 photo, 1 note), bits 1–2 the compartment (0 vault, 1 fade,
-    // 2 backup), bit 3 an expiry follows; the other bits are 0.
-    private static let compartments: [Compartment] = [.vault, .fade, .backup]
+    // flags: bit 0 the kind (0 photo, 1 note), bits 1–2 the compartment (`Compartment.code`),
+    // bit 3 an expiry follows; the other bits are 0.
 
     func write(to w: inout BinaryWriter) {
         w.append(id)
-        let compartmentBits = UInt8(Self.compartments.firstIndex(of: compartment)!) << 1
+        let compartmentBits = compartment.code << 1
         w.byte((kind == .note ? 1 : 0) | compartmentBits | (expires == nil ? 0 : 0x08))
         w.integer(size)
         w.append(sha256)
@@ -103,9 +122,9 @@ public struct ManifestRecord: Sendable, Equatable {
     init(reading r: inout BinaryReader, mode: ArchiveMode, dependencies: Int) throws(FormatError) {
         id = try r.bytes(16)
         let flags = try r.byte()
-        guard flags & 0xF0 == 0, (flags >> 1) & 0x03 != 3 else { throw r.failure("item flags \(flags)") }
+        guard flags & 0xF0 == 0, let compartment = Compartment(code: (flags >> 1) & 0x03) else { throw r.failure("item flags \(flags)") }
         kind = flags & 1 == 1 ? .note : .photo
-        compartment = Self.compartments[Int((flags >> 1) & 0x03)]
+        self.compartment = compartment
         size = try r.int64(atMost: FormatLimits.itemSize, "size")
         sha256 = try r.bytes(32)
         created = try r.signedInteger(in: ManifestV3.itemTimes, "created")
@@ -196,8 +215,6 @@ public enum ManifestRoot: Sendable, Equatable {
         }
     }
 
-    private static let compartments: [Compartment] = [.vault, .fade, .backup]
-
     public func serialized() -> [UInt8] {
         var w = BinaryWriter(capacity: 64)
         w.append(ManifestV3.rootMagic)
@@ -208,10 +225,10 @@ public enum ManifestRoot: Sendable, Equatable {
             w.append(digest)
         case .pages(let list):
             w.byte(0)
-            let keys = Self.compartments.compactMap { c in list.vaultKeys[c].map { (c, $0) } }
+            let keys = Compartment.allCases.compactMap { c in list.vaultKeys[c].map { (c, $0) } }
             w.integer(keys.count)
             for (compartment, id) in keys {
-                w.byte(UInt8(Self.compartments.firstIndex(of: compartment)!))
+                w.byte(compartment.code)
                 w.append(id)
             }
             w.integer(list.itemCount)
@@ -248,13 +265,13 @@ public enum ManifestRoot: Sendable, Equatable {
 
     private static func pageList(_ r: inout BinaryReader, mode: ArchiveMode, dependencies: Int) throws(FormatError) -> PageList {
         var vaultKeys: [Compartment: [UInt8]] = [:]
-        let keyCount = try r.int(atMost: mode == .secure ? compartments.count : 0, "vault key count")
+        let keyCount = try r.int(atMost: mode == .secure ? Compartment.allCases.count : 0, "vault key count")
         var previous = -1
         for _ in 0..<keyCount {
-            let index = Int(try r.byte())
-            guard index < compartments.count, index > previous else { throw r.failure("vault keys out of order") }
-            previous = index
-            vaultKeys[compartments[index]] = try r.bytes(16)
+            let code = try r.byte()
+            guard let compartment = Compartment(code: code), Int(code) > previous else { throw r.failure("vault keys out of order") }
+            previous = Int(code)
+            vaultKeys[compartment] = try r.bytes(16)
         }
         let itemCount = try r.int64(atMost: Int64(ManifestV3.pages) * Int64(ManifestV3.pageItems), "item count")
         let plaintextBytes = try r.int64(atMost: Int64.max, "plaintext bytes")

@@ -49,11 +49,13 @@ public final class ConcatenatedSource: ByteSource {
 
     public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         while true {
-            if current == nil {
+            let source: ByteSource
+            if let current { source = current } else {
                 guard let open = parts.next() else { return 0 }
-                current = try open()
+                source = try open()
+                current = source
             }
-            let n = try current!.read(into: &buffer, offset: offset, count: count)
+            let n = try source.read(into: &buffer, offset: offset, count: count)
             if n > 0 || count == 0 { return n }
             current = nil
         }
