@@ -77,11 +77,10 @@ public final class ArchiveReader {
             }
             // The version first (FORMAT.md §2): a later version's new entries or fields are
             // not damage, and it is reported as unsupported before they are looked at.
-            if let first = ZipPrefix.firstEntry(of: Array(prefix[0..<got])), first.name == EntryName.header,
-               let version = ArchiveHeader.declaredVersion(first.data), !(1...3).contains(version) {
-                throw FormatError.unsupportedVersion(version)
+            let declared = ZipPrefix.firstEntry(of: Array(prefix[0..<got])).flatMap { first in
+                first.name == EntryName.header ? ArchiveHeader.declaredVersion(first.data) : nil
             }
-            let declared = ZipPrefix.firstEntry(of: Array(prefix[0..<got])).flatMap { ArchiveHeader.declaredVersion($0.data) }
+            if let declared, !(1...3).contains(declared) { throw FormatError.unsupportedVersion(declared) }
             let opened = try Self.openContainer(path, salvaging: salvaging, packed: declared == 3)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
