@@ -81,7 +81,7 @@ from datetime import datetime
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, hmac, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -1424,7 +1424,7 @@ def check_keystore(path):
     if len(data) < 10 or data[:8] != KEYSTORE_MAGIC:
         raise Reject("not a key store (no N11KEYS magic)")
     version, protection = data[8], data[9]
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise Reject(f"key store version {version} is not known")
     if protection == 2:
         if len(data) < 10 + 24 + 12 + 16 + 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
@@ -1443,12 +1443,24 @@ def check_keystore(path):
     count = struct.unpack_from("<I", body, 16)[0]
     if len(body) != 20 + count * KEYSTORE_RECORD:
         raise Reject("the key store's body has the wrong size")
-    current, pending, devices = {}, {}, set()
+    current, pending, devices, signing = {}, {}, set(), 0
     for i in range(count):
         r = body[20 + i * KEYSTORE_RECORD:20 + (i + 1) * KEYSTORE_RECORD]
         kind, rid = r[0], r[1:17]
-        if kind == 0 or kind > 14 or (version == 1 and kind > 5):
+        if kind == 0 or kind > 16 or (version == 1 and kind > 5) or (version == 2 and kind > 14):
             raise Reject(f"record {i}: kind {kind} is not known")
+        if kind in (15, 16):
+            # A signing key's seed (15) or a trusted signer's public key (16, backups only),
+            # named by the first 16 bytes of the public key's SHA-256.
+            key = r[17:49]
+            public = key if kind == 16 else Ed25519PrivateKey.from_private_bytes(key).public_key().public_bytes(
+                serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+            if hashlib.sha256(public).digest()[:16] != rid:
+                raise Reject(f"record {i}: the id of a signing key or trusted signer does not name its public key")
+            if kind == 15:
+                signing += 1
+                if signing > 1:
+                    raise Reject(f"record {i}: a second signing key")
         if kind in (1, 2, 3):
             if any(rid):
                 raise Reject(f"record {i}: a current key's id is not zero")

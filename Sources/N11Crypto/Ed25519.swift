@@ -14,6 +14,26 @@ public struct Ed25519PublicKey: Sendable, Equatable {
         self.bytes = bytes
     }
 
+    /// DER SubjectPublicKeyInfo: SEQUENCE { SEQUENCE { OID 1.3.101.112 (id-Ed25519) } BIT STRING key }
+    /// (RFC 8410), the prefix before the 32 key bytes.
+    static let spkiPrefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
+
+    /// A key from its DER SubjectPublicKeyInfo (what `openssl pkey -pubout` writes for Ed25519).
+    public init(subjectPublicKeyInfo der: [UInt8]) throws(CryptoError) {
+        guard der.count == Self.spkiPrefix.count + Self.byteCount, Array(der.prefix(Self.spkiPrefix.count)) == Self.spkiPrefix else {
+            throw .invalidParameter("not an Ed25519 SubjectPublicKeyInfo")
+        }
+        try self.init(bytes: Array(der.dropFirst(Self.spkiPrefix.count)))
+    }
+
+    /// The key as a DER SubjectPublicKeyInfo (RFC 8410), which OpenSSL reads.
+    public var subjectPublicKeyInfo: [UInt8] { Self.spkiPrefix + bytes }
+
+    /// SHA-256 of the 32 key bytes: a name for the key that does not depend on its file form.
+    public var fingerprint: [UInt8] {
+        get throws(CryptoError) { try SHA256Digest.hash(bytes) }
+    }
+
     /// Whether `signature` is this key's signature of `message`.
     public func verifies(_ signature: [UInt8], of message: [UInt8]) -> Bool {
         Sodium.ensureInitialized()
@@ -49,6 +69,9 @@ public final class Ed25519SigningKey: @unchecked Sendable {
         guard rc == 0 else { throw .library("crypto_sign_seed_keypair", openSSL: nil) }
         publicKey = try Ed25519PublicKey(bytes: publicBytes)
     }
+
+    /// The 32-byte seed the key was made from (what a key store keeps).
+    public func seed() throws(CryptoError) -> SecureBytes { try secret.slice(0..<32) }
 
     public func sign(_ message: [UInt8]) throws(CryptoError) -> [UInt8] {
         var signature = [UInt8](repeating: 0, count: Ed25519PublicKey.signatureByteCount)

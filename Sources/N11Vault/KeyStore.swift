@@ -16,10 +16,13 @@ import N11System
 ///     protection 1: as 2 without the checksum (written before; still read)
 ///     protection 0: body  SHA-256(every byte before it)[32]   (catches damage; not a secret)
 ///     body: storeID[16]  count:u32  count × (kind:u8  id[16]  key[32])
+///     version: 1, or 2 when the file holds kind 6…14, or 3 when it holds kind 15 or 16
 ///
 /// kind 1/2/3 are the vault/fade/backup compartment keys (id all zero), kind 4 an archive key
 /// (id = archive ID), 5 an identity; version 2 adds each compartment's history (6…14:
-/// retired, pending and forgotten keys, id = the key's ID; see `CompartmentKeyRing`).
+/// retired, pending and forgotten keys, id = the key's ID; see `CompartmentKeyRing`);
+/// version 3 adds the home's Ed25519 signing key (15, its seed) and, in backups only, the
+/// home's trusted signers (16, public keys).
 /// Writers hold the home's lock (`.lock`) and re-read the file before saving, so two
 /// processes adding archive keys (or one rotating keys) never lose what the other saved.
 public final class KeyStore: @unchecked Sendable {
@@ -33,6 +36,11 @@ public final class KeyStore: @unchecked Sendable {
     /// P-256 private keys that open archives made for their public keys (`key generate`,
     /// `key import`), oldest first.
     public private(set) var identities: [P256PrivateKey]
+    /// The Ed25519 key that signs this home's archives (`key generate --signing`, `init`).
+    public private(set) var signingKey: Ed25519SigningKey?
+    /// A backup's trusted signers (`key backup` carries them; the home keeps its list in
+    /// `TrustedSigners`' file, readable without the PIN). Empty for a home's own key store.
+    public internal(set) var trustedSignersInBackup: [Ed25519PublicKey] = []
     private var sealing: Sealing?
 
     public var isPINProtected: Bool { sealing != nil }
@@ -47,13 +55,14 @@ public final class KeyStore: @unchecked Sendable {
     public func releaseHomeLock() { heldLock = nil }
 
     init(home: N11Home, storeID: [UInt8], compartmentKeys: CompartmentKeys, archiveRecords: [Record],
-         identities: [P256PrivateKey] = [], sealing: Sealing?) {
+         identities: [P256PrivateKey] = [], signingKey: Ed25519SigningKey? = nil, sealing: Sealing?) {
         self.home = home
         self.path = home.keyStorePath
         self.storeID = storeID
         self.compartmentKeys = compartmentKeys
         self.archiveRecords = archiveRecords
         self.identities = identities
+        self.signingKey = signingKey
         self.sealing = sealing
     }
 
@@ -66,9 +75,13 @@ public final class KeyStore: @unchecked Sendable {
     /// until it goes away): no other process can load it meanwhile, so a command that fails
     /// can take it back (`removeIfUnused`) knowing nobody has used its keys. Loading a key
     /// store in the same process meanwhile would wait for that lock: pass the store along.
-    public static func create(in home: N11Home, pin: SecureBytes?, holdingLock: Bool = false) throws(VaultError) -> KeyStore {
+    ///
+    /// With `signing` it also holds a new Ed25519 signing key (`init`: a home signs its
+    /// archives from the start, DESIGN.md §8.4).
+    public static func create(in home: N11Home, pin: SecureBytes?, holdingLock: Bool = false,
+                              signing: Bool = false) throws(VaultError) -> KeyStore {
         if let pin { try checkPIN(pin) }
-        return try create(in: home, pin: pin, sealedWith: pinParameters, holdingLock: holdingLock)
+        return try create(in: home, pin: pin, sealedWith: pinParameters, holdingLock: holdingLock, signing: signing)
     }
 
     /// The Argon2id cost of sealing a new key store under a PIN: the moderate profile
@@ -79,7 +92,7 @@ public final class KeyStore: @unchecked Sendable {
     /// `create` with a chosen sealing cost and no PIN rule (tests make stores as earlier
     /// versions did).
     static func create(in home: N11Home, pin: SecureBytes?, sealedWith parameters: Argon2Parameters,
-                       holdingLock: Bool = false) throws(VaultError) -> KeyStore {
+                       holdingLock: Bool = false, signing: Bool = false) throws(VaultError) -> KeyStore {
         let (lock, createdHome) = try prepareHome(home)
         // Released on the way out, unless the new store keeps holding it (`holdingLock`).
         var keepLock = false
@@ -94,7 +107,8 @@ public final class KeyStore: @unchecked Sendable {
                 let key = try Argon2id.deriveKey(password: pin, salt: salt, parameters: parameters)
                 sealing = Sealing(parameters: parameters, salt: salt, key: key)
             }
-            let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), compartmentKeys: keys, archiveRecords: [], sealing: sealing)
+            let store = KeyStore(home: home, storeID: SecureRandom.bytes(16), compartmentKeys: keys, archiveRecords: [],
+                                 signingKey: signing ? try Ed25519SigningKey.generate() : nil, sealing: sealing)
             try store.save(replaceExisting: false)
             store.createdHome = createdHome
             store.createdFile = true
@@ -240,6 +254,23 @@ public final class KeyStore: @unchecked Sendable {
         } catch { throw VaultError.wrap(error) }
     }
 
+    /// Adds the home's signing key (the same way as `addArchiveKey`). Returns the signing
+    /// key the store holds afterwards: `key`, or the one it held already (a home signs with
+    /// one key; its trusted signers may be several).
+    @discardableResult
+    public func addSigningKey(_ key: Ed25519SigningKey, lockWait: Double = 60) throws(VaultError) -> Ed25519SigningKey {
+        do {
+            let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
+            return try FileLock.withLock(lock) {
+                try reloadLocked()
+                if let signingKey { return signingKey }
+                signingKey = key
+                try save(replaceExisting: true)
+                return key
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
     /// Takes in what the file holds now (with the home's lock held): records another
     /// process added since this one loaded are kept when this one saves.
     private func reloadLocked() throws {
@@ -251,6 +282,7 @@ public final class KeyStore: @unchecked Sendable {
         compartmentKeys = current.compartmentKeys
         archiveRecords = current.archiveRecords
         identities = current.identities
+        signingKey = current.signingKey
     }
 
     /// The file's contents parsed with the key this process already derived from the PIN
@@ -413,10 +445,12 @@ public final class KeyStore: @unchecked Sendable {
         } catch { throw VaultError.wrap(error) }
     }
 
-    /// Writes every key (compartment keys, device keys of secure archives, identities) to a
-    /// new file `path` (0600, never replacing one), sealed under `passphrase` the way a PIN
-    /// seals the key store itself (Argon2id, 256 MiB, 3 passes; ChaCha20-Poly1305).
-    public func writeBackup(to path: String, passphrase: SecureBytes, lockWait: Double = 60) throws(VaultError) {
+    /// Writes every key (compartment keys, device keys of secure archives, identities, the
+    /// signing key) and the home's `trustedSigners` to a new file `path` (0600, never
+    /// replacing one), sealed under `passphrase` the way a PIN seals the key store itself
+    /// (Argon2id, 256 MiB, 3 passes; ChaCha20-Poly1305).
+    public func writeBackup(to path: String, passphrase: SecureBytes, trustedSigners: [Ed25519PublicKey] = [],
+                            lockWait: Double = 60) throws(VaultError) {
         do {
             if try FileStatus.of(path) != nil { throw VaultError.outputExists(path: path) }
             let lock = heldLock == nil ? try Self.lockHome(home, wait: lockWait) : nil
@@ -425,7 +459,10 @@ public final class KeyStore: @unchecked Sendable {
             let sealed = Sealing(parameters: Self.pinParameters, salt: salt,
                                  key: try Argon2id.deriveKey(password: passphrase, salt: salt, parameters: Self.pinParameters))
             let file = try AtomicFile(path: path, mode: 0o600)
-            try Self.write(storeID: storeID, records: try allRecords(), sealing: sealed, to: file.descriptor)
+            let trust = try trustedSigners.map { key in
+                Record(kind: .trustedSigner, id: try Self.signerID(key), key: try SecureBytes(copying: key.bytes))
+            }
+            try Self.write(storeID: storeID, records: try allRecords() + trust, sealing: sealed, to: file.descriptor)
             do { try file.commit(replaceExisting: false) }
             catch let error as SystemError where error.errno == EEXIST { throw VaultError.outputExists(path: path) }
         } catch { throw VaultError.wrap(error) }
@@ -460,8 +497,10 @@ public final class KeyStore: @unchecked Sendable {
                                   key: try Argon2id.deriveKey(password: pin, salt: salt, parameters: pinParameters))
             }
             let restored = KeyStore(home: home, storeID: backup.storeID, compartmentKeys: backup.compartmentKeys,
-                                    archiveRecords: backup.archiveRecords, identities: backup.identities, sealing: sealing)
+                                    archiveRecords: backup.archiveRecords, identities: backup.identities,
+                                    signingKey: backup.signingKey, sealing: sealing)
             try restored.save(replaceExisting: false)
+            restored.trustedSignersInBackup = backup.trustedSignersInBackup
             return restored
         } catch { throw VaultError.wrap(error) }
     }
@@ -469,7 +508,7 @@ public final class KeyStore: @unchecked Sendable {
     private func allRecords() throws -> [Record] {
         try compartmentKeys.records() + archiveRecords + (try identities.map { key in
             Record(kind: .identity, id: try Self.identityID(key.publicKey), key: key.scalar)
-        })
+        }) + (try signingKey.map { key in [Record(kind: .signing, id: try Self.signerID(key.publicKey), key: try key.seed())] } ?? [])
     }
 
     /// Takes back a key store that `create` made in this process, for a command that failed

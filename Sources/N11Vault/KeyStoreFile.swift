@@ -9,13 +9,23 @@ extension KeyStore {
     static let magic: [UInt8] = Array("N11KEYS\0".utf8)
     static let recordSize = 1 + 16 + 32
 
-    /// Kinds 6…14 exist only in version 2 files (written once a rotation has happened), so
-    /// that an older n11archive says "unknown key store version", not "malformed".
+    /// Kinds 6…14 exist only in version 2 files (written once a rotation has happened) and
+    /// 15, 16 only in version 3 files, so that an older n11archive says "unknown key store
+    /// version", not "malformed".
     enum RecordKind: UInt8 {
         case vault = 1, fade = 2, backup = 3, archive = 4, identity = 5
         case retiredVault = 6, retiredFade = 7, retiredBackup = 8
         case pendingVault = 9, pendingFade = 10, pendingBackup = 11
         case forgottenVault = 12, forgottenFade = 13, forgottenBackup = 14
+        /// The home's Ed25519 signing key (its seed; id = the first 16 bytes of the public
+        /// key's SHA-256). At most one.
+        case signing = 15
+        /// A trusted signer's Ed25519 public key (id as for `signing`): only in a backup
+        /// (`key backup`), which carries the home's trusted signers along with its keys.
+        case trustedSigner = 16
+
+        /// The oldest file version that may hold this kind.
+        var fileVersion: UInt8 { rawValue <= 5 ? 1 : rawValue <= 14 ? 2 : 3 }
 
         enum Role: UInt8 { case current = 1, retired = 6, pending = 9, forgotten = 12 }
 
@@ -81,7 +91,7 @@ extension KeyStore {
         let key: SecureBytes
     }
 
-    /// Parses the file (version 1 or 2). `sealingKey` turns a sealed file's Argon2id parameters and salt into
+    /// Parses the file (version 1, 2 or 3). `sealingKey` turns a sealed file's Argon2id parameters and salt into
     /// its key (from the PIN, or the key this process already derived).
     static func parse(_ contents: SecureBytes, home: N11Home,
                               sealingKey: (Argon2Parameters, [UInt8]) throws -> SecureBytes) throws -> KeyStore {
@@ -90,7 +100,7 @@ extension KeyStore {
         var reader = contents.withUnsafeBytes { ByteReader(prefixOf: $0, count: min($0.count, 10 + 8 + 16)) }
         guard contents.count >= 10, reader.take(8) == magic else { throw damaged("not an n11archive key store") }
         let version = reader.byte()
-        guard version == 1 || version == 2 else { throw damaged("unknown key store version (made by a newer n11archive?)") }
+        guard (1...3).contains(version) else { throw damaged("unknown key store version (made by a newer n11archive?)") }
         switch reader.byte() {
         case 0:
             guard contents.count >= 10 + 32 else { throw damaged("truncated") }
@@ -148,7 +158,7 @@ extension KeyStore {
         for i in 0..<count {
             let offset = 20 + i * recordSize
             let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
-            guard let kind = RecordKind(rawValue: kindByte), version == 2 || kind.rawValue <= 5 else { throw damaged }
+            guard let kind = RecordKind(rawValue: kindByte), kind.fileVersion <= version else { throw damaged }
             if kind.compartmentKey?.1 == .current && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }
@@ -185,11 +195,29 @@ extension KeyStore {
         // would leave a reader to guess which one is the archive's (FORMAT.md, Appendix B).
         let archiveRecords = records.filter { $0.kind == .archive }
         guard Set(archiveRecords.map(\.id)).count == archiveRecords.count else { throw damaged }
-        return KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(rings: rings),
-                        archiveRecords: archiveRecords, identities: identities, sealing: sealing)
+        // One signing key, whose id names its public key; trusted signers likewise named.
+        let signingRecords = records.filter { $0.kind == .signing }
+        guard signingRecords.count <= 1 else { throw damaged }
+        var signingKey: Ed25519SigningKey? = nil
+        if let record = signingRecords.first {
+            guard let key = try? Ed25519SigningKey(seed: record.key), try Self.signerID(key.publicKey) == record.id else { throw damaged }
+            signingKey = key
+        }
+        var trusted: [Ed25519PublicKey] = []
+        for record in records where record.kind == .trustedSigner {
+            let bytes = record.key.withUnsafeBytes { Array($0) }
+            guard let key = try? Ed25519PublicKey(bytes: bytes), try Self.signerID(key) == record.id else { throw damaged }
+            trusted.append(key)
+        }
+        let store = KeyStore(home: home, storeID: storeID, compartmentKeys: CompartmentKeys(rings: rings),
+                             archiveRecords: archiveRecords, identities: identities, signingKey: signingKey, sealing: sealing)
+        store.trustedSignersInBackup = trusted
+        return store
     }
 
     static func identityID(_ key: P256PublicKey) throws -> [UInt8] { Array(try key.fingerprint.prefix(16)) }
+
+    static func signerID(_ key: Ed25519PublicKey) throws -> [UInt8] { Array(try key.fingerprint.prefix(16)) }
 
     /// Writes the file's bytes for these records to `file`: sealed under `sealing`'s key
     /// when there is one, else followed by their SHA-256.
@@ -205,7 +233,7 @@ extension KeyStore {
                 record.key.withUnsafeBytes { w.put(raw: $0) }
             }
         }
-        let version: UInt8 = records.contains { $0.kind.rawValue > 5 } ? 2 : 1
+        let version = records.map(\.kind.fileVersion).max() ?? 1
         var header = Self.magic + [version]
         if let sealing {
             header += [2]

@@ -412,6 +412,45 @@ struct KeyStoreTests {
 
     // MARK: archive keys
 
+    @Test("a signing key: made with the store (init) or added once, kept over reloads in a version 3 file; a second add keeps the first")
+    func signingKey() throws {
+        try withTemporaryDirectory { dir in
+            let home = N11Home(root: dir + "/home")
+            let store = try KeyStore.create(in: home, pin: nil, signing: true)
+            let key = try #require(store.signingKey)
+            #expect(try readBytes(home.keyStorePath)[8] == 3, "a signing key makes a version 3 key store")
+            let loaded = try KeyStore.load(from: home, pin: neverAskedForPIN)
+            #expect(loaded.signingKey?.publicKey == key.publicKey)
+            let message = randomBytes(100)
+            #expect(key.publicKey.verifies(try #require(loaded.signingKey).sign(message), of: message))
+            // A second signing key is not added: the home signs with one.
+            #expect(try loaded.addSigningKey(try Ed25519SigningKey.generate()).publicKey == key.publicKey)
+
+            let plain = N11Home(root: dir + "/plain")
+            let without = try KeyStore.create(in: plain, pin: nil)
+            let version = try readBytes(plain.keyStorePath)[8]
+            #expect(without.signingKey == nil && version == 1)
+            let added = try without.addSigningKey(try Ed25519SigningKey.generate())
+            #expect(try KeyStore.load(from: plain, pin: neverAskedForPIN).signingKey?.publicKey == added.publicKey)
+        }
+    }
+
+    @Test("a key store backup carries the signing key and the trusted signers it is given; the key store itself holds no trusted signers")
+    func backupCarriesSigning() throws {
+        try withTemporaryDirectory { dir in
+            let home = N11Home(root: dir + "/home")
+            let store = try KeyStore.create(in: home, pin: nil, signing: true)
+            let trusted = [try Ed25519SigningKey.generate().publicKey, try #require(store.signingKey).publicKey]
+            let backup = dir + "/keys.n11backup"
+            let passphrase = try secret("a backup passphrase")
+            try store.writeBackup(to: backup, passphrase: passphrase, trustedSigners: trusted)
+            let restored = try KeyStore.restoreBackup(from: backup, passphrase: passphrase, into: N11Home(root: dir + "/new"), pin: nil)
+            #expect(restored.signingKey?.publicKey == store.signingKey?.publicKey)
+            #expect(restored.trustedSignersInBackup == trusted)
+            #expect(try KeyStore.load(from: N11Home(root: dir + "/new"), pin: neverAskedForPIN).trustedSignersInBackup.isEmpty)
+        }
+    }
+
     @Test("addArchiveKey survives a reload; unknown IDs return nil")
     func archiveKeys() throws {
         try withTemporaryDirectory { dir in
