@@ -27,6 +27,8 @@ public enum ArchiveBackup {
         public let now: Date
         /// 2 or 3 (FORMAT.md §10).
         public let formatVersion: Int
+        /// Sign with the home's signing key, if its key store holds one (version 3 only).
+        public var sign = true
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, kdf: Argon2Parameters, destination: Destination,
                     home: N11Home, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -58,10 +60,11 @@ public enum ArchiveBackup {
             leftOut[item.compartment, default: 0] += 1
         }
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
-            try ArchiveCreator.create(from: vault, .init(mode: request.mode, compartments: request.compartments, output: path,
-                                                         replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
-                                                         formatVersion: request.formatVersion),
-                                      progress: progress, access: access)
+            var creation = ArchiveCreator.Request(mode: request.mode, compartments: request.compartments, output: path,
+                                                  replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
+                                                  formatVersion: request.formatVersion)
+            creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
+            return try ArchiveCreator.create(from: vault, creation, progress: progress, access: access)
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
         switch request.destination {

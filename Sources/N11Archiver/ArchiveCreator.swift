@@ -16,13 +16,13 @@ public enum ArchiveCreator {
         public let replaceExisting: Bool
         public let kdf: Argon2Parameters
         public let now: Date
-        /// 2, or 3 for DESIGN.md §8's packed layout (not yet what `create` writes).
+        /// 2, or 3 for DESIGN.md §8's packed layout (the default).
         public let formatVersion: Int
         /// Version 3: a pack is closed at this much payload (smaller in tests, to make many).
         var packTarget = PackedLayout.packTarget
-        /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4). Set by tests until
-        /// homes have signing keys (issue 28).
-        var signingKey: Ed25519SigningKey?
+        /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4); `ArchiveBackup` gives
+        /// the home's signing key. Ignored by version 2, which has no signatures.
+        public var signingKey: Ed25519SigningKey?
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -41,6 +41,8 @@ public enum ArchiveCreator {
         public let archiveBytes: Int64
         /// SHA-256 of the whole archive file as written (hex), for `WrittenArchives`.
         public let sha256: String
+        /// The key that signed its header; nil for an unsigned archive.
+        public let signer: Ed25519PublicKey?
     }
 
     /// A portable archive that opens with one password (`request.kdf` sets its cost).
@@ -62,7 +64,7 @@ public enum ArchiveCreator {
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
             let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion,
-                                          signer: request.signingKey?.publicKey, access: access)
+                                          signer: request.formatVersion == 3 ? request.signingKey?.publicKey : nil, access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
             let (archiveBytes, sha256) = request.formatVersion == 3
                 ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
@@ -70,7 +72,7 @@ public enum ArchiveCreator {
             progress?.finish()
             return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
                           plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
-                          sha256: sha256)
+                          sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) })
         } catch { throw ArchiveError.creating(output, error) }
     }
 

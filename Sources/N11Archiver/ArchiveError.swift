@@ -43,6 +43,11 @@ public enum ArchiveError: CategorizedError, Sendable {
     case unauthenticatedMessage(source: String, algorithm: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
+    /// A trusted signer is required (`--signed-by`, the home's trusted signers) and this
+    /// archive is not signed by one (DESIGN.md §8.4).
+    case untrustedSigner(archive: String, why: String)
+    /// `rekey` of an archive signed by another key than this home's signing key.
+    case signedElsewhere(archive: String, signer: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
     case kdfAboveCeiling(archive: String, opsLimit: UInt64, memoryMiB: UInt64, ceilingMiB: UInt64)
     /// The Argon2id work of all its password slots together is above the ceiling (`KDFCeiling`).
@@ -79,12 +84,12 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner: return .authentication
         case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
         case .outputExists, .conflicts, .exportConflicts: return .outputExists
         case .unsafeDestination: return .configuration
-        case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock, .unauthenticatedMessage: return .usage
+        case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock, .unauthenticatedMessage, .signedElsewhere: return .usage
         case .tooLarge: return .other
         case .selection(_, .prefixTooShort): return .usage
         case .selection: return .missingInput
@@ -124,6 +129,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
+        case let .untrustedSigner(a, why): return "'\(a)' is refused: \(why); nothing was read from it"
+        case let .signedElsewhere(a, signer):
+            return "'\(a)' is signed by key \(signer), which is not this home's signing key, and a new header needs a new signature by its signer; nothing was changed"
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
         case let .unauthenticatedMessage(source, algorithm):
             return "\(source) is a \(algorithm) message, which is not authenticated: a change to it, or a wrong password, cannot be detected; nothing was added"
@@ -178,6 +186,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
+        case .signedElsewhere: return "rekey it in the home that signed it, or add --drop-signature to make the result unsigned"
+        case .untrustedSigner:
+            return "`n11archive info FILE` shows who signed it; if you know where it came from, trust that signer with `n11archive key trust KEYFILE` (or --signed-by KEYFILE), or read it once with --no-signer-check"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .messageNotOpened: return "check the password the message was made with; nothing was written"
         case .unauthenticatedMessage: return "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated"

@@ -12,6 +12,19 @@ public struct ArchiveKeyEntries {
     public let header: ArchiveHeader
     let keyEntry: [UInt8]
     let name: String
+    /// Whether `header.sig` verified (version 3): checked with no key, so `archives` and
+    /// `prune` can tell a trusted signer's archives from planted ones.
+    public let signature: Signature
+
+    public enum Signature: Sendable, Equatable {
+        case unsigned
+        case verified(Ed25519PublicKey)
+        /// The header names a signer but `header.sig` is missing or does not verify: the
+        /// header was changed (or damaged) after it was signed.
+        case invalid
+
+        public var signer: Ed25519PublicKey? { if case .verified(let key) = self { return key } else { return nil } }
+    }
 
     /// Which kind of slot opened the content key. A password or device slot (or a version 1
     /// archive, which has only those) needs this home's secret to make; a recipient slot
@@ -34,23 +47,36 @@ public struct ArchiveKeyEntries {
         var version1PasswordSlot: ArchiveHeader.KeySlot? = nil
     }
 
-    init(header: ArchiveHeader, keyEntry: [UInt8], name: String) {
+    init(header: ArchiveHeader, keyEntry: [UInt8], name: String, signature: Signature) {
         self.header = header
         self.keyEntry = keyEntry
         self.name = name
+        self.signature = signature
     }
 
     /// The key entries from the first bytes of an archive file: its first two ZIP entries,
     /// stored, named as FORMAT.md §1 says and within its size bounds. nil if the bytes do not
     /// hold them (not an archive, or its header does not parse).
+    ///
+    /// A signed header's signature (the third entry) is checked too; one that is missing or
+    /// does not verify gives `signature == .invalid`, not nil, so that a trust check can say
+    /// why the archive is refused.
     public init?(prefix bytes: [UInt8], name: String) {
-        let found = ZipPrefix.entries(of: bytes, count: 2)
-        guard found.count == 2, found[0].name == EntryName.header, found[0].data.count <= FormatLimits.headerBytes,
+        let found = ZipPrefix.entries(of: bytes, count: 3)
+        guard found.count >= 2, found[0].name == EntryName.header, found[0].data.count <= FormatLimits.headerBytes,
               let header = try? ArchiveHeader(parsing: found[0].data),
               found[1].name == EntryName.second(version: header.version).name else { return nil }
         let keyEntrySize = found[1].name == EntryName.keyWrap ? FormatLimits.keyWrapBytes : FormatLimits.headerMACBytes
         guard found[1].data.count == keyEntrySize, (try? Self.checkSlots(of: header)) != nil else { return nil }
-        self.init(header: header, keyEntry: found[1].data, name: name)
+        var signature = Signature.unsigned
+        if let signer = header.signer {
+            signature = .invalid
+            if found.count == 3, found[2].name == EntryName.headerSignature, let key = try? Ed25519PublicKey(bytes: signer),
+               key.verifies(found[2].data, of: ArchiveReader.signatureContext + header.bytes) {
+                signature = .verified(key)
+            }
+        }
+        self.init(header: header, keyEntry: found[1].data, name: name, signature: signature)
     }
 
     /// Authenticates the header through a password or device slot only (no identity is tried:

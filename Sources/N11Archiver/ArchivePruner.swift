@@ -15,7 +15,9 @@ import N11Vault
 /// the policy keeps every archive there, nothing is opened and no secret is needed. Before
 /// anything is deleted the newest counted archive is verified in full, and a newer file with
 /// an archive's name that does not read as one stops the prune: it may be the real newest
-/// backup, damaged.
+/// backup, damaged. With a trusted signer (`UnlockSources.signerTrust`), what counts is an
+/// archive a trusted key signed, under its own date: no secret is needed, and whatever else
+/// is there is never counted, so never deleted.
 public enum ArchivePruner {
     public struct Request {
         public let policy: ArchiveRetention.Policy
@@ -91,6 +93,10 @@ public enum ArchivePruner {
         if leftovers > 0 { request.notice(.leftovers(leftovers)) }
 
         let records = WrittenArchives.all(in: request.home)
+        // With a trusted signer, a signature is what counts (DESIGN.md §8.4): every header is
+        // read, and an archive no trusted key signed is never counted, so never deleted.
+        let trust = request.secrets.signerTrust
+        var untrusted: [ArchiveRetention.NotOpened] = []
         var found: [Found] = [], foreignOwners: [UInt32] = [], unreadableNames: [String] = []
         for object in try store.list() where ArchiveRetention.isArchiveName(object.name) {
             let path = store.location(of: object.name)
@@ -98,9 +104,13 @@ public enum ArchivePruner {
                 report.foreign.append(path)
                 foreignOwners.append(owner)
                 request.notice(.foreign(path: path, owner: owner))
-            } else if let record = store.recorded(object, in: records) {
+            } else if !trust.isActive, let record = store.recorded(object, in: records) {
                 found.append(Found(object: object, candidate: .init(path: path, created: record.created), keys: nil, record: record))
-            } else if let keys = try store.keyEntries(of: object) {
+            } else if let keys = try store.keyEntries(of: object), trust.isActive || keys.signature != .invalid {
+                if let why = trust.refusal(keys.signature, header: keys.header, fileName: object.name) {
+                    untrusted.append(.init(path: path, reason: why))
+                    continue
+                }
                 found.append(Found(object: object, candidate: .init(path: path, created: keys.header.created), keys: keys, record: nil))
             } else {
                 report.unreadable.append(path)
@@ -118,12 +128,16 @@ public enum ArchivePruner {
         // When the policy keeps every archive there, it keeps every subset too (an archive's
         // rank and its bucket can only move up when others drop out): nothing can be deleted,
         // so nothing is opened and no secret is needed.
-        let counted: [Found]
-        if ArchiveRetention.apply(request.policy, to: found.map(\.candidate)).remove.isEmpty {
+        var counted: [Found]
+        if trust.isActive {
+            // Signed by a trusted key: this home's (or its writing machine's), with no secret.
+            (counted, report.notCounted) = onceEach(found)
+        } else if ArchiveRetention.apply(request.policy, to: found.map(\.candidate)).remove.isEmpty {
             counted = found
         } else {
             (counted, report.notCounted) = try thisHomes(found, in: store, records: records, request)
         }
+        report.notCounted = untrusted + report.notCounted
         for other in report.notCounted { request.notice(.notCounted(other)) }
         if counted.isEmpty && !report.notCounted.isEmpty {
             throw .noneOfThisHome(directory: store.location, count: report.notCounted.count)
@@ -151,6 +165,17 @@ public enum ArchivePruner {
             if !report.deleted.isEmpty { try store.finishDeleting() }
         }
         return report
+    }
+
+    /// One archive ID counts once: the first file that claims it, in the store's order.
+    private static func onceEach(_ found: [Found]) -> ([Found], [ArchiveRetention.NotOpened]) {
+        var seen = Set<String>(), counted: [Found] = [], others: [ArchiveRetention.NotOpened] = []
+        for item in found {
+            let id = item.keys?.header.archiveIDHex ?? item.record?.archiveID ?? item.candidate.path
+            if seen.insert(id).inserted { counted.append(item) }
+            else { others.append(.init(path: item.candidate.path, reason: "another file here is already counted as archive \(id)")) }
+        }
+        return (counted, others)
     }
 
     /// Splits `found` into this home's archives and the others (see the type's comment).

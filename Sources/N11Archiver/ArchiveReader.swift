@@ -25,9 +25,12 @@ public final class ArchiveReader {
     public var foundByLocalHeaders: Bool { container?.zip.foundByLocalHeaders ?? false }
     /// The second entry: `keywrap.bin` (version 1) or `header.mac` (version 2).
     let keyEntry: [UInt8]
-    /// Version 3: the key whose signature of the header (`header.sig`) verified; nil for an
-    /// unsigned archive. Checked when the archive is opened, before any key is derived.
-    public let signer: Ed25519PublicKey?
+    /// Version 3: whether the header is signed and the signature (`header.sig`) verifies.
+    /// Checked when the archive is opened; one that fails is refused by `unlock`, before any
+    /// key is derived (as untrusted when a signer is trusted, else as damage).
+    public let signature: ArchiveKeyEntries.Signature
+    /// The key whose signature of the header verified; nil for an unsigned archive.
+    public var signer: Ed25519PublicKey? { signature.signer }
 
     var zip: ZipReader { container!.zip }
     var entries: [ZipEntryInfo] { container!.entries }
@@ -93,13 +96,13 @@ public final class ArchiveReader {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
             if let packed = opened.packed {
-                signer = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
+                signature = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
                 // FORMAT.md §10.2: reading the archives an incremental one needs is not here yet.
                 guard header.dependsOn.isEmpty else {
                     throw ArchiveError.unsupported(archive: name, why: "it is an incremental archive (it needs \(header.dependsOn.count) other archive(s)), which this n11archive cannot read yet")
                 }
             } else {
-                signer = nil
+                signature = .unsigned
             }
         } catch let failure as SalvageFailure {
             throw ArchiveError.unsalvageable(archive: name, what: .found(failure.description))
@@ -215,21 +218,19 @@ public final class ArchiveReader {
         return result
     }
 
-    /// The signed header's signer, once `header.sig` verified over the header's exact bytes
-    /// (DESIGN.md §8.4); a signer without a signature, or a signature without one, is damage.
     static let signatureContext = Array("n11archive/v3/header-signature".utf8) + [0]
 
-    private static func checkSignature(of header: ArchiveHeader, entry: ZipEntryInfo?, in zip: ZipReader) throws -> Ed25519PublicKey? {
+    /// Whether `header.sig` verifies over the header's exact bytes (DESIGN.md §8.4). A
+    /// signature without a signer is damage; a signer whose signature is missing or fails is
+    /// `.invalid`, which `unlock` refuses (so that a trust check can call it untrusted).
+    private static func checkSignature(of header: ArchiveHeader, entry: ZipEntryInfo?, in zip: ZipReader) throws -> ArchiveKeyEntries.Signature {
         switch (header.signer, entry) {
-        case (nil, nil): return nil
+        case (nil, nil): return .unsigned
         case (nil, _?): throw FormatError.invalidHeader("a \(EntryName.headerSignature) without a signer")
-        case (_?, nil): throw FormatError.invalidHeader("a signer without \(EntryName.headerSignature)")
+        case (_?, nil): return .invalid
         case let (signer?, entry?):
             let key = try Ed25519PublicKey(bytes: signer)
-            guard key.verifies(try readSmall(entry, from: zip), of: signatureContext + header.bytes) else {
-                throw FormatError.invalidHeader("its signature (\(EntryName.headerSignature)) does not verify")
-            }
-            return key
+            return key.verifies(try readSmall(entry, from: zip), of: signatureContext + header.bytes) ? .verified(key) : .invalid
         }
     }
 
@@ -254,6 +255,9 @@ public final class ArchiveReader {
                        kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil,
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         do {
+            guard signature != .invalid else {
+                throw ArchiveError.damaged(archive: name, what: "its header was changed after it was signed (\(EntryName.headerSignature) does not verify)")
+            }
             let opened = try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
                                                          kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer)
             let contentKey = opened.key
@@ -313,7 +317,9 @@ extension ArchiveReader {
     }
 
     /// The two entries that open the content key, as read from this file.
-    var keyEntries: ArchiveKeyEntries { ArchiveKeyEntries(header: header, keyEntry: keyEntry, name: name) }
+    var keyEntries: ArchiveKeyEntries {
+        ArchiveKeyEntries(header: header, keyEntry: keyEntry, name: name, signature: signature)
+    }
 
 }
 

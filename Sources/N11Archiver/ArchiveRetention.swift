@@ -122,6 +122,11 @@ public enum ArchiveRetention {
         return namePrefix + stamp + (attempt > 1 ? "-\(attempt)" : "") + nameSuffix
     }
 
+    /// The `yyyyMMddTHHmmssZ` of a name `isArchiveName` accepts.
+    public static func stamp(of name: String) -> String {
+        String(name.dropFirst(namePrefix.count).prefix(16))
+    }
+
     /// The N of a `…Z-N.nu11vlt` name; 1 for the bare name (and for any other name).
     static func sequence(of name: String) -> Int {
         guard name.hasSuffix(nameSuffix) else { return 1 }

@@ -2,7 +2,8 @@ import N11Crypto
 import N11System
 import N11Vault
 
-/// `init`: a new key store (vault, fade and backup keys) and an empty vault, or nothing. The
+/// `init`: a new key store (vault, fade and backup keys, and the signing key of DESIGN.md
+/// §8.4) and an empty vault, or nothing. The
 /// key store is created holding the home's lock, so nobody starts using keys that a failed
 /// init takes back; what this run created (and only that: never a recursive removal) is
 /// taken back if the vault cannot be made, or on Ctrl-C.
@@ -11,6 +12,8 @@ public enum HomeInitializer {
         public let keyStorePath: String
         public let isPINProtected: Bool
         public let vaultPath: String
+        /// The public half of the home's new signing key (`key export-public --signing`).
+        public let signer: Ed25519PublicKey?
     }
 
     /// Checks, before anything is asked or created, that a vault can be made at `vaultPath`.
@@ -19,7 +22,7 @@ public enum HomeInitializer {
     }
 
     public static func initialize(_ home: N11Home, vaultPath: String, pin: SecureBytes?, lockWait: Double) throws -> Report {
-        let keyStore = try KeyStore.create(in: home, pin: pin, holdingLock: true)
+        let keyStore = try KeyStore.create(in: home, pin: pin, holdingLock: true, signing: true)
         defer { keyStore.releaseHomeLock() }
         let created = HomeTakeBack(keyStore: keyStore, createdKeyStore: true)
         let interrupted = Interruption.onInterrupt { created.takeBack() }
@@ -27,7 +30,8 @@ public enum HomeInitializer {
         do {
             let vault = try Vault.open(at: vaultPath, keyStore: keyStore, forWriting: true, lockWait: lockWait,
                                        claim: { created.vault = $0 })
-            return Report(keyStorePath: keyStore.path, isPINProtected: keyStore.isPINProtected, vaultPath: vault.path)
+            return Report(keyStorePath: keyStore.path, isPINProtected: keyStore.isPINProtected, vaultPath: vault.path,
+                          signer: keyStore.signingKey?.publicKey)
         } catch {
             // A vault that cannot be used (another key store's, locked): keep nothing of this run.
             Interruption.critical { created.takeBack() }

@@ -17,6 +17,8 @@ public final class UnlockSources {
     private let readIdentityFiles: () throws -> [P256PrivateKey]
     /// Argon2id results with this one password, by salt and cost.
     public let kdfCache = KDFCache()
+    /// Which signers the command trusts: checked before any key is tried (`unlock(with:)`).
+    public var signerTrust = SignerTrust.anySigner
 
     private var password: SecureBytes??
     private var loadedKeyStore: KeyStore?
@@ -70,10 +72,13 @@ public final class UnlockSources {
 
 extension ArchiveReader {
     /// `unlock` with what `sources` gathers: identities on recipient slots first, then the
-    /// password (asked with this archive's cost), the key store for a secure archive.
+    /// password (asked with this archive's cost), the key store for a secure archive. An
+    /// archive that `sources.signerTrust` refuses is refused first, before any Argon2id or
+    /// ECDH work and before a password is asked for.
     public func unlock(with sources: UnlockSources, kdfCeiling: KDFCeiling,
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
-        try unlock(password: { try sources.password(cost: self.header.passwordKDFs.first) }, keyStore: sources.keyStore,
+        try sources.signerTrust.check(signature, header: header, name: name)
+        return try unlock(password: { try sources.password(cost: self.header.passwordKDFs.first) }, keyStore: sources.keyStore,
                    identities: sources.identities, kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
                    toleratingMissingItems: toleratingMissingItems)
     }

@@ -15,6 +15,7 @@ struct ArchiveInput: ParsableArguments {
     @OptionGroup var password: PasswordOptions
     @OptionGroup var identity: IdentityOptions
     @OptionGroup var kdfCeiling: KDFCeilingOptions
+    @OptionGroup var trust: SignerTrustOptions
 
     /// Opens and authenticates the archive: identities (the key store's and `--identity`
     /// files) are tried on recipient slots first, then the password; secure archives load
@@ -25,7 +26,7 @@ struct ArchiveInput: ParsableArguments {
     func unlock(_ opened: ArchiveReader? = nil, toleratingMissingItems: Bool = false,
                 sources given: UnlockSources? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
-        let sources = given ?? unlockSources()
+        let sources = try given ?? unlockSources()
         var typed = false
         if case .terminal = password.source { typed = true }
         let archive = try TerminalRetry.run(typed: typed && !sources.hasPassword, what: "password", isWrong: { error in
@@ -38,9 +39,12 @@ struct ArchiveInput: ParsableArguments {
         return (archive, sources.keyStoreIfLoaded)
     }
 
-    /// What may open this command's archives (`UnlockSources`), from its options.
-    func unlockSources() -> UnlockSources {
-        .init(password: password, store: store, identity: identity)
+    /// What may open this command's archives (`UnlockSources`) and which signers it trusts,
+    /// from its options.
+    func unlockSources() throws -> UnlockSources {
+        let sources = UnlockSources(password: password, store: store, identity: identity)
+        sources.signerTrust = try trust.resolve(home: store.resolvedHome)
+        return sources
     }
 }
 

@@ -14,13 +14,18 @@ struct Archives: ParsableCommand, ChoosesOutput {
         Lists the files named *.nu11vlt (dated by `create --output-dir` or not), newest \
         first by the time in their header, as prune orders them. Time and \
         mode come from each archive's header, which is read without any key and so not \
-        authenticated (`verify` does that); on a remote only the first 64 KiB of each \
+        authenticated (`verify` does that), except a signature, which is checked with no \
+        key: SIGNED BY is the fingerprint of the key whose signature verified. With a \
+        trusted signer (`key trust`, --signed-by) an archive prune would not count is \
+        marked NOT TRUSTED, with the reason. On a remote only the first 64 KiB of each \
         archive are fetched.
         """)
 
     @Argument(help: ArgumentHelp("The directory: a path, or REMOTE:PATH on an rclone remote.", valueName: "DIR"), completion: .directory)
     var directory: String
     @Flag(help: "Print one JSON document (also on failure).") var json = false
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var trust: SignerTrustOptions
 
     struct Entry: Encodable {
         let archive: String
@@ -30,6 +35,13 @@ struct Archives: ParsableCommand, ChoosesOutput {
         let formatVersion: Int?
         /// The uid of another user who owns the file: its header is not read (DESIGN.md §3.8).
         let ownerUid: UInt32?
+        /// `none`, `verified` or `invalid` (the header changed after it was signed); nil when
+        /// the header was not read.
+        let signature: String?
+        /// The fingerprint of the key whose signature verified.
+        let signedBy: String?
+        /// With a trusted signer: why prune would not count it (nil: it would, or no rule).
+        let notTrusted: String?
     }
 
     struct Document: Encodable {
@@ -40,13 +52,20 @@ struct Archives: ParsableCommand, ChoosesOutput {
     }
 
     func run() throws {
+        let trust = try self.trust.resolve(home: self.store.resolvedHome)
         let store = try ArchiveStores.open(directory, spool: nil, home: nil, forPrune: true)
         var entries: [Entry] = []
         for object in try store.list() where Self.isListed(object.name) {
             let path = store.location(of: object.name)
-            let header = object.foreignOwner == nil ? try store.keyEntries(of: object)?.header : nil
+            let keys = object.foreignOwner == nil ? try store.keyEntries(of: object) : nil
+            let header = keys?.header
+            let signature = keys.map { keys -> String in
+                switch keys.signature { case .unsigned: "none"; case .verified: "verified"; case .invalid: "invalid" }
+            }
             entries.append(Entry(archive: path, size: object.size, created: header?.created, mode: header?.mode.rawValue,
-                                 formatVersion: header?.version, ownerUid: object.foreignOwner))
+                                 formatVersion: header?.version, ownerUid: object.foreignOwner, signature: signature,
+                                 signedBy: keys?.signature.signer.map(SignerKeyFiles.fingerprint),
+                                 notTrusted: keys.flatMap { trust.refusal($0.signature, header: $0.header, fileName: object.name) }))
         }
         // Prune's order (header time, then the name's -N); an unreadable header last.
         entries.sort { a, b in
@@ -61,13 +80,18 @@ struct Archives: ParsableCommand, ChoosesOutput {
             Console.note("no archives (*.nu11vlt) in '\(directory)'")
             return
         }
-        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE"]] + entries.map { entry in
-            let name = String(entry.archive.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "")
+        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE", "SIGNED BY"]] + entries.map { entry in
             let when = entry.ownerUid.map { "(uid \($0)'s file: not read)" }
                 ?? entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
-            return [name, Console.byteCount(entry.size), when, entry.mode ?? "-"]
+            let signer = entry.signature == "invalid" ? "(signature fails)" : entry.signedBy ?? "-"
+            return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-",
+                    signer + (entry.notTrusted == nil ? "" : "  NOT TRUSTED")]
         })
+        for entry in entries { if let why = entry.notTrusted { Console.warning("\(Self.name(entry.archive)) is not trusted: \(why)") } }
     }
+
+    /// The archive's own name, whether the path is a directory's or `REMOTE:DIR`'s.
+    static func name(_ path: String) -> String { String(path.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "") }
 
     /// Archives by name: `*.nu11vlt`, not the temp names of uploads or writes in progress.
     static func isListed(_ name: String) -> Bool {

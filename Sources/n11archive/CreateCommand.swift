@@ -143,6 +143,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         let leftOutCompartments: [String: Int]
         /// For a REMOTE:PATH output: how the archive was uploaded and checked.
         let upload: Upload?
+        /// The fingerprint of the home's signing key that signed it; nil: not signed.
+        let signedBy: String?
         let durationSeconds: Double
     }
 
@@ -169,6 +171,9 @@ struct Create: ParsableCommand, HasOutputOptions {
             Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
+        if formatVersion < 3 && vault.keyStore.signingKey != nil {
+            Console.note("format version \(formatVersion) has no signatures: this archive is not signed, and where a signer is trusted it is refused")
+        }
         let backup = try ArchiveBackup.run(from: vault, .init(mode: mode, compartments: compartments, kdf: kdf,
                                                               destination: try destination(), home: store.resolvedHome,
                                                               formatVersion: formatVersion),
@@ -202,7 +207,8 @@ struct Create: ParsableCommand, HasOutputOptions {
                                        plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
                                        skippedExpired: report.skippedExpired,
                                        leftOutCompartments: Dictionary(uniqueKeysWithValues: backup.leftOut.map { ($0.key.rawValue, $0.value) }),
-                                       upload: upload, durationSeconds: Output.durationSeconds))
+                                       upload: upload, signedBy: report.signer.map(SignerKeyFiles.fingerprint),
+                                       durationSeconds: Output.durationSeconds))
             return
         }
         if !report.skippedExpired.isEmpty { Console.note("left out \(report.skippedExpired.count) expired fade item(s)") }
@@ -212,7 +218,8 @@ struct Create: ParsableCommand, HasOutputOptions {
             return
         }
         let opens = recipients == 0 ? "" : ", for \(recipients) recipient(s)\(withPassword ? " and a password" : "")"
-        Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)")
+        let signed = report.signer.map { ", signed by \(SignerKeyFiles.fingerprint($0))" } ?? ""
+        Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)\(signed)")
     }
 
     /// Where the archive goes: a store (a directory or a remote, `--output-dir`, or

@@ -36,8 +36,14 @@ struct Info: ParsableCommand, ChoosesOutput {
         let packs: Int?
         /// Version 3: the archives a restore of this one also reads (none for a full archive).
         let dependsOn: [String]?
-        /// Version 3: the Ed25519 public key (hex) whose signature of the header verified.
+        /// Version 3: the fingerprint (as `create` and `key list` show it) of the Ed25519 key
+        /// whose signature of the header verified, and that key itself (hex).
         let signedBy: String?
+        let signerKey: String?
+        /// `none`, `verified` or `invalid` (the header changed after it was signed).
+        let signature: String
+        /// Whether this home's trust rule (`key trust`) would read it; nil without a rule.
+        let trusted: Bool?
         /// The archive file's size; named as in `create`'s document, which reports the same.
         let archiveBytes: Int64
     }
@@ -70,10 +76,14 @@ struct Info: ParsableCommand, ChoosesOutput {
         let reader = try ArchiveReader(path: fetched.path, name: fetched.name)
         let h = reader.header
         let packed = reader.packedLayout
+        let trust = try SignerTrust.resolve(signedBy: [], home: store.resolvedHome)
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               slots: Self.slots(of: h), entries: reader.entryCount, items: packed == nil ? reader.itemEntryCount : nil,
                               pages: packed?.pages, packs: packed?.packs, dependsOn: h.version >= 3 ? h.dependsOn.map(\.hex) : nil,
-                              signedBy: reader.signer?.bytes.hex, archiveBytes: reader.fileSize)
+                              signedBy: reader.signer.map(SignerKeyFiles.fingerprint), signerKey: reader.signer?.bytes.hex,
+                              signature: { switch reader.signature { case .unsigned: "none"; case .verified: "verified"; case .invalid: "invalid" } }(),
+                              trusted: trust.isActive ? trust.refusal(reader.signature, header: h, fileName: fetched.name) == nil : nil,
+                              archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
         Console.out("format:   n11archive version \(h.version)")
@@ -85,9 +95,18 @@ struct Info: ParsableCommand, ChoosesOutput {
         }
         if let packed {
             Console.out("items:    packed in \(packed.packs) pack(s), listed in \(packed.pages) manifest page(s); how many is inside the encryption (`list` shows them) (\(summary.entries) ZIP entries)")
-            Console.out("signed:   \(reader.signer.map { "by Ed25519 key \($0.bytes.hex) (the signature verifies)" } ?? "no")")
+            switch reader.signature {
+            case .unsigned: Console.out("signed:   no")
+            case .verified(let key): Console.out("signed:   by Ed25519 key \(SignerKeyFiles.fingerprint(key)) (the signature verifies; key \(key.bytes.hex))")
+            case .invalid: Console.out("signed:   its signature does NOT verify: the header was changed after it was signed (nothing will read it)")
+            }
         } else {
             Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
+            Console.out("signed:   no (version \(h.version) archives never are)")
+        }
+        if let trusted = summary.trusted {
+            let why = trust.refusal(reader.signature, header: h, fileName: fetched.name)
+            Console.out("trusted:  \(trusted ? "yes, by this home's trusted signers" : "no: \(why ?? "")")")
         }
         Console.out("size:     \(Console.byteCount(reader.fileSize))")
     }

@@ -6,7 +6,7 @@ import N11Vault
 
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create the key store (vault, fade and backup keys) and an empty vault.",
+        abstract: "Create the key store (vault, fade and backup keys, a signing key) and an empty vault.",
         discussion: """
         Examples:
           n11archive init
@@ -39,5 +39,9 @@ struct Init: ParsableCommand {
         let report = try HomeInitializer.initialize(home, vaultPath: vaultPath, pin: pinBytes, lockWait: vaultOptions.lockWait)
         Console.out("initialised key store \(report.keyStorePath)\(report.isPINProtected ? " (PIN-protected)" : "")")
         Console.out("vault \(report.vaultPath)")
+        if let signer = report.signer {
+            Console.out("signing key \(SignerKeyFiles.fingerprint(signer)): every archive this home creates is signed with it")
+            Console.note("to refuse archives it did not sign, trust it where you restore: `n11archive key trust --own` here, or `key export-public --signing` and `key trust FILE` elsewhere")
+        }
     }
 }

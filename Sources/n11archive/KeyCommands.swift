@@ -8,7 +8,7 @@ import N11Vault
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "P-256 identities: make archives that this machine can write but not read.",
+        abstract: "Identities (archives this machine can write but not read), the signing key and trusted signers.",
         discussion: """
         Examples:
           n11archive key generate                      # an identity in the key store
@@ -16,13 +16,18 @@ struct KeyCommand: ParsableCommand {
           n11archive key export-private -o backup.key  # passphrase-protected
           n11archive key import backup.key             # where you restore
           n11archive create --portable --recipient backup.pub -o a.nu11vlt
+          n11archive key export-public --signing -o signer.pub  # the signing key
+          n11archive key trust signer.pub    # where you restore: only its archives
           n11archive key backup -o keys.n11backup      # every key
         Archives made for a public key open with its private key: from the key store, or \
         with `restore --identity FILE`. Keep the private key off the machine that makes \
-        the nightly archives, and keep a copy of it: without it those archives cannot be restored.
+        the nightly archives, and keep a copy of it: without it those archives cannot be restored. \
+        Every archive a home with a signing key creates is signed (`init` makes one); where \
+        a signer is trusted, restore, verify, list and rekey refuse archives it did not sign, \
+        and prune and archives never count them.
         """,
         subcommands: [Generate.self, ExportPublic.self, ExportPrivate.self, Import.self, List.self,
-                      SetPIN.self, RemovePIN.self, Backup.self, RestoreBackup.self],
+                      Trust.self, Untrust.self, SetPIN.self, RemovePIN.self, Backup.self, RestoreBackup.self],
         aliases: ["keys"])
 
     /// Picks one identity of the key store: the one whose fingerprint starts with `prefix`,
@@ -51,18 +56,31 @@ struct KeyCommand: ParsableCommand {
 extension KeyCommand {
     struct Generate: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make a P-256 identity in the key store (sealed by its PIN, if it has one).",
+            abstract: "Make a P-256 identity, or (--signing) an Ed25519 signing key, in the key store (sealed by its PIN, if it has one).",
             discussion: """
-            Example:
+            Examples:
               n11archive key generate && n11archive key export-public -o backup.pub
-            A key store holds one generated identity; a second `generate` is refused \
-            (imported identities are kept beside it).
+              n11archive key generate --signing     # a home made before signing existed
+            A key store holds one generated identity and one signing key; a second is \
+            refused (imported identities are kept beside it). Once a home has a signing \
+            key, every archive it creates is signed with it.
             """)
 
         @OptionGroup var store: StoreOptions
+        @Flag(help: "Make the home's Ed25519 signing key instead of an identity.") var signing = false
 
         func run() throws {
             let keyStore = try store.loadKeyStore()
+            if signing {
+                if let existing = keyStore.signingKey {
+                    throw CLIError(.outputExists, "the key store already holds signing key \(SignerKeyFiles.fingerprint(existing.publicKey))",
+                                   hint: "export its public key with `n11archive key export-public --signing`")
+                }
+                let key = try keyStore.addSigningKey(try Ed25519SigningKey.generate())
+                Console.out("generated signing key \(SignerKeyFiles.fingerprint(key.publicKey)) in \(keyStore.path): archives created here are signed with it")
+                Console.note("trust it where you restore: `n11archive key trust --own` here, or `key export-public --signing -o FILE` and `key trust FILE` elsewhere")
+                return
+            }
             if let existing = keyStore.identities.first {
                 throw CLIError(.outputExists, "the key store already holds identity \(KeyFiles.fingerprint(existing.publicKey))",
                                hint: "export its public key with `n11archive key export-public`")
@@ -100,11 +118,18 @@ extension KeyCommand {
         @Option(help: ArgumentHelp("Which identity, by fingerprint prefix (when the key store holds several).", valueName: "HEX"))
         var fingerprint: String?
 
+        @Flag(help: "Write the home's Ed25519 signing key's public half (SubjectPublicKeyInfo PEM), for `key trust` and --signed-by.")
+        var signing = false
+
         func validate() throws {
             if from != nil && fingerprint != nil { throw ValidationError("--fingerprint picks among the key store's identities; it cannot go with --from") }
+            if signing && (from != nil || fingerprint != nil || standard) {
+                throw ValidationError("--signing writes the home's one signing key, always as a standard PEM: drop --from, --fingerprint and --standard")
+            }
         }
 
         func run() throws {
+            if signing { return try exportSigner() }
             let key: P256PublicKey
             if let from {
                 // After a disaster the identity may be only in its file: no import needed.
@@ -119,6 +144,20 @@ extension KeyCommand {
             }
             try KeyFiles.writeNew(text, to: output, mode: 0o644)
             Console.note("wrote public key \(KeyFiles.fingerprint(key)) to \(output)")
+        }
+
+        private func exportSigner() throws {
+            let keyStore = try store.loadKeyStore()
+            guard let key = keyStore.signingKey?.publicKey else {
+                throw CLIError(.missingInput, "the key store '\(keyStore.path)' holds no signing key", hint: "make one with `n11archive key generate --signing`")
+            }
+            let text = SignerKeyFiles.pem(key)
+            guard let output else {
+                for line in text.split(separator: "\n") { Console.out(String(line)) }
+                return
+            }
+            try KeyFiles.writeNew(text, to: output, mode: 0o644)
+            Console.note("wrote signing key \(SignerKeyFiles.fingerprint(key))'s public half to \(output); `n11archive key trust \(output)` where you restore")
         }
     }
 
@@ -203,6 +242,74 @@ extension KeyCommand {
             }
             if keyStore.identities.isEmpty { Console.note("no identities; make one with `n11archive key generate`") }
             for key in keyStore.identities { Console.out(KeyFiles.fingerprint(key.publicKey)) }
+            if let signer = keyStore.signingKey?.publicKey { Console.out("signing  \(SignerKeyFiles.fingerprint(signer))") }
+            for key in try TrustedSigners.keys(in: store.resolvedHome) { Console.out("trusted  \(SignerKeyFiles.fingerprint(key))") }
+        }
+    }
+
+    struct Trust: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Trust a signer: from then on restore, verify, list and rekey refuse archives no trusted key signed, and prune and archives never count them.",
+            discussion: """
+            Examples:
+              n11archive key trust --own                # this home's own signing key
+              n11archive key trust server-signer.pub    # another machine's signing key
+            Kept in HOME/trusted-signers.pem (public keys, 0600), which `key backup` \
+            carries; --signed-by FILE replaces it for one command, --no-signer-check turns \
+            the rule off for one command.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @Flag(help: "Trust this home's own signing key.") var own = false
+        @Argument(help: ArgumentHelp("A file of Ed25519 public keys (PEM, or 64 hex digits a line).", valueName: "FILE"), completion: .file())
+        var file: String?
+
+        func validate() throws {
+            guard own != (file != nil) else { throw ValidationError("give a key file, or --own for this home's signing key") }
+        }
+
+        func run() throws {
+            let home = store.resolvedHome
+            let keys: [Ed25519PublicKey]
+            if let file {
+                keys = try SignerKeyFiles.keys(inFile: file)
+            } else {
+                let keyStore = try store.loadKeyStore()
+                guard let signer = keyStore.signingKey?.publicKey else {
+                    throw CLIError(.missingInput, "the key store '\(keyStore.path)' holds no signing key", hint: "make one with `n11archive key generate --signing`")
+                }
+                keys = [signer]
+            }
+            for key in keys {
+                let added = try TrustedSigners.add(key, in: home)
+                Console.out("\(added ? "trusted" : "already trusted:") signer \(SignerKeyFiles.fingerprint(key))")
+            }
+        }
+    }
+
+    struct Untrust: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop trusting a signer (by fingerprint prefix, as `key list` shows it).",
+            discussion: """
+            Example:
+              n11archive key untrust 3f2a9c
+            With no trusted signer left, archives are read whoever signed them, as before.
+            """)
+
+        @OptionGroup var store: StoreOptions
+        @Argument(help: ArgumentHelp("The signer's fingerprint or its first hex digits.", valueName: "HEX")) var fingerprint: String
+
+        func run() throws {
+            let home = store.resolvedHome
+            let matching = try TrustedSigners.keys(in: home).filter { SignerKeyFiles.fingerprint($0).hasPrefix(fingerprint.lowercased()) }
+            guard matching.count == 1 else {
+                throw CLIError(matching.isEmpty ? .missingInput : .usage,
+                               matching.isEmpty ? "no trusted signer's fingerprint starts with '\(fingerprint)'" : "'\(fingerprint)' matches \(matching.count) trusted signers",
+                               hint: "`n11archive key list` shows them")
+            }
+            _ = try TrustedSigners.remove(matching: SignerKeyFiles.fingerprint(matching[0]), in: home)
+            Console.out("no longer trusted: signer \(SignerKeyFiles.fingerprint(matching[0]))")
+            if try TrustedSigners.keys(in: home).isEmpty { Console.note("no trusted signer is left: archives are read whoever signed them") }
         }
     }
 
@@ -263,7 +370,7 @@ extension KeyCommand {
 
     struct Backup: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write every key (vault, fade, backup, secure archives' device keys, identities) to a file under a passphrase.",
+            abstract: "Write every key (vault, fade, backup, secure archives' device keys, identities, the signing key) and the trusted signers to a file under a passphrase.",
             discussion: """
             Examples:
               n11archive key backup -o keys.n11backup
@@ -282,8 +389,9 @@ extension KeyCommand {
             if try FileStatus.of(output) != nil { throw ArchiveError.outputExists(path: output) }
             let keyStore = try store.loadKeyStore()
             let secret = try passphrase.read(for: output, confirm: true)
-            try keyStore.writeBackup(to: output, passphrase: secret)
-            Console.out("wrote every key of \(keyStore.path) to \(output) (0600): \(keyStore.archiveKeyCount) secure archive key(s), \(keyStore.identities.count) identit\(keyStore.identities.count == 1 ? "y" : "ies")")
+            let trusted = try TrustedSigners.keys(in: store.resolvedHome)
+            try keyStore.writeBackup(to: output, passphrase: secret, trustedSigners: trusted)
+            Console.out("wrote every key of \(keyStore.path) to \(output) (0600): \(keyStore.archiveKeyCount) secure archive key(s), \(keyStore.identities.count) identit\(keyStore.identities.count == 1 ? "y" : "ies"), \(keyStore.signingKey == nil ? "no" : "the") signing key, \(trusted.count) trusted signer(s)")
         }
     }
 
@@ -311,7 +419,9 @@ extension KeyCommand {
             let secret = try passphrase.read(for: file, confirm: false)
             let pinBytes = pin || newPIN.given ? try newPIN.read() : nil
             let restored = try KeyStore.restoreBackup(from: file, passphrase: secret, into: home, pin: pinBytes)
-            Console.out("restored \(restored.path)\(restored.isPINProtected ? " (PIN-protected)" : ""): \(restored.archiveKeyCount) secure archive key(s), \(restored.identities.count) identit\(restored.identities.count == 1 ? "y" : "ies")")
+            // The trusted signers come back too (added to any the home lists already).
+            for key in restored.trustedSignersInBackup { try TrustedSigners.add(key, in: home) }
+            Console.out("restored \(restored.path)\(restored.isPINProtected ? " (PIN-protected)" : ""): \(restored.archiveKeyCount) secure archive key(s), \(restored.identities.count) identit\(restored.identities.count == 1 ? "y" : "ies"), \(restored.signingKey == nil ? "no" : "the") signing key, \(restored.trustedSignersInBackup.count) trusted signer(s)")
         }
     }
 }

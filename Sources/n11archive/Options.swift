@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import N11Archiver
 import N11Crypto
 import N11System
 import N11Vault
@@ -59,4 +60,25 @@ struct VaultOptions: ParsableArguments {
     }
 
     func path(with store: StoreOptions) -> String { vault ?? store.resolvedHome.defaultVaultPath }
+}
+
+/// Which signers a command that reads archives trusts (DESIGN.md §8.4): `--signed-by` files,
+/// else the home's trusted signers (`key trust`); `--no-signer-check` turns the rule off once.
+struct SignerTrustOptions: ParsableArguments {
+    @Option(name: .customLong("signed-by"),
+            help: ArgumentHelp("Trust only archives signed by the Ed25519 key in FILE (repeatable; default: the home's trusted signers, `key trust`).",
+                               valueName: "FILE"), completion: .file())
+    var signedBy: [String] = []
+
+    @Flag(name: .customLong("no-signer-check"),
+          help: "Read archives whoever signed them, or none (for archives made before signing, or by another machine).")
+    var noSignerCheck = false
+
+    func validate() throws {
+        if noSignerCheck && !signedBy.isEmpty { throw ValidationError("--signed-by and --no-signer-check exclude each other") }
+    }
+
+    func resolve(home: N11Home) throws -> SignerTrust {
+        noSignerCheck ? .anySigner : try SignerTrust.resolve(signedBy: signedBy, home: home)
+    }
 }

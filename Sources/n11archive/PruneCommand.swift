@@ -25,7 +25,10 @@ struct Prune: ParsableCommand, HasOutputOptions {
         place with the recorded size, or byte for byte the recorded SHA-256 elsewhere; see \
         `verify --as-written`), and those that open with the password or key store. Opening \
         with an identity proves nothing (anyone may hold the public key), and files of other \
-        users are never read. Anything not counted is left alone.
+        users are never read. Anything not counted is left alone. With a trusted signer \
+        (`key trust`, --signed-by), what counts is every archive a trusted key signed under \
+        its own date, with no secret needed; unsigned archives, others' and renamed copies \
+        are never counted or deleted.
         """)
 
     @Argument(help: ArgumentHelp("The directory `create --output-dir` writes to.", valueName: "DIR"), completion: .directory)
@@ -102,12 +105,16 @@ struct Prune: ParsableCommand, HasOutputOptions {
     @Option(help: ArgumentHelp("For a REMOTE:DIR: where archives are fetched to be checked (default: HOME/spool, 0700).", valueName: "DIR"), completion: .directory)
     var spool: String?
 
+    @OptionGroup var trust: SignerTrustOptions
+
     func run() throws {
         let store = try ArchiveStores.open(directory, spool: spool, home: self.store.resolvedHome, forPrune: true)
         let isRemote = store is RcloneStore
+        let secrets = UnlockSources(password: password, store: self.store, identity: identity)
+        secrets.signerTrust = try trust.resolve(home: self.store.resolvedHome)
         let report = try ArchivePruner.prune(store, .init(
             policy: policy, dryRun: dryRun, home: self.store.resolvedHome,
-            secrets: UnlockSources(password: password, store: self.store, identity: identity),
+            secrets: secrets,
             kdfCeiling: try kdfCeiling.ceiling(), lockWait: lockWait,
             notice: { notice in
                 switch notice {

@@ -22,7 +22,9 @@ struct Rekey: ParsableCommand {
         comes from --new-password-file/--new-password-fd, or is asked twice on a terminal. \
         A version 1 archive becomes version 2. Secure archives have nothing to rekey. \
         Rekeyed in place, an archive this home wrote gets its record (`verify --as-written`) \
-        updated; a copy written with -o does not.
+        updated; a copy written with -o does not. A signed archive is signed again with \
+        this home's signing key when that key signed it; otherwise rekey refuses, unless \
+        --drop-signature makes the result unsigned.
         """)
 
     @OptionGroup var input: ArchiveInput
@@ -48,6 +50,8 @@ struct Rekey: ParsableCommand {
     @Option(name: .short, help: ArgumentHelp("Write the rekeyed archive to OUT instead of replacing FILE.", valueName: "OUT"))
     var output: String?
     @Flag(help: "Replace OUT if it exists.") var force = false
+    @Flag(name: .customLong("drop-signature"), help: "Make a signed archive unsigned (needed when this home's signing key is not its signer).")
+    var dropSignature = false
 
     func validate() throws {
         guard addPassword || removePasswords || removeRecipients || !addRecipient.isEmpty || !addRecipientsFile.isEmpty else {
@@ -68,7 +72,11 @@ struct Rekey: ParsableCommand {
         }
         let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
         let added = try RecipientOptions.keys(in: addRecipient + addRecipientsFile)
-        let (archive, _) = try input.unlock()
+        let (archive, loadedStore) = try input.unlock()
+        // A signed archive is signed again by this home's signing key, its signer's.
+        let hasKeyStore = ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil
+        let signingKey = archive.header.signer != nil && !dropSignature && hasKeyStore
+            ? try (loadedStore ?? input.store.loadKeyStore()).signingKey : nil
         var passwords: [SecureBytes] = []
         if addPassword {
             guard let source = SecretSource.choose(file: newPasswordFile, descriptor: newPasswordFD, environmentFile: "N11_NEW_PASSWORD_FILE") else {
@@ -82,14 +90,16 @@ struct Rekey: ParsableCommand {
         // copy of it does not take over its record.
         let recorded = output == nil ? try WrittenArchives.record(describing: archive.reader.path, in: input.store.resolvedHome) : nil
         let report = try ArchiveRekeyer.rekey(archive, .init(add: ArchiveAccess(passwords: passwords, recipients: added, kdf: kdf),
-                                                              removePasswords: removePasswords, removeRecipients: removeRecipients),
+                                                              removePasswords: removePasswords, removeRecipients: removeRecipients,
+                                                              signingKey: signingKey, dropSignature: dropSignature),
                                               output: output, replaceExisting: force)
         if let recorded { try WrittenArchives.rerecord(report.output, replacing: recorded, in: input.store.resolvedHome) }
         let counts = Dictionary(grouping: report.slots, by: { $0 }).mapValues(\.count)
         let described = [("password", "password"), ("p256", "recipient")].compactMap { key, word in
             counts[key].map { "\($0) \(word)\($0 == 1 ? "" : "s")" }
         }.joined(separator: " and ")
-        Console.summary("rekeyed \(report.output): opens with \(described); \(report.copiedEntries) entries copied unchanged")
+        let signed = report.signer.map { ", signed again by \(SignerKeyFiles.fingerprint($0))" } ?? (archive.header.signer != nil ? ", no longer signed" : "")
+        Console.summary("rekeyed \(report.output): opens with \(described); \(report.copiedEntries) entries copied unchanged\(signed)")
         // Password slots whose Argon2id work together is above what readers spend by default.
         let work = KDFCeiling.work(of: try ArchiveReader(path: report.output).header)
         if work > KDFCeiling.standard.workMiBPasses {

@@ -77,7 +77,7 @@ struct Verify: ParsableCommand, HasOutputOptions {
     func run() throws {
         let files = [input.file] + moreFiles
         // The password, key store and identities, read once for every archive.
-        let secrets = input.unlockSources()
+        let secrets = try input.unlockSources()
         var documents: [AnyDocument] = []
         for file in files {
             var one = input

@@ -75,7 +75,10 @@ struct ArchiveCLITests {
             let summary = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout)) as? [String: Any])
             // Version 3 packs items: their number is in the encrypted manifest, not in `info`.
             #expect(summary["mode"] as? String == "portable" && summary["items"] == nil && summary["formatVersion"] as? Int == 3)
-            #expect((summary["packs"] as? Int ?? 0) >= 1 && (summary["pages"] as? Int ?? 0) >= 1 && summary["signedBy"] == nil)
+            // Signed by the key `init` made (its fingerprint, as `key list` shows it).
+            let signing = try s.run(["key", "list"]).out.split(separator: "\n").first { $0.hasPrefix("signing") }?.split(separator: " ").last
+            #expect((summary["packs"] as? Int ?? 0) >= 1 && (summary["pages"] as? Int ?? 0) >= 1
+                    && (summary["signedBy"] as? String).map { $0.count == 16 && $0 == signing.map(String.init) } == true, "\(summary)")
 
             let listed = try s.run(["list", archive, "--json", "--password-file", pw])
             expectExit(listed, 0)

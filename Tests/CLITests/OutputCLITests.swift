@@ -58,7 +58,9 @@ struct OutputCLITests {
             let i = try jsonDocument(info)
             #expect(i["outcome"] as? String == "ok" && i["command"] as? String == "info" && i["archiveId"] as? String == id)
             let pages = try #require(i["pages"] as? Int), packs = try #require(i["packs"] as? Int)
-            #expect(i["items"] == nil && i["entries"] as? Int == 3 + pages + packs && i["formatVersion"] as? Int == 3)
+            // header, header.mac, header.sig (the home signs: `init` made its key), root.
+            #expect(i["items"] == nil && i["entries"] as? Int == 4 + pages + packs && i["formatVersion"] as? Int == 3)
+            #expect(i["signedBy"] as? String == c["signedBy"] as? String && (i["signerKey"] as? String)?.count == 64 && i["trusted"] == nil)
             #expect(i["archiveBytes"] as? Int == Int(fileSize(archive)!) && (i["dependsOn"] as? [String]) == [])
             // The same quantity has the same name in every document.
             #expect(i["archiveBytes"] as? Int == c["archiveBytes"] as? Int && i["size"] == nil)

@@ -114,12 +114,13 @@ private struct PruneWorld {
     /// Puts an archive made `daysAgo` days ago into the store under its dated name.
     @discardableResult
     func put(daysAgo: Double, passwords: [String] = [testPassword], recipients: [P256PublicKey] = [],
-             attempt: Int = 1) throws -> String {
+             attempt: Int = 1, signer: Ed25519SigningKey? = nil) throws -> String {
         let created = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - daysAgo * 86_400).rounded(.down))
         let name = ArchiveRetention.fileName(for: created, attempt: attempt)
         let path = world.dir + "/" + name
-        _ = try ArchiveCreator.create(from: world.vault, .init(mode: .portable, compartments: [.vault], output: path,
-                                                               replaceExisting: true, kdf: fastKDF, now: created)) {
+        var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: path, replaceExisting: true, kdf: fastKDF, now: created)
+        request.signingKey = signer
+        _ = try ArchiveCreator.create(from: world.vault, request) {
             ArchiveAccess(passwords: try passwords.map { try secret($0) }, recipients: recipients, kdf: fastKDF)
         }
         store.objects[name] = try readBytes(path)
@@ -127,11 +128,13 @@ private struct PruneWorld {
     }
 
     func prune(keepLast: Int = 0, keepDaily: Int = 0, dryRun: Bool = false, password: String? = testPassword,
+               trust: SignerTrust = .anySigner,
                passwordAsked: (() -> Void)? = nil, notices: ((ArchivePruner.Notice) -> Void)? = nil) throws(ArchiveError) -> ArchivePruner.Report {
         let secrets = UnlockSources(password: { _ in
             passwordAsked?()
             return try password.map { try secret($0) }
         }, keyStore: { throw NoKeyStore() }, keyStoreExists: { false }, identityFiles: { [] })
+        secrets.signerTrust = trust
         return try ArchivePruner.prune(store, .init(policy: .init(keepLast: keepLast, keepDaily: keepDaily), dryRun: dryRun, home: home,
                                                     secrets: secrets, kdfCeiling: .standard, notice: notices ?? { _ in }))
     }
@@ -191,6 +194,41 @@ struct ArchivePrunerTests {
             #expect(Set(notCounted) == Set([w.store.location(of: forged)]).union(pair.subtracting(kept)), "\(notCounted)")
             #expect(report.deleted == ours.dropFirst().map(w.store.location))
             #expect(w.store.objects[forged] != nil && w.store.objects[copy] != nil)
+        }
+    }
+
+    @Test("with a trusted signer, from the first bytes alone: only its archives count; a stranger's, an unsigned one, a changed header and a renamed copy are never counted or deleted")
+    func trustedSigner() throws {
+        try withTemporaryDirectory { dir in
+            let w = try PruneWorld(dir: dir)
+            let ours = try Ed25519SigningKey.generate(), theirs = try Ed25519SigningKey.generate()
+            let real = try (1...3).map { try w.put(daysAgo: Double($0), signer: ours) }   // newest first
+            let stranger = try w.put(daysAgo: 0.5, passwords: [], recipients: [w.world.a.publicKey], signer: theirs)
+            let unsigned = try w.put(daysAgo: 0.4)
+            // Our newest night with its signature changed, under a newer name.
+            let changedName = ArchiveRetention.fileName(for: Date().addingTimeInterval(-3600))
+            let scratch = dir + "/changed.nu11vlt"
+            try writeBytes(w.store.objects[real[0]]!, to: scratch)
+            try editStoredEntry(in: scratch, named: EntryName.headerSignature) { $0[0] ^= 1 }
+            w.store.objects[changedName] = try readBytes(scratch)
+            // The oldest night copied under a newer date.
+            let copyName = ArchiveRetention.fileName(for: Date().addingTimeInterval(-60))
+            w.store.objects[copyName] = w.store.objects[real[2]]
+            let planted = [stranger, unsigned, changedName, copyName]
+
+            var notCounted: [String: String] = [:]
+            let report = try w.prune(keepLast: 2, trust: SignerTrust(keys: [ours.publicKey]),
+                                     notices: { if case .notCounted(let n) = $0 { notCounted[n.path] = n.reason } })
+            #expect(report.decision.keep.map(\.archive.path) == real.prefix(2).map(w.store.location))
+            #expect(report.deleted == [w.store.location(of: real[2])])
+            #expect(Set(notCounted.keys) == Set(planted.map(w.store.location)), "\(notCounted)")
+            #expect(notCounted[w.store.location(of: copyName)]?.contains("copy of another night") == true)
+            #expect(notCounted[w.store.location(of: changedName)]?.contains("signature does not verify") == true)
+            #expect(planted.allSatisfy { w.store.objects[$0] != nil } && w.store.fetched == [real[0]])
+            // Without the rule, a stranger's unsigned password-less archive still does not count,
+            // and the changed header does not read as an archive.
+            let unruled = try w.prune(keepLast: 5, dryRun: true)
+            #expect(unruled.unreadable == [w.store.location(of: changedName)])
         }
     }
 

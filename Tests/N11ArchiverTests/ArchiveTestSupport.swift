@@ -140,6 +140,8 @@ extension ArchiveError {
         switch self {
         case .wrongPassword: return "wrongPassword"
         case .keyNotHere: return "keyNotHere"
+        case .untrustedSigner: return "untrustedSigner"
+        case .signedElsewhere: return "signedElsewhere"
         case .damaged: return "damaged"
         case .noFreeName: return "noFreeName"
         case .unauthenticatedMessage: return "unauthenticatedMessage"

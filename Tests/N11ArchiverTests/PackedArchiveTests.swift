@@ -309,7 +309,19 @@ struct PackedArchiveTests {
             for (what, list) in variants {
                 let path = dir + "/" + what.replacingOccurrences(of: " ", with: "-") + ".nu11vlt"
                 try writeBytes(RawZip.build(list), to: path)
-                #expect(throws: ArchiveError.self, "\(what)") { _ = try ArchiveReader(path: path) }
+                // Opened, its signature known to fail; refused before any key is derived: as
+                // damage, or with a trusted signer as untrusted.
+                let reader = try ArchiveReader(path: path)
+                #expect(reader.signature == .invalid && reader.signer == nil, "\(what)")
+                var derived = false
+                #expect(throws: ArchiveError.self, "\(what)") {
+                    _ = try reader.unlock(password: { derived = true; return try secret(testPassword) }, keyStore: { throw NoKeyStore() })
+                }
+                let sources = UnlockSources(password: { _ in derived = true; return try secret(testPassword) }, keyStore: { throw NoKeyStore() },
+                                            keyStoreExists: { false }, identityFiles: { [] })
+                sources.signerTrust = SignerTrust(keys: [key.publicKey])
+                #expect { _ = try reader.unlock(with: sources, kdfCeiling: .standard) } throws: { ($0 as? ArchiveError)?.caseName == "untrustedSigner" }
+                #expect(!derived, "\(what): a password was read")
             }
             // Re-signed by another key: the signature holds, so opening shows the other signer
             // (trusting a signer is issue 28's rule); the header MAC still fails without CK.

@@ -1,4 +1,5 @@
 import Foundation
+import N11TestSupport
 
 // A small, readable ZIP reader and writer for building hostile archives byte by byte:
 // classic (non-ZIP64) ZIP only, no data descriptors, which is what libzip writes for the
@@ -147,17 +148,3 @@ enum RawZip {
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * UInt32($0))) } }
 
-/// CRC-32 (ISO-HDLC, the ZIP one).
-enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { n in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
-
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
-        return c ^ 0xFFFF_FFFF
-    }
-}
