@@ -103,10 +103,14 @@ public struct ArchiveKeyEntries {
     }
 
     /// Derives or looks up the key-encryption key and unwraps the content key. `derive` runs
-    /// each Argon2id (the file reader closes its ZIP meanwhile, to bound memory).
+    /// each Argon2id (the file reader closes its ZIP meanwhile, to bound memory). A signed
+    /// header whose signature fails is refused first, before any slot (FORMAT.md §10.7).
     func unwrapContentKey(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                           identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling, kdfCache: KDFCache?,
                           derive: (() throws -> SecureBytes) throws -> SecureBytes) throws -> OpenedKey {
+        guard signature != .invalid else {
+            throw ArchiveError.damaged(archive: name, what: "its header was changed after it was signed (\(EntryName.headerSignature) does not verify)")
+        }
         func kek(_ kdf: ArchiveHeader.KDF, _ secret: SecureBytes) throws -> SecureBytes {
             func run() throws -> SecureBytes { try derive { try ArchiveKeys.portableKEK(password: secret, kdf: kdf) } }
             guard let kdfCache else { return try run() }

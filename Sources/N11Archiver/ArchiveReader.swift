@@ -255,9 +255,6 @@ public final class ArchiveReader {
                        kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil,
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         do {
-            guard signature != .invalid else {
-                throw ArchiveError.damaged(archive: name, what: "its header was changed after it was signed (\(EntryName.headerSignature) does not verify)")
-            }
             let opened = try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
                                                          kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer)
             let contentKey = opened.key

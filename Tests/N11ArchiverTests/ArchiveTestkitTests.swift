@@ -62,6 +62,13 @@ struct ArchiveTestkitTests {
         let reader: ArchiveReader
         do { reader = try ArchiveReader(path: fixture.path) } catch { return ("header failure", error) }
         let noKeyStore: () throws -> KeyStore = { throw VaultError.notInitialized(home: "none") }
+        // A signature that fails is found on opening and refused before any slot is tried
+        // (FORMAT.md §10.7, step 2): a header failure, whatever the reader is given.
+        if reader.signature == .invalid {
+            do { _ = try reader.authenticate(password: { secret }, keyStore: noKeyStore, identities: { identities }) }
+            catch { return ("header failure", error) }
+            return ("success", nil)
+        }
         do {
             _ = try reader.authenticate(password: { secret }, keyStore: noKeyStore, identities: { identities })
         } catch { return ("key failure", error) }
