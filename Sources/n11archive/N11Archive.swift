@@ -15,7 +15,7 @@ struct N11Archive: ParsableCommand {
         73 output exists, 74 I/O error (disk full, read-only), 75 busy (locked), 77 wrong PIN or \
         password or missing key, 78 not initialised or unsafe permissions.
         """,
-        version: "0.3.0",
+        version: "0.4.0",
         subcommands: [Init.self, VaultCommand.self, Create.self, Verify.self, ListArchive.self, Info.self, Restore.self, Prune.self,
                       PasswordCommand.self, KeyCommand.self, Seal.self, Unseal.self, Rekey.self, Archives.self, TextCommand.self])
 }
