@@ -1449,18 +1449,17 @@ def check_keystore(path):
         kind, rid = r[0], r[1:17]
         if kind == 0 or kind > 16 or (version == 1 and kind > 5) or (version == 2 and kind > 14):
             raise Reject(f"record {i}: kind {kind} is not known")
-        if kind in (15, 16):
-            # A signing key's seed (15) or a trusted signer's public key (16, backups only),
-            # named by the first 16 bytes of the public key's SHA-256.
-            key = r[17:49]
-            public = key if kind == 16 else Ed25519PrivateKey.from_private_bytes(key).public_key().public_bytes(
+        if kind == 16:
+            raise Reject(f"record {i}: a trusted signer (kind 16) in a key store; only a key backup, always sealed, holds them")
+        if kind == 15:
+            # A signing key's seed, named by the first 16 bytes of its public key's SHA-256.
+            public = Ed25519PrivateKey.from_private_bytes(r[17:49]).public_key().public_bytes(
                 serialization.Encoding.Raw, serialization.PublicFormat.Raw)
             if hashlib.sha256(public).digest()[:16] != rid:
-                raise Reject(f"record {i}: the id of a signing key or trusted signer does not name its public key")
-            if kind == 15:
-                signing += 1
-                if signing > 1:
-                    raise Reject(f"record {i}: a second signing key")
+                raise Reject(f"record {i}: the id of a signing key does not name its public key")
+            signing += 1
+            if signing > 1:
+                raise Reject(f"record {i}: a second signing key")
         if kind in (1, 2, 3):
             if any(rid):
                 raise Reject(f"record {i}: a current key's id is not zero")

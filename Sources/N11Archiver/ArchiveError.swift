@@ -45,7 +45,15 @@ public enum ArchiveError: CategorizedError, Sendable {
     case notWrittenHere(archive: String, archiveID: String)
     /// A trusted signer is required (`--signed-by`, the home's trusted signers) and this
     /// archive is not signed by one (DESIGN.md §8.4).
-    case untrustedSigner(archive: String, why: String)
+    case untrustedSigner(archive: String, SignerTrust.Refusal)
+    /// A file given as a signer's public key (`key trust`, `--signed-by`) that holds none.
+    case signerKeyFile(path: String, why: String)
+    /// The home's list of trusted signers does not read.
+    case trustedSignersDamaged(path: String, why: String)
+    /// Under a trust rule, archives are there and none is signed by a trusted key.
+    case noneTrusted(directory: String, count: Int)
+    /// A key file that would replace an existing file (key files are never replaced).
+    case keyFileExists(path: String)
     /// `rekey` of an archive signed by another key than this home's signing key.
     case signedElsewhere(archive: String, signer: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
@@ -84,10 +92,12 @@ public enum ArchiveError: CategorizedError, Sendable {
 
     public var kind: FailureKind {
         switch self {
-        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner: return .authentication
+        case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner, .noneTrusted: return .authentication
         case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
-        case .outputExists, .conflicts, .exportConflicts: return .outputExists
+        case .outputExists, .conflicts, .exportConflicts, .keyFileExists: return .outputExists
+        case .signerKeyFile: return .usage
+        case .trustedSignersDamaged: return .configuration
         case .unsafeDestination: return .configuration
         case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock, .unauthenticatedMessage, .signedElsewhere: return .usage
         case .tooLarge: return .other
@@ -129,7 +139,11 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
-        case let .untrustedSigner(a, why): return "'\(a)' is refused: \(why); nothing was read from it"
+        case let .untrustedSigner(a, refusal): return "'\(a)' is refused: \(refusal); nothing was read from it"
+        case let .signerKeyFile(p, why): return "'\(p)' is not a signer's public key file: \(why)"
+        case let .trustedSignersDamaged(p, why): return "the home's list of trusted signers '\(p)' does not read: \(why)"
+        case let .noneTrusted(d, n): return "none of the \(n) archive(s) in '\(d)' is signed by a trusted signer; nothing was deleted"
+        case .keyFileExists(let p): return "'\(p)' already exists; key files are never replaced, and nothing was written"
         case let .signedElsewhere(a, signer):
             return "'\(a)' is signed by key \(signer), which is not this home's signing key, and a new header needs a new signature by its signer; nothing was changed"
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
@@ -187,8 +201,11 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
         case .signedElsewhere: return "rekey it in the home that signed it, or add --drop-signature to make the result unsigned"
-        case .untrustedSigner:
-            return "`n11archive info FILE` shows who signed it; if you know where it came from, trust that signer with `n11archive key trust KEYFILE` (or --signed-by KEYFILE), or read it once with --no-signer-check"
+        case .untrustedSigner(_, let refusal): return refusal.hint
+        case .signerKeyFile: return "give the signing key's public half, as `n11archive key export-public --signing -o FILE` writes it in the home that signs (a PEM PUBLIC KEY block, or 64 hex digits a line)"
+        case .trustedSignersDamaged: return "remove the file and trust the signers again (`n11archive key trust KEYFILE`), or use --signed-by KEYFILE for one command"
+        case .noneTrusted: return "`n11archive archives DIR` shows who signed each; trust their signer with `n11archive key trust KEYFILE`, or prune with --no-signer-check to count by records and passwords instead"
+        case .keyFileExists: return "choose another name, or remove the old file first if you no longer need it"
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .messageNotOpened: return "check the password the message was made with; nothing was written"
         case .unauthenticatedMessage: return "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated"

@@ -107,8 +107,8 @@ public enum ArchivePruner {
             } else if !trust.isActive, let record = store.recorded(object, in: records) {
                 found.append(Found(object: object, candidate: .init(path: path, created: record.created), keys: nil, record: record))
             } else if let keys = try store.keyEntries(of: object), trust.isActive || keys.signature != .invalid {
-                if let why = trust.refusal(keys.signature, header: keys.header, fileName: object.name) {
-                    untrusted.append(.init(path: path, reason: why))
+                if let refusal = trust.refusal(keys.signature, header: keys.header, fileName: object.name) {
+                    untrusted.append(.init(path: path, reason: refusal.description))
                     continue
                 }
                 found.append(Found(object: object, candidate: .init(path: path, created: keys.header.created), keys: keys, record: nil))
@@ -140,6 +140,7 @@ public enum ArchivePruner {
         report.notCounted = untrusted + report.notCounted
         for other in report.notCounted { request.notice(.notCounted(other)) }
         if counted.isEmpty && !report.notCounted.isEmpty {
+            if trust.isActive { throw .noneTrusted(directory: store.location, count: report.notCounted.count) }
             throw .noneOfThisHome(directory: store.location, count: report.notCounted.count)
         }
 
@@ -167,10 +168,16 @@ public enum ArchivePruner {
         return report
     }
 
-    /// One archive ID counts once: the first file that claims it, in the store's order.
+    /// One archive ID counts once: of the files that claim it, the one with the bare dated
+    /// name (`create` adds `-N` only when that name is taken), else the lowest `-N`; so a
+    /// copy planted beside an archive never takes its count, in any store's listing order.
     private static func onceEach(_ found: [Found]) -> ([Found], [ArchiveRetention.NotOpened]) {
         var seen = Set<String>(), counted: [Found] = [], others: [ArchiveRetention.NotOpened] = []
-        for item in found {
+        let ordered = found.sorted { a, b in
+            let x = ArchiveRetention.sequence(of: a.object.name), y = ArchiveRetention.sequence(of: b.object.name)
+            return x != y ? x < y : a.object.name < b.object.name
+        }
+        for item in ordered {
             let id = item.keys?.header.archiveIDHex ?? item.record?.archiveID ?? item.candidate.path
             if seen.insert(id).inserted { counted.append(item) }
             else { others.append(.init(path: item.candidate.path, reason: "another file here is already counted as archive \(id)")) }
@@ -269,9 +276,16 @@ public enum ArchivePruner {
             let archive: UnlockedArchive
             do {
                 archive = try reader.unlock(with: request.secrets, kdfCeiling: request.kdfCeiling)
-            } catch ArchiveError.noKeyOpens, ArchiveError.passwordNeeded {
-                try WrittenArchives.check(fetched.path, name: fetched.name, in: request.home)
-                return
+            } catch {
+                switch error {
+                case .noKeyOpens, .passwordNeeded:
+                    // Byte for byte what this home wrote is sound too; if it is not this
+                    // home's, what is missing is the key (say that, not "no record").
+                    do { try WrittenArchives.check(fetched.path, name: fetched.name, in: request.home) }
+                    catch ArchiveError.notWrittenHere { throw error }
+                    return
+                default: throw error
+                }
             }
             _ = try ArchiveVerifier.verify(archive, keyStore: archive.header.mode == .secure ? try request.secrets.keyStore() : nil,
                                            progress: request.progress("verify"))

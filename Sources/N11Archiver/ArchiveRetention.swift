@@ -117,7 +117,10 @@ public enum ArchiveRetention {
     /// `n11archive-20261121T221100Z.nu11vlt`, then `…Z-2.nu11vlt`, `…Z-3.nu11vlt` (UTC,
     /// so that names sort by time whatever the machine's time zone).
     public static func fileName(for date: Date, attempt: Int = 1) -> String {
-        let c = isoCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        // The second the header records (it keeps whole seconds, rounded down): Calendar
+        // would round 20.9999999 up to 21.
+        let second = Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
+        let c = isoCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: second)
         let stamp = String(format: "%04d%02d%02dT%02d%02d%02dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!)
         return namePrefix + stamp + (attempt > 1 ? "-\(attempt)" : "") + nameSuffix
     }
@@ -128,7 +131,7 @@ public enum ArchiveRetention {
     }
 
     /// The N of a `…Z-N.nu11vlt` name; 1 for the bare name (and for any other name).
-    static func sequence(of name: String) -> Int {
+    public static func sequence(of name: String) -> Int {
         guard name.hasSuffix(nameSuffix) else { return 1 }
         let stem = name.dropLast(nameSuffix.count)
         guard let dash = stem.lastIndex(of: "-"), dash > stem.startIndex, stem[stem.index(before: dash)] == "Z",

@@ -74,7 +74,8 @@ public enum HomeRestorer {
         } else if !hasKeyStore && portable {
             // Held locked until the restore is done: nobody can start using keys that a
             // failed restore takes back.
-            keyStore = try KeyStore.create(in: destination.home, pin: nil, holdingLock: true)
+            // A new home signs what it will write, as one made by `init` does.
+            keyStore = try KeyStore.create(in: destination.home, pin: nil, holdingLock: true, signing: true)
             createdKeyStore = true
         } else {
             keyStore = try destination.loadKeyStore()

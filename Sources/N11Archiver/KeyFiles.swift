@@ -98,10 +98,10 @@ public enum KeyFiles {
     /// Writes a new key file that must not replace anything: complete or absent, `mode`.
     public static func writeNew(_ text: String, to path: String, mode: Glibc.mode_t) throws(ArchiveError) {
         do {
-            if try FileStatus.of(path) != nil { throw ArchiveError.outputExists(path: path) }
+            if try FileStatus.of(path) != nil { throw ArchiveError.keyFileExists(path: path) }
             try AtomicFile.write(Array(text.utf8), to: path, mode: mode, replaceExisting: false)
         } catch let error as SystemError where error.errno == EEXIST {
-            throw .outputExists(path: path)
+            throw .keyFileExists(path: path)
         } catch { throw ArchiveError.wrap(error) }
     }
 

@@ -13,46 +13,89 @@ import N11Vault
 /// ECDH work.
 public struct SignerTrust: Sendable {
     public let keys: [Ed25519PublicKey]
+    /// Whether the keys are `--signed-by`'s for this command (not the home's list): a
+    /// refusal's advice differs.
+    public let fromOption: Bool
 
-    public init(keys: [Ed25519PublicKey]) { self.keys = keys }
+    public init(keys: [Ed25519PublicKey], fromOption: Bool = false) {
+        self.keys = keys
+        self.fromOption = fromOption
+    }
 
     /// No rule: any archive that opens is read.
     public static let anySigner = SignerTrust(keys: [])
 
     public var isActive: Bool { !keys.isEmpty }
 
-    /// Why an archive with this header and verified signer (nil: unsigned) is not trusted,
-    /// or nil when it is (or there is no rule). `fileName` is the archive's name where it
-    /// lies (a path's or remote path's last component).
-    public func refusal(signer: Ed25519PublicKey?, header: ArchiveHeader, fileName: String) -> String? {
+    /// Why an archive is not trusted.
+    public enum Refusal: Sendable, Equatable, CustomStringConvertible {
+        /// Version 1 or 2 (never signed), or a version 3 archive without a signature.
+        case unsigned(version: Int)
+        /// Signed by a key that is not trusted (its fingerprint).
+        case otherSigner(String, fromOption: Bool)
+        /// The header names a signer, but the signature is missing or does not verify.
+        case invalidSignature
+        /// Signed, under a dated name of another second than its signed creation time.
+        case renamed(nameStamp: String, signedStamp: String)
+
+        public var description: String {
+            switch self {
+            case .unsigned(let version) where version < 3:
+                "it is a version \(version) archive, which is never signed, and only signed archives are trusted here"
+            case .unsigned: "it is not signed, and only archives signed by a trusted key are read here"
+            case let .otherSigner(fingerprint, fromOption):
+                "it is signed by key \(fingerprint), which is not \(fromOption ? "a key given with --signed-by" : "a trusted signer here")"
+            case .invalidSignature: "its header was changed after it was signed (the signature does not verify)"
+            case let .renamed(name, signed):
+                "its name dates it \(name), but its signed header says it was made at \(signed): a copy of another night's archive under a new name"
+            }
+        }
+
+        /// What the user can do about it.
+        public var hint: String {
+            switch self {
+            case .unsigned:
+                "it was made without a signature (before signing existed, with --format-version 2, or in a home without a signing key); if you know where it came from, read it once with --no-signer-check"
+            case .otherSigner(_, true):
+                "this command trusts only the keys in its --signed-by files; `n11archive info FILE` shows the signer"
+            case .otherSigner:
+                "`n11archive info FILE` shows its signer; if you know it, trust it with `n11archive key trust KEYFILE` (or --signed-by KEYFILE for one command), or read the archive once with --no-signer-check"
+            case .invalidSignature:
+                "treat it as tampered with: restore another archive (`n11archive archives DIR` shows which are trusted)"
+            case let .renamed(_, signed):
+                "its content is the archive made at \(signed); if you renamed it yourself, give it back its name n11archive-\(signed).nu11vlt"
+            }
+        }
+    }
+
+    /// Why an archive with this signature state and header is not trusted, or nil when it
+    /// is (or there is no rule). `fileName` is where it lies: a path, or `REMOTE:PATH`.
+    public func refusal(_ signature: ArchiveKeyEntries.Signature, header: ArchiveHeader, fileName: String) -> Refusal? {
         guard isActive else { return nil }
-        guard let signer else {
-            return header.version < 3 ? "it is a version \(header.version) archive, which is never signed, and only signed archives are trusted here"
-                                      : "it is not signed, and only archives signed by a trusted key are"
+        let signer: Ed25519PublicKey
+        switch signature {
+        case .invalid: return .invalidSignature
+        case .unsigned: return .unsigned(version: header.version)
+        case .verified(let key): signer = key
         }
-        guard keys.contains(signer) else {
-            return "it is signed by key \(SignerKeyFiles.fingerprint(signer)), which is not a trusted signer here"
-        }
-        let name = Path.lastComponent(of: fileName.split(separator: ":", omittingEmptySubsequences: false).last.map(String.init) ?? fileName)
+        guard keys.contains(signer) else { return .otherSigner(SignerKeyFiles.fingerprint(signer), fromOption: fromOption) }
+        let name = Self.lastComponent(of: fileName)
         if ArchiveRetention.isArchiveName(name) {
             let stamp = ArchiveRetention.stamp(of: name), signed = ArchiveRetention.stamp(of: ArchiveRetention.fileName(for: header.created))
-            if stamp != signed {
-                return "its name dates it \(stamp), but its signed header says it was made at \(signed): a copy of another night's archive under a new name"
-            }
+            if stamp != signed { return .renamed(nameStamp: stamp, signedStamp: signed) }
         }
         return nil
     }
 
-    /// `refusal` for what a store's listing read of an archive's first bytes.
-    public func refusal(_ signature: ArchiveKeyEntries.Signature, header: ArchiveHeader, fileName: String) -> String? {
-        guard isActive else { return nil }
-        if signature == .invalid { return "its header was changed after it was signed (the signature does not verify)" }
-        return refusal(signer: signature.signer, header: header, fileName: fileName)
+    /// The file's own name in a path or `REMOTE:PATH` (a remote's name may hold `:`, its path
+    /// after the first one).
+    static func lastComponent(of location: String) -> String {
+        String(location.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? Substring(location))
     }
 
     /// `refusal` as an error (77).
     public func check(_ signature: ArchiveKeyEntries.Signature, header: ArchiveHeader, name: String) throws(ArchiveError) {
-        if let why = refusal(signature, header: header, fileName: name) { throw .untrustedSigner(archive: name, why: why) }
+        if let refusal = refusal(signature, header: header, fileName: name) { throw .untrustedSigner(archive: name, refusal) }
     }
 
     /// The keys of `--signed-by` files when given, else the home's trusted signers.
@@ -60,7 +103,7 @@ public struct SignerTrust: Sendable {
         if !files.isEmpty {
             var keys: [Ed25519PublicKey] = []
             for file in files { keys += try SignerKeyFiles.keys(inFile: file) }
-            return SignerTrust(keys: keys)
+            return SignerTrust(keys: keys, fromOption: true)
         }
         return SignerTrust(keys: try TrustedSigners.keys(in: home))
     }
@@ -82,14 +125,17 @@ public enum SignerKeyFiles {
     public static func keys(inFile path: String) throws(ArchiveError) -> [Ed25519PublicKey] {
         let text: String
         do {
-            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.keyFileMissing(path: path) }
-            guard status.kind == .regular else { throw ArchiveError.invalidKeyFile(path: path, why: "not a regular file") }
+            guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.signerKeyFile(path: path, why: "it does not exist") }
+            guard status.kind == .regular else { throw ArchiveError.signerKeyFile(path: path, why: "it is not a regular file") }
             guard let read = String(validating: try FileDescriptor.openForReading(path).readAll(limit: maximumSize), as: UTF8.self) else {
-                throw ArchiveError.invalidKeyFile(path: path, why: "not a text file")
+                throw ArchiveError.signerKeyFile(path: path, why: "it is not a text file")
             }
             text = read
         } catch { throw ArchiveError.wrap(error) }
-        do { return try keys(in: text) } catch { throw .invalidKeyFile(path: path, why: error.description) }
+        do { return try keys(in: text) } catch {
+            guard case .invalidKeyFile(let why) = error else { throw .signerKeyFile(path: path, why: error.description) }
+            throw .signerKeyFile(path: path, why: why)
+        }
     }
 
     /// The keys in a file's text; at least one.
@@ -113,7 +159,7 @@ public enum SignerKeyFiles {
             for (number, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
                 let line = raw.trimmingCharacters(in: .whitespaces)
                 if line.isEmpty || line.hasPrefix("#") { continue }
-                guard let bytes = [UInt8](hex: line, length: Ed25519PublicKey.byteCount), let key = try? Ed25519PublicKey(bytes: bytes) else {
+                guard let bytes = [UInt8](hex: line.lowercased(), length: Ed25519PublicKey.byteCount), let key = try? Ed25519PublicKey(bytes: bytes) else {
                     throw .invalidKeyFile("line \(number + 1) is not an Ed25519 public key (64 hex digits)")
                 }
                 keys.append(key)
@@ -141,28 +187,48 @@ public enum TrustedSigners {
         } catch let violation as PrivatePermissions.Violation {
             throw .vault(.unsafePermissions(violation.description))
         } catch { throw ArchiveError.wrap(error) }
-        return try SignerKeyFiles.keys(inFile: path)
+        do { return try SignerKeyFiles.keys(inFile: path) }
+        catch .signerKeyFile(_, let why) { throw .trustedSignersDamaged(path: path, why: why) }
+    }
+
+    /// Runs `change` under the home's lock (the key store's writers hold it too), so two
+    /// `key trust` runs never lose one another's key.
+    private static func locked<T>(_ home: N11Home, _ change: () throws(ArchiveError) -> T) throws(ArchiveError) -> T {
+        let lock: FileLock
+        do {
+            switch try FileLock.acquire(home.lockPath, waitSeconds: 60) {
+            case .acquired(let held): lock = held
+            case .heldBy(let pid): throw ArchiveError.vault(.busy(lock: home.lockPath, holder: pid))
+            }
+        } catch let error as ArchiveError { throw error } catch { throw ArchiveError.wrap(error) }
+        defer { lock.release() }
+        return try change()
     }
 
     /// Adds `key` (false if it is trusted already), written whole and atomically.
     @discardableResult
     public static func add(_ key: Ed25519PublicKey, in home: N11Home) throws(ArchiveError) -> Bool {
-        let current = try keys(in: home)
-        guard !current.contains(key) else { return false }
-        try write(current + [key], in: home)
-        return true
+        try locked(home) { () throws(ArchiveError) -> Bool in
+            let current = try keys(in: home)
+            guard !current.contains(key) else { return false }
+            try write(current + [key], in: home)
+            return true
+        }
     }
 
     /// Removes the trusted keys whose fingerprint starts with `prefix`; returns them.
     public static func remove(matching prefix: String, in home: N11Home) throws(ArchiveError) -> [Ed25519PublicKey] {
-        let current = try keys(in: home)
-        let removed = current.filter { SignerKeyFiles.fingerprint($0).hasPrefix(prefix.lowercased()) }
-        if !removed.isEmpty { try write(current.filter { !removed.contains($0) }, in: home) }
-        return removed
+        precondition(!prefix.isEmpty, "an empty prefix would match every signer")
+        return try locked(home) { () throws(ArchiveError) -> [Ed25519PublicKey] in
+            let current = try keys(in: home)
+            let removed = current.filter { SignerKeyFiles.fingerprint($0).hasPrefix(prefix.lowercased()) }
+            if !removed.isEmpty { try write(current.filter { !removed.contains($0) }, in: home) }
+            return removed
+        }
     }
 
     /// Replaces the list (an empty list removes the file: no rule).
-    public static func write(_ keys: [Ed25519PublicKey], in home: N11Home) throws(ArchiveError) {
+    private static func write(_ keys: [Ed25519PublicKey], in home: N11Home) throws(ArchiveError) {
         let path = path(in: home)
         do {
             guard !keys.isEmpty else {

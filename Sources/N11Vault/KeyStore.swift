@@ -481,7 +481,7 @@ public final class KeyStore: @unchecked Sendable {
             let backupHome = N11Home(root: Path.directory(of: Path.absolute(path)))
             let backup: KeyStore
             do {
-                backup = try parse(contents, home: backupHome) { parameters, salt in
+                backup = try parse(contents, home: backupHome, backup: true) { parameters, salt in
                     try Argon2id.deriveKey(password: passphrase, salt: salt, parameters: parameters)
                 }
             } catch VaultError.wrongPIN { throw VaultError.wrongBackupPassphrase(path: path) }

@@ -93,7 +93,9 @@ extension KeyStore {
 
     /// Parses the file (version 1, 2 or 3). `sealingKey` turns a sealed file's Argon2id parameters and salt into
     /// its key (from the PIN, or the key this process already derived).
-    static func parse(_ contents: SecureBytes, home: N11Home,
+    /// A `backup` (`key backup`'s file) must be sealed and may hold trusted signers (kind
+    /// 16); a home's key store may not.
+    static func parse(_ contents: SecureBytes, home: N11Home, backup: Bool = false,
                               sealingKey: (Argon2Parameters, [UInt8]) throws -> SecureBytes) throws -> KeyStore {
         let path = home.keyStorePath
         let damaged = { (why: String) in VaultError.keyStoreDamaged(path: path, reason: why) }
@@ -103,9 +105,12 @@ extension KeyStore {
         guard (1...3).contains(version) else { throw damaged("unknown key store version (made by a newer n11archive?)") }
         switch reader.byte() {
         case 0:
+            // Anyone can write an unsealed file: as a backup it would bring in their keys and
+            // trusted signers with no passphrase ever checked.
+            guard !backup else { throw damaged("it is not sealed under a passphrase, as every key backup is") }
             guard contents.count >= 10 + 32 else { throw damaged("truncated") }
             guard try checksumMatches(contents) else { throw damaged("its checksum does not match") }
-            return try parseBody(contents.slice(10..<(contents.count - 32)), version: version, home: home, sealing: nil)
+            return try parseBody(contents.slice(10..<(contents.count - 32)), version: version, home: home, sealing: nil, backup: backup)
         case let protection where protection == 1 || protection == 2:
             // Protection 2 adds a checksum of the whole file, checked before the PIN is tried:
             // a damaged file is reported as damaged, not as a wrong PIN (protection 1 files,
@@ -129,7 +134,7 @@ extension KeyStore {
             let body: SecureBytes
             do { body = try AEAD.openSecret(.chacha20Poly1305, key: key, sealed: sealed, aad: header) }
             catch { throw error == .authenticationFailed ? VaultError.wrongPIN(path: path) : VaultError.crypto(error) }
-            return try parseBody(body, version: version, home: home, sealing: Sealing(parameters: parameters, salt: salt, key: key))
+            return try parseBody(body, version: version, home: home, sealing: Sealing(parameters: parameters, salt: salt, key: key), backup: backup)
         default:
             throw damaged("unknown protection")
         }
@@ -145,7 +150,7 @@ extension KeyStore {
         return stored == (try digest.finish())
     }
 
-    private static func parseBody(_ body: SecureBytes, version: UInt8, home: N11Home, sealing: Sealing?) throws -> KeyStore {
+    private static func parseBody(_ body: SecureBytes, version: UInt8, home: N11Home, sealing: Sealing?, backup: Bool) throws -> KeyStore {
         let damaged = VaultError.keyStoreDamaged(path: home.keyStorePath, reason: "the key records are malformed")
         guard body.count >= 20 else { throw damaged }
         let (storeID, count) = body.withUnsafeBytes { raw -> ([UInt8], Int) in
@@ -158,7 +163,7 @@ extension KeyStore {
         for i in 0..<count {
             let offset = 20 + i * recordSize
             let (kindByte, id) = body.withUnsafeBytes { raw in (raw[offset], Array(raw[(offset + 1)..<(offset + 17)])) }
-            guard let kind = RecordKind(rawValue: kindByte), kind.fileVersion <= version else { throw damaged }
+            guard let kind = RecordKind(rawValue: kindByte), kind.fileVersion <= version, backup || kind != .trustedSigner else { throw damaged }
             if kind.compartmentKey?.1 == .current && id.contains(where: { $0 != 0 }) { throw damaged }
             records.append(Record(kind: kind, id: id, key: try body.slice((offset + 17)..<(offset + 49))))
         }

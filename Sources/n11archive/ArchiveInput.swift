@@ -27,6 +27,10 @@ struct ArchiveInput: ParsableArguments {
                 sources given: UnlockSources? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
         let sources = try given ?? unlockSources()
+        if trust.noSignerCheck, let rule = try? SignerTrust.resolve(signedBy: [], home: store.resolvedHome),
+           let refusal = rule.refusal(reader.signature, header: reader.header, fileName: reader.name) {
+            Console.warning("'\(reader.name)' is read without the signer check, and this home would refuse it: \(refusal)")
+        }
         var typed = false
         if case .terminal = password.source { typed = true }
         let archive = try TerminalRetry.run(typed: typed && !sources.hasPassword, what: "password", isWrong: { error in

@@ -16,8 +16,8 @@ struct Archives: ParsableCommand, ChoosesOutput {
         mode come from each archive's header, which is read without any key and so not \
         authenticated (`verify` does that), except a signature, which is checked with no \
         key: SIGNED BY is the fingerprint of the key whose signature verified. With a \
-        trusted signer (`key trust`, --signed-by) an archive prune would not count is \
-        marked NOT TRUSTED, with the reason. On a remote only the first 64 KiB of each \
+        trusted signer (`key trust`, --signed-by) a TRUSTED column says which ones prune \
+        counts, and a warning gives the reason for each it does not. On a remote only the first 64 KiB of each \
         archive are fetched.
         """)
 
@@ -41,7 +41,8 @@ struct Archives: ParsableCommand, ChoosesOutput {
         /// The fingerprint of the key whose signature verified.
         let signedBy: String?
         /// With a trusted signer: why prune would not count it (nil: it would, or no rule).
-        let notTrusted: String?
+        var notTrusted: String?
+        let archiveId: String?
     }
 
     struct Document: Encodable {
@@ -65,7 +66,21 @@ struct Archives: ParsableCommand, ChoosesOutput {
             entries.append(Entry(archive: path, size: object.size, created: header?.created, mode: header?.mode.rawValue,
                                  formatVersion: header?.version, ownerUid: object.foreignOwner, signature: signature,
                                  signedBy: keys?.signature.signer.map(SignerKeyFiles.fingerprint),
-                                 notTrusted: keys.flatMap { trust.refusal($0.signature, header: $0.header, fileName: object.name) }))
+                                 notTrusted: keys.flatMap { trust.refusal($0.signature, header: $0.header, fileName: object.name)?.description },
+                                 archiveId: header?.archiveIDHex))
+        }
+        // Prune counts one file per archive ID (the bare name, else the lowest -N): under a
+        // trust rule, mark the other copies as it would.
+        if trust.isActive {
+            var counted = Set<String>()
+            let order = entries.indices.sorted { a, b in
+                let x = ArchiveRetention.sequence(of: Self.name(entries[a].archive)), y = ArchiveRetention.sequence(of: Self.name(entries[b].archive))
+                return x != y ? x < y : entries[a].archive < entries[b].archive
+            }
+            for index in order where entries[index].notTrusted == nil {
+                guard let id = entries[index].archiveId else { continue }
+                if !counted.insert(id).inserted { entries[index].notTrusted = "another file here is already counted as archive \(id)" }
+            }
         }
         // Prune's order (header time, then the name's -N); an unreadable header last.
         entries.sort { a, b in
@@ -80,12 +95,12 @@ struct Archives: ParsableCommand, ChoosesOutput {
             Console.note("no archives (*.nu11vlt) in '\(directory)'")
             return
         }
-        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE", "SIGNED BY"]] + entries.map { entry in
+        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE", "SIGNED BY"] + (trust.isActive ? ["TRUSTED"] : [])] + entries.map { entry in
             let when = entry.ownerUid.map { "(uid \($0)'s file: not read)" }
                 ?? entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
             let signer = entry.signature == "invalid" ? "(signature fails)" : entry.signedBy ?? "-"
-            return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-",
-                    signer + (entry.notTrusted == nil ? "" : "  NOT TRUSTED")]
+            return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-", signer]
+                + (trust.isActive ? [entry.created == nil ? "-" : entry.notTrusted == nil ? "yes" : "NO"] : [])
         })
         for entry in entries { if let why = entry.notTrusted { Console.warning("\(Self.name(entry.archive)) is not trusted: \(why)") } }
     }

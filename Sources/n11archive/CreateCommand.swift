@@ -171,6 +171,9 @@ struct Create: ParsableCommand, HasOutputOptions {
             Console.warning("Argon2id with \(kdfMemoryMiB) MiB is above the \(KDFCeiling.standardMemoryMiB) MiB that verify, list, restore and prune accept by default: they will need --allow-kdf-memory \(kdfMemoryMiB)")
         }
         let vault = try vaultOptions.open(with: store, forWriting: true)
+        if formatVersion >= 3 && vault.keyStore.signingKey == nil {
+            Console.note("this home has no signing key, so the archive is not signed; make one with `n11archive key generate --signing`")
+        }
         if formatVersion < 3 && vault.keyStore.signingKey != nil {
             Console.note("format version \(formatVersion) has no signatures: this archive is not signed, and where a signer is trusted it is refused")
         }

@@ -9,7 +9,13 @@ import N11Vault
 struct Info: ParsableCommand, ChoosesOutput {
     static let configuration = CommandConfiguration(
         abstract: "Show what can be known about an archive without any secret.",
-        discussion: "Example:\n  n11archive info vault.nu11vlt")
+        discussion: """
+        Example:
+          n11archive info vault.nu11vlt
+        Version, mode, key slots and their Argon2id cost, sizes, and whether the archive is \
+        signed and by which key (the signature is checked, with no key needed); where this \
+        home trusts signers, whether restore would read it, and if not why.
+        """)
 
     @Argument(help: ArgumentHelp("The archive: a path, or REMOTE:PATH on an rclone remote.", valueName: "FILE"), completion: .file()) var file: String
     @OptionGroup var store: StoreOptions
@@ -44,6 +50,8 @@ struct Info: ParsableCommand, ChoosesOutput {
         let signature: String
         /// Whether this home's trust rule (`key trust`) would read it; nil without a rule.
         let trusted: Bool?
+        /// Why not, when `trusted` is false.
+        let notTrusted: String?
         /// The archive file's size; named as in `create`'s document, which reports the same.
         let archiveBytes: Int64
     }
@@ -77,12 +85,13 @@ struct Info: ParsableCommand, ChoosesOutput {
         let h = reader.header
         let packed = reader.packedLayout
         let trust = try SignerTrust.resolve(signedBy: [], home: store.resolvedHome)
+        let refusal = trust.refusal(reader.signature, header: h, fileName: file)
         let summary = Summary(archive: file, formatVersion: h.version, mode: h.mode.rawValue, archiveId: h.archiveIDHex, created: h.created,
                               slots: Self.slots(of: h), entries: reader.entryCount, items: packed == nil ? reader.itemEntryCount : nil,
                               pages: packed?.pages, packs: packed?.packs, dependsOn: h.version >= 3 ? h.dependsOn.map(\.hex) : nil,
                               signedBy: reader.signer.map(SignerKeyFiles.fingerprint), signerKey: reader.signer?.bytes.hex,
                               signature: { switch reader.signature { case .unsigned: "none"; case .verified: "verified"; case .invalid: "invalid" } }(),
-                              trusted: trust.isActive ? trust.refusal(reader.signature, header: h, fileName: fetched.name) == nil : nil,
+                              trusted: trust.isActive ? refusal == nil : nil, notTrusted: refusal?.description,
                               archiveBytes: reader.fileSize)
         if json { try Console.json(summary); return }
         Console.out("archive:  \(file)")
@@ -104,9 +113,8 @@ struct Info: ParsableCommand, ChoosesOutput {
             Console.out("items:    \(reader.itemEntryCount) (\(summary.entries) ZIP entries)")
             Console.out("signed:   no (version \(h.version) archives never are)")
         }
-        if let trusted = summary.trusted {
-            let why = trust.refusal(reader.signature, header: h, fileName: fetched.name)
-            Console.out("trusted:  \(trusted ? "yes, by this home's trusted signers" : "no: \(why ?? "")")")
+        if summary.trusted != nil {
+            Console.out("trusted:  \(refusal.map { "no: \($0)" } ?? "yes, by this home's trusted signers")")
         }
         Console.out("size:     \(Console.byteCount(reader.fileSize))")
     }

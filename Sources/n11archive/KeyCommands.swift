@@ -76,7 +76,13 @@ extension KeyCommand {
                     throw CLIError(.outputExists, "the key store already holds signing key \(SignerKeyFiles.fingerprint(existing.publicKey))",
                                    hint: "export its public key with `n11archive key export-public --signing`")
                 }
-                let key = try keyStore.addSigningKey(try Ed25519SigningKey.generate())
+                let made = try Ed25519SigningKey.generate()
+                let key = try keyStore.addSigningKey(made)
+                guard key.publicKey == made.publicKey else {
+                    // Another process made one meanwhile: that one is the home's.
+                    throw CLIError(.outputExists, "the key store already holds signing key \(SignerKeyFiles.fingerprint(key.publicKey))",
+                                   hint: "export its public key with `n11archive key export-public --signing`")
+                }
                 Console.out("generated signing key \(SignerKeyFiles.fingerprint(key.publicKey)) in \(keyStore.path): archives created here are signed with it")
                 Console.note("trust it where you restore: `n11archive key trust --own` here, or `key export-public --signing -o FILE` and `key trust FILE` elsewhere")
                 return
@@ -212,12 +218,14 @@ extension KeyCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the key store's identities by fingerprint (or its compartment keys by ID).",
+            abstract: "List the key store's identities, signing key and trusted signers by fingerprint (or its compartment keys by ID).",
             discussion: """
             Examples:
               n11archive key list
               n11archive key list --compartment-keys
-            With --compartment-keys, one line per compartment key: the compartment, its \
+            One line per identity (its fingerprint), then `signing FINGERPRINT` for the \
+            home's signing key and `trusted FINGERPRINT` for each trusted signer (`key \
+            trust`). With --compartment-keys, one line per compartment key: the compartment, its \
             state (current; retired by `vault rotate-keys`, kept for older secure archives; \
             forgotten, of which only the ID is kept; pending, made by a rotation that did not \
             commit) and its ID, which secure archives' manifests name.
@@ -265,7 +273,8 @@ extension KeyCommand {
         var file: String?
 
         func validate() throws {
-            guard own != (file != nil) else { throw ValidationError("give a key file, or --own for this home's signing key") }
+            if own && file != nil { throw ValidationError("give a key file or --own (this home's signing key), not both") }
+            guard own || file != nil else { throw ValidationError("give a key file (`key export-public --signing` writes one), or --own for this home's signing key") }
         }
 
         func run() throws {
@@ -293,11 +302,20 @@ extension KeyCommand {
             discussion: """
             Example:
               n11archive key untrust 3f2a9c
-            With no trusted signer left, archives are read whoever signed them, as before.
+            With no trusted signer left, archives are read whoever signed them, as before. \
+            --signed-by FILE still trusts a key for one command.
             """)
 
         @OptionGroup var store: StoreOptions
-        @Argument(help: ArgumentHelp("The signer's fingerprint or its first hex digits.", valueName: "HEX")) var fingerprint: String
+        @Argument(help: ArgumentHelp("The signer's fingerprint or its first hex digits (4 or more).", valueName: "HEX")) var fingerprint: String
+
+        func validate() throws {
+            // An empty or short prefix would match any signer: `key untrust "$FPR"` with an
+            // unset variable must not quietly turn the rule off.
+            guard fingerprint.count >= 4, fingerprint.allSatisfy(\.isHexDigit) else {
+                throw ValidationError("give the signer's fingerprint, or at least its first 4 hex digits (`n11archive key list` shows them)")
+            }
+        }
 
         func run() throws {
             let home = store.resolvedHome

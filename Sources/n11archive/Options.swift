@@ -66,12 +66,12 @@ struct VaultOptions: ParsableArguments {
 /// else the home's trusted signers (`key trust`); `--no-signer-check` turns the rule off once.
 struct SignerTrustOptions: ParsableArguments {
     @Option(name: .customLong("signed-by"),
-            help: ArgumentHelp("Trust only archives signed by the Ed25519 key in FILE (repeatable; default: the home's trusted signers, `key trust`).",
+            help: ArgumentHelp("Trust only archives signed by the Ed25519 keys in FILE, for this command (repeatable; default: the home's trusted signers, `key trust`).",
                                valueName: "FILE"), completion: .file())
     var signedBy: [String] = []
 
     @Flag(name: .customLong("no-signer-check"),
-          help: "Read archives whoever signed them, or none (for archives made before signing, or by another machine).")
+          help: "Turn the trusted-signer rule off for this command: read archives that are unsigned or signed by any key (prune then counts by records and passwords).")
     var noSignerCheck = false
 
     func validate() throws {

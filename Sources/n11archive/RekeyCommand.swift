@@ -72,11 +72,21 @@ struct Rekey: ParsableCommand {
         }
         let kdf = try Argon2Parameters(opsLimit: kdfOps, memoryBytes: kdfMemoryMiB << 20)
         let added = try RecipientOptions.keys(in: addRecipient + addRecipientsFile)
-        let (archive, loadedStore) = try input.unlock()
-        // A signed archive is signed again by this home's signing key, its signer's.
-        let hasKeyStore = ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil
-        let signingKey = archive.header.signer != nil && !dropSignature && hasKeyStore
-            ? try (loadedStore ?? input.store.loadKeyStore()).signingKey : nil
+        let reader = try input.reader()
+        // A signed archive is signed again by this home's signing key, which must be its
+        // signer: known from the header, so refused before any password or key work.
+        var signingKey: Ed25519SigningKey? = nil
+        if let signer = reader.signer, !dropSignature {
+            let hasKeyStore = ((try? FileStatus.of(input.store.resolvedHome.keyStorePath)) ?? nil) != nil
+            signingKey = hasKeyStore ? try input.store.loadKeyStore().signingKey : nil
+            guard signingKey?.publicKey == signer else {
+                throw ArchiveError.signedElsewhere(archive: input.file, signer: SignerKeyFiles.fingerprint(signer))
+            }
+        }
+        if dropSignature, reader.signer != nil, try input.trust.resolve(home: input.store.resolvedHome).isActive {
+            Console.warning("this home trusts signers: once unsigned, '\(input.file)' is refused here (read it with --no-signer-check)")
+        }
+        let (archive, _) = try input.unlock(reader)
         var passwords: [SecureBytes] = []
         if addPassword {
             guard let source = SecretSource.choose(file: newPasswordFile, descriptor: newPasswordFD, environmentFile: "N11_NEW_PASSWORD_FILE") else {

@@ -25,7 +25,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
         modification time.
         ITEM (an ID or a prefix of at least 4 characters) and --name GLOB restore only those \
         items, with the same checks. --salvage restores every item that verifies, names each \
-        damaged or missing one and exits with 3; it never writes an unverified byte.
+        damaged or missing one and exits with 3; it never writes an unverified byte. \
+        Where this home trusts signers (`key trust`) or --signed-by is given, an archive \
+        that no trusted key signed is refused (77) before any password is asked.
         """)
 
     @OptionGroup var input: ArchiveInput

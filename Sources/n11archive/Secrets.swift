@@ -61,6 +61,8 @@ enum SecretSource {
                 throw CLIError(.usage, "no terminal to ask for the \(what)",
                                hint: "give it with --\(what.lowercased())-file FILE or --\(what.lowercased())-fd N")
             }
+            // A progress line left open (Argon2id's time) must not run into the prompt.
+            ProgressLine.closeBar()
             secret = try prompt(tty, "Enter \(what)\(subject.map { " for \($0)" } ?? ""): ")
             try accept?(secret)
             if confirm {

@@ -214,7 +214,11 @@ struct ArchivePrunerTests {
             // The oldest night copied under a newer date.
             let copyName = ArchiveRetention.fileName(for: Date().addingTimeInterval(-60))
             w.store.objects[copyName] = w.store.objects[real[2]]
-            let planted = [stranger, unsigned, changedName, copyName]
+            // The newest night copied beside itself under -2, which passes the date rule
+            // and sorts before the bare name: the bare name is the one counted.
+            let sameSecond = real[0].replacingOccurrences(of: "Z.nu11vlt", with: "Z-2.nu11vlt")
+            w.store.objects[sameSecond] = w.store.objects[real[0]]
+            let planted = [stranger, unsigned, changedName, copyName, sameSecond]
 
             var notCounted: [String: String] = [:]
             let report = try w.prune(keepLast: 2, trust: SignerTrust(keys: [ours.publicKey]),
@@ -224,6 +228,7 @@ struct ArchivePrunerTests {
             #expect(Set(notCounted.keys) == Set(planted.map(w.store.location)), "\(notCounted)")
             #expect(notCounted[w.store.location(of: copyName)]?.contains("copy of another night") == true)
             #expect(notCounted[w.store.location(of: changedName)]?.contains("signature does not verify") == true)
+            #expect(notCounted[w.store.location(of: sameSecond)]?.contains("already counted") == true)
             #expect(planted.allSatisfy { w.store.objects[$0] != nil } && w.store.fetched == [real[0]])
             // Without the rule, a stranger's unsigned password-less archive still does not count,
             // and the changed header does not read as an archive.

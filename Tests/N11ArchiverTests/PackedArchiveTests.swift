@@ -357,3 +357,29 @@ struct PackedArchiveTests {
         }
     }
 }
+
+@Suite("SignerTrust: which signed archives a trust rule reads")
+struct SignerTrustTests {
+    @Test("a trusted signer under its own second is read (bare or -N, local or REMOTE:PATH, or any undated name); another second, another key, no signature, a failed one are refused")
+    func refusals() throws {
+        let key = try Ed25519SigningKey.generate(), other = try Ed25519SigningKey.generate()
+        let created = Date(timeIntervalSince1970: 1_795_000_000)
+        let header = try NewArchiveKeys(mode: .portable, created: created, version: 3, signer: key.publicKey) {
+            ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF)
+        }.header
+        let trust = SignerTrust(keys: [key.publicKey])
+        let own = ArchiveRetention.fileName(for: created), second = ArchiveRetention.fileName(for: created, attempt: 2)
+        for name in [own, second, "/b/" + own, "b2:bucket/n11/" + second, "remote:" + own, "by-hand.nu11vlt", "/x/n11archive-2026.nu11vlt"] {
+            #expect(trust.refusal(.verified(key.publicKey), header: header, fileName: name) == nil, "\(name)")
+        }
+        let later = ArchiveRetention.fileName(for: created.addingTimeInterval(1))
+        #expect(trust.refusal(.verified(key.publicKey), header: header, fileName: "b2:n11/" + later)
+                == .renamed(nameStamp: ArchiveRetention.stamp(of: later), signedStamp: ArchiveRetention.stamp(of: own)))
+        #expect(trust.refusal(.verified(other.publicKey), header: header, fileName: own) == .otherSigner(SignerKeyFiles.fingerprint(other.publicKey), fromOption: false))
+        #expect(trust.refusal(.unsigned, header: header, fileName: own) == .unsigned(version: 3))
+        #expect(trust.refusal(.invalid, header: header, fileName: own) == .invalidSignature)
+        #expect(SignerTrust.anySigner.refusal(.invalid, header: header, fileName: later) == nil, "no rule, no refusal")
+        // A time just below the next second names the second the header keeps.
+        #expect(ArchiveRetention.fileName(for: Date(timeIntervalSince1970: (1_795_000_001.0).nextDown)) == own)
+    }
+}

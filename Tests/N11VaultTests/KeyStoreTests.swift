@@ -451,6 +451,21 @@ struct KeyStoreTests {
         }
     }
 
+    @Test("key restore takes only a sealed backup: an unsealed key store file given as a backup is refused, and nothing is made")
+    func unsealedBackupRefused() throws {
+        try withTemporaryDirectory { dir in
+            let home = N11Home(root: dir + "/home")
+            _ = try KeyStore.create(in: home, pin: nil, signing: true)
+            let fake = dir + "/keys.n11backup"
+            try writeBytes(try readBytes(home.keyStorePath), to: fake)
+            let target = N11Home(root: dir + "/new")
+            expectVaultError("keyStoreDamaged") {
+                _ = try KeyStore.restoreBackup(from: fake, passphrase: try secret("any passphrase at all"), into: target, pin: nil)
+            }
+            #expect(!FileManager.default.fileExists(atPath: target.keyStorePath))
+        }
+    }
+
     @Test("addArchiveKey survives a reload; unknown IDs return nil")
     func archiveKeys() throws {
         try withTemporaryDirectory { dir in
