@@ -29,6 +29,22 @@ public enum ArchiveBackup {
         public let formatVersion: Int
         /// Sign with the home's signing key, if its key store holds one (version 3 only).
         public var sign = true
+        /// Into a store, version 3: build on what this home shipped there before.
+        public var incremental: Incremental?
+        /// Who the archive opens for (`IncrementalBase`: a change makes a full archive).
+        public var access = ""
+
+        public struct Incremental: Sendable {
+            /// A dependency may be at most this old (seconds); older, and the night is full.
+            public let fullEvery: TimeInterval
+            /// An unchanged night writes nothing (instead of a small "same as" archive).
+            public let skipIfUnchanged: Bool
+
+            public init(fullEvery: TimeInterval, skipIfUnchanged: Bool) {
+                self.fullEvery = fullEvery
+                self.skipIfUnchanged = skipIfUnchanged
+            }
+        }
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, kdf: Argon2Parameters, destination: Destination,
                     home: N11Home, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -43,12 +59,19 @@ public enum ArchiveBackup {
     }
 
     public struct Report {
-        public let archive: ArchiveCreator.Report
-        /// Where it was published (a path or `REMOTE:PATH`), "-" for standard output.
+        /// nil: an unchanged night with `skipIfUnchanged`, nothing written.
+        public let archive: ArchiveCreator.Report?
+        /// Where it was published (a path or `REMOTE:PATH`), "-" for standard output; for a
+        /// night skipped as unchanged, the store.
         public let location: String
         public let upload: Publication.Upload?
         /// Live items of the compartments the archive does not include, per compartment.
         public let leftOut: [Compartment: Int]
+        /// With `incremental`: why the archive is a full one instead (nil: it is incremental).
+        public let fullBecause: String?
+        /// A failure to keep the record of what was shipped (the archive is published; the
+        /// next night builds on the record of the one before).
+        public let recordProblem: String?
     }
 
     /// `access` says who the archive is for (asking for a password if need be); it is called
@@ -59,11 +82,30 @@ public enum ArchiveBackup {
         for item in try vault.items(now: request.now) where !request.compartments.contains(item.compartment) {
             leftOut[item.compartment, default: 0] += 1
         }
+        // An incremental night: what the destination holds, and this home's record of it.
+        var base: IncrementalBase? = nil, fullBecause: String? = nil
+        var recorded: (record: ShipmentRecord, state: ShipmentRecord.Destination?)? = nil
+        if case .store(let store, _, _) = request.destination, request.formatVersion == 3 {
+            recorded = (try? ShipmentRecord.open(in: request.home)).map { record in (record, try? record.destination(store.location)) }
+            if let incremental = request.incremental {
+                let items = try vault.items(now: request.now).filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
+                switch IncrementalBase.decide(record: recorded?.state, objects: try store.list(), items: items, mode: request.mode,
+                                              access: request.access, vaultKeys: try vaultKeys(of: vault, request),
+                                              now: request.now, fullEvery: incremental.fullEvery) {
+                case .incremental(let decided): base = decided
+                case .full(let why): fullBecause = why
+                }
+                if base?.sameAs != nil && incremental.skipIfUnchanged {
+                    return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: nil)
+                }
+            }
+        }
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
             var creation = ArchiveCreator.Request(mode: request.mode, compartments: request.compartments, output: path,
                                                   replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
+            creation.incremental = base
             return try ArchiveCreator.create(from: vault, creation, progress: progress, access: access)
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
@@ -79,7 +121,43 @@ public enum ArchiveBackup {
             (location, upload) = ("-", nil)
         }
         try WrittenArchives.record(report, created: request.now, location: location, in: request.home)
-        return Report(archive: report, location: location, upload: upload, leftOut: leftOut)
+        var recordProblem: String? = nil
+        if let recorded {
+            do {
+                try recorded.record.replace(Self.storeLocation(request), with: try state(after: report, at: location, request: request,
+                                                                                         vault: vault, before: recorded.state))
+            } catch { recordProblem = "\(error)" }
+        }
+        return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,
+                      recordProblem: recordProblem)
+    }
+
+    private static func storeLocation(_ request: Request) -> String {
+        if case .store(let store, _, _) = request.destination { return store.location }
+        return ""
+    }
+
+    /// Secure archives: the compartment key IDs their items are sealed under.
+    private static func vaultKeys(of vault: Vault, _ request: Request) throws -> String {
+        guard request.mode == .secure else { return "" }
+        return try request.compartments.sorted { $0.rawValue < $1.rawValue }
+            .map { "\($0.rawValue):\(try vault.keyStore.currentKeyID(for: $0).hex)" }.joined(separator: ",")
+    }
+
+    /// The destination's record once `report`'s archive is published at `location`: its
+    /// items where they are, and the archives that hold them (the new one among them).
+    private static func state(after report: ArchiveCreator.Report, at location: String, request: Request, vault: Vault,
+                              before: ShipmentRecord.Destination?) throws -> ShipmentRecord.Destination {
+        var archives: [String: ShipmentRecord.Archive] = [:]
+        archives[report.archiveID] = .init(id: report.archiveID, name: SignerTrust.lastComponent(of: location), size: report.archiveBytes,
+                                           created: request.now)
+        for id in Set(report.shipped.values.map(\.archive)).union([report.listArchive]) where archives[id] == nil {
+            guard let known = before?.archives[id] else { throw ArchiveError.damaged(archive: location, what: "the record lost archive \(id)") }
+            archives[id] = known
+        }
+        return .init(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
+                     lastArchive: report.archiveID, listArchive: report.listArchive, listRootSHA256: report.listRootSHA256,
+                     archives: archives, items: report.shipped)
     }
 
     private static func toStandardOutput(spool: String, create: (String) throws -> ArchiveCreator.Report) throws -> ArchiveCreator.Report {

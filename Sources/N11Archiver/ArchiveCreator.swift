@@ -23,6 +23,9 @@ public enum ArchiveCreator {
         /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4); `ArchiveBackup` gives
         /// the home's signing key. Ignored by version 2, which has no signatures.
         public var signingKey: Ed25519SigningKey?
+        /// Version 3: an incremental archive's base (DESIGN.md §8.3): the archives it depends
+        /// on and where its reused items are, or the manifest it is the same as.
+        public var incremental: IncrementalBase?
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -43,6 +46,16 @@ public enum ArchiveCreator {
         public let sha256: String
         /// The key that signed its header; nil for an unsigned archive.
         public let signer: Ed25519PublicKey?
+        /// Version 3: every item of its manifest and where its bytes are (for the record of
+        /// what was shipped), and which archive's root holds its page list, with that root's
+        /// SHA-256 (its own, or the one its "same as" root names).
+        public let shipped: [String: ShipmentRecord.Item]
+        public let listArchive: String
+        public let listRootSHA256: String
+        public let dependsOn: [String]
+        /// Items and plaintext bytes written into this archive (the rest are its dependencies').
+        public let newItems: Int
+        public let newBytes: Int64
     }
 
     /// A portable archive that opens with one password (`request.kdf` sets its cost).
@@ -64,15 +77,35 @@ public enum ArchiveCreator {
             // Keys first (FORMAT.md §3–4): Argon2id's memory is the peak of the whole run, so
             // derive it before the catalogue and the ZIP writer hold anything.
             let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion,
-                                          signer: request.formatVersion == 3 ? request.signingKey?.publicKey : nil, access: access)
+                                          signer: request.formatVersion == 3 ? request.signingKey?.publicKey : nil,
+                                          dependsOn: request.incremental?.dependsOn ?? [], access: access)
             let plan = try Plan(vault: vault, request: request, keys: keys)
+            var root: [UInt8] = []
             let (archiveBytes, sha256) = request.formatVersion == 3
-                ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+                ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress, root: &root)
                 : try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
             progress?.finish()
-            return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
+            let id = keys.header.archiveIDHex
+            let dependsOn = keys.header.dependsOn.map(\.hex)
+            var shipped: [String: ShipmentRecord.Item] = [:]
+            for page in plan.layout?.pages ?? [] {
+                for record in try ManifestPage.parse(page.plaintext, mode: request.mode, dependencies: dependsOn.count, what: "page") {
+                    let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
+                    shipped[record.idString] = .init(archive: holder, sha256: record.sha256.hex, size: record.size,
+                                                     pack: Int64(record.location.pack), offset: record.location.offset)
+                }
+            }
+            let sameAs = request.incremental?.sameAs
+            let ownRoot = try SHA256Digest.hash(root).hex
+            let newIDs = Set(plan.layout?.pages.flatMap { $0.packs.flatMap(\.items) } ?? Array(plan.items.indices))
+            return Report(path: output, archiveID: id, mode: request.mode, items: plan.items.count,
                           plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
-                          sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) })
+                          sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) },
+                          shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
+                          listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
+                          listRootSHA256: sameAs.map { $0.rootSHA256.hex } ?? ownRoot,
+                          dependsOn: dependsOn, newItems: sameAs == nil ? newIDs.count : 0,
+                          newBytes: sameAs == nil ? newIDs.reduce(0) { $0 + (plan.layout?.items[$1].size ?? plan.items[$1].size) } : 0)
         } catch { throw ArchiveError.creating(output, error) }
     }
 
@@ -127,7 +160,9 @@ public enum ArchiveCreator {
             }
             self.vaultKeys = vaultKeys ?? [:]
             if request.formatVersion == 3 {
-                layout = try PackedLayout(items: items, mode: request.mode, packTarget: request.packTarget)
+                layout = request.incremental?.sameAs != nil ? PackedLayout.empty
+                    : try PackedLayout(items: items, mode: request.mode, packTarget: request.packTarget,
+                                       reused: request.incremental?.reused ?? [:])
                 sealedManifest = []
                 return
             }
@@ -187,7 +222,7 @@ public enum ArchiveCreator {
     /// threads as in version 2; each pack seals its items' payloads back to back as one
     /// stream on this thread while libzip writes it.
     private static func writePacked(_ plan: Plan, keys: NewArchiveKeys, vault: Vault, to output: String, request: Request,
-                                    progress: ArchiveProgress?) throws -> (Int64, String) {
+                                    progress: ArchiveProgress?, root rootPlaintext: inout [UInt8]) throws -> (Int64, String) {
         guard let layout = plan.layout else { preconditionFailure("a version 3 plan without its layout") }
         let file = try AtomicFile(path: output, mode: 0o600)
         let writer = try ZipWriter(writingTo: file.descriptor, named: output)
@@ -200,7 +235,8 @@ public enum ArchiveCreator {
         if let signingKey = request.signingKey {
             try add(EntryName.headerSignature, try signingKey.sign(ArchiveReader.signatureContext + keys.header.bytes))
         }
-        progress?.begin(items: layout.items.count, bytes: plan.plaintextBytes)
+        let packed = layout.pages.flatMap { $0.packs.flatMap(\.items) }
+        progress?.begin(items: packed.count, bytes: packed.reduce(0) { $0 + layout.items[$1].size })
         // Each pack is read, checked and sealed on a worker thread (as many as there are
         // cores, up to 4; packs take turns) while libzip checksums and writes on this one:
         // a pack's items are decrypted and hashed, and the pack sealed as one stream, by the
@@ -228,7 +264,10 @@ public enum ArchiveCreator {
                                     modified: mtime) { readAhead.stream(pack.number) }
             }
         }
-        let root = try layout.root(vaultKeys: plan.vaultKeys).serialized()
+        // An unchanged night's root names the manifest it is the same as (FORMAT.md §10.6).
+        let root = try request.incremental?.sameAs.map { ManifestRoot.sameAs(holder: $0.holder, rootSHA256: $0.rootSHA256) }
+            .map { $0.serialized() } ?? layout.root(vaultKeys: plan.vaultKeys).serialized()
+        rootPlaintext = root
         guard Int64(root.count) <= FormatLimits.manifestBytes else {
             throw ArchiveError.tooLarge("a manifest root of \(root.count) bytes (at most \(FormatLimits.manifestBytes))")
         }

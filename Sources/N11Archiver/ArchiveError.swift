@@ -54,6 +54,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     case noneTrusted(directory: String, count: Int)
     /// A key file that would replace an existing file (key files are never replaced).
     case keyFileExists(path: String)
+    /// An incremental archive's dependency is not where the archive lies.
+    case dependencyMissing(archive: String, archiveID: String, place: String)
     /// `rekey` of an archive signed by another key than this home's signing key.
     case signedElsewhere(archive: String, signer: String)
     /// The archive's Argon2id memory is above this machine's ceiling (`KDFCeiling`).
@@ -94,7 +96,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner, .noneTrusted: return .authentication
         case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
-        case .archiveMissing, .keyFileMissing, .notAFile: return .missingInput
+        case .archiveMissing, .keyFileMissing, .notAFile, .dependencyMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts, .keyFileExists: return .outputExists
         case .signerKeyFile: return .usage
         case .trustedSignersDamaged: return .configuration
@@ -144,6 +146,8 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .trustedSignersDamaged(p, why): return "the home's list of trusted signers '\(p)' does not read: \(why)"
         case let .noneTrusted(d, n): return "none of the \(n) archive(s) in '\(d)' is signed by a trusted signer; nothing was deleted"
         case .keyFileExists(let p): return "'\(p)' already exists; key files are never replaced, and nothing was written"
+        case let .dependencyMissing(a, id, place):
+            return "'\(a)' is an incremental archive and needs archive \(id), which is not in '\(place)'"
         case let .signedElsewhere(a, signer):
             return "'\(a)' is signed by key \(signer), which is not this home's signing key, and a new header needs a new signature by its signer; nothing was changed"
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
@@ -200,6 +204,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
+        case .dependencyMissing: return "put the archives it was made with beside it (any file names: they are found by the ID in their header; `n11archive archives DIR` lists the IDs), or restore what is there with --salvage"
         case .signedElsewhere: return "rekey it in the home that signed it, or add --drop-signature to make the result unsigned"
         case .untrustedSigner(_, let refusal): return refusal.hint
         case .signerKeyFile: return "give the signing key's public half, as `n11archive key export-public --signing -o FILE` writes it in the home that signs (a PEM PUBLIC KEY block, or 64 hex digits a line)"

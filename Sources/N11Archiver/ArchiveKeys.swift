@@ -95,7 +95,7 @@ struct NewArchiveKeys {
 
     /// `access` is asked for a portable archive only. `version` 3: a full archive of
     /// DESIGN.md §8 (no dependencies, not signed).
-    init(mode: ArchiveMode, created: Date, version: Int = 2, signer: Ed25519PublicKey? = nil,
+    init(mode: ArchiveMode, created: Date, version: Int = 2, signer: Ed25519PublicKey? = nil, dependsOn: [[UInt8]] = [],
          access: () throws -> ArchiveAccess) throws {
         let archiveID = SecureRandom.bytes(16)
         contentKey = try SecureBytes(randomCount: 32)
@@ -112,7 +112,7 @@ struct NewArchiveKeys {
             deviceKey = key
         }
         header = try ArchiveHeader(mode: mode, archiveID: archiveID, created: created, slots: slots, version: version,
-                                   signer: signer?.bytes)
+                                   dependsOn: dependsOn, signer: signer?.bytes)
         headerMAC = try ArchiveKeys.headerMAC(contentKey: contentKey, header: header)
     }
 

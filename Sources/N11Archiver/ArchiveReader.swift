@@ -97,10 +97,6 @@ public final class ArchiveReader {
             }
             if let packed = opened.packed {
                 signature = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
-                // FORMAT.md §10.2: reading the archives an incremental one needs is not here yet.
-                guard header.dependsOn.isEmpty else {
-                    throw ArchiveError.unsupported(archive: name, why: "it is an incremental archive (it needs \(header.dependsOn.count) other archive(s)), which this n11archive cannot read yet")
-                }
             } else {
                 signature = .unsigned
             }
@@ -250,16 +246,30 @@ public final class ArchiveReader {
     /// password is asked for and before any key derivation runs. With `toleratingMissingItems`
     /// (a salvage) an item whose entry is gone or has the wrong size does not stop the
     /// archive from opening: reading it fails as damage.
+    ///
+    /// An incremental archive needs `dependencies`, one per `dependsOn` (nil: missing, in a
+    /// salvage), opened by `unlock(with:)`.
     public func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
                        identities: () throws -> [P256PrivateKey] = { [] },
                        kdfCeiling: KDFCeiling = .standard, kdfCache: KDFCache? = nil,
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
+        try unlock(password: password, keyStore: keyStore, identities: identities, kdfCeiling: kdfCeiling, kdfCache: kdfCache,
+                   toleratingMissingItems: toleratingMissingItems, dependencies: nil)
+    }
+
+    func unlock(password: () throws -> SecureBytes?, keyStore: () throws -> KeyStore,
+                identities: () throws -> [P256PrivateKey], kdfCeiling: KDFCeiling, kdfCache: KDFCache?,
+                toleratingMissingItems: Bool, dependencies: (() throws -> [OpenedDependency?])?) throws(ArchiveError) -> UnlockedArchive {
         do {
+            guard header.dependsOn.isEmpty || dependencies != nil else {
+                throw ArchiveError.unsupported(archive: name, why: "it is an incremental archive: reading it needs the \(header.dependsOn.count) archive(s) it depends on, where it lies")
+            }
             let opened = try keyEntries.unwrapContentKey(password: password, keyStore: keyStore, identities: identities,
                                                          kdfCeiling: kdfCeiling, kdfCache: kdfCache, derive: derivingWithoutContainer)
             let contentKey = opened.key
             if let packed = packedEntries {
-                let contents = try PackedContents(reading: packed, of: self, contentKey: contentKey)
+                let contents = try PackedContents(reading: packed, of: self, contentKey: contentKey,
+                                                  dependencies: header.dependsOn.isEmpty ? [] : try dependencies?() ?? [])
                 return UnlockedArchive(reader: self, manifest: contents.manifest, contentKey: contentKey, entryIndices: [],
                                        packed: contents)
             }

@@ -72,42 +72,110 @@ struct PackedEntries {
     }
 }
 
+/// An archive that an incremental one depends on (DESIGN.md §8.3), opened only as far as its
+/// pages, root and packs need: its reader (checked to be the archive its ID names) and its
+/// content key, from the user's own secrets.
+final class OpenedDependency {
+    let reader: ArchiveReader
+    let contentKey: SecureBytes
+    let entries: PackedEntries
+
+    init(reader: ArchiveReader, contentKey: SecureBytes, entries: PackedEntries) {
+        self.reader = reader
+        self.contentKey = contentKey
+        self.entries = entries
+    }
+}
+
 /// What a version 3 archive's authenticated manifest says: every item, and where its payload
 /// is. Made from the root and every page (each checked against its descriptor), after the
 /// items were checked to fill each pack exactly, in order, with nothing left over.
+///
+/// An incremental archive's root may be another archive's ("the same manifest as"), a page
+/// may be held by one of its dependencies, and an item's payload may be in a dependency's
+/// pack. Holders are numbered per archive (0 itself, k its `dependsOn[k − 1]`); everything
+/// is renumbered to this archive's `dependsOn`, which must name every archive reached (no
+/// chains: FORMAT.md §10.4, §10.6). An item held by a dependency is checked against this
+/// archive's manifest (size, SHA-256) when it is read.
 final class PackedContents {
     let manifest: Manifest
-    let packs: [Int: ZipEntryInfo]
-    /// Per item (manifest order): its pack and offset there, and whether it is the pack's
-    /// last; nil in a salvage for an item whose pack is missing or has the wrong size.
+    /// Per archive (0 this one, k its `dependsOn[k − 1]`): its packs, entry key material and
+    /// reader; nil for a dependency missing in a salvage.
+    let archives: [Holder?]
+    /// Per item (manifest order): its archive, pack and offset there, and whether it is the
+    /// pack's last; nil in a salvage for an item whose pack (or archive) is missing.
     let locations: [PackLocation?]
-    let contentKey: SecureBytes
-    let header: ArchiveHeader
 
-    init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes) throws {
+    struct Holder {
+        let reader: ArchiveReader
+        let packs: [Int: ZipEntryInfo]
+        let contentKey: SecureBytes
+        var header: ArchiveHeader { reader.header }
+    }
+
+    init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes,
+         dependencies: [OpenedDependency?] = []) throws {
         let header = reader.header
-        self.header = header
-        self.contentKey = contentKey
-        packs = entries.packs
-        func open(_ entry: ZipEntryInfo, limit: Int) throws -> [UInt8] {
-            let key = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: entry.name)
-            return try BoundedReader(try ChunkedOpeningSource(reader.zip.open(entry), key: key)).readAll(limit: limit)
+        precondition(dependencies.count == header.dependsOn.count)
+        var archives: [Holder?] = [Holder(reader: reader, packs: entries.packs, contentKey: contentKey)]
+        for dependency in dependencies {
+            archives.append(dependency.map { Holder(reader: $0.reader, packs: $0.entries.packs, contentKey: $0.contentKey) })
         }
-        let root = try ManifestRoot(parsing: try open(entries.root, limit: Int(FormatLimits.manifestBytes)), mode: header.mode,
-                                    dependencies: header.dependsOn.count)
-        guard case .pages(let list) = root else { throw FormatError.invalidManifest("a full archive's root names another archive") }
-        guard entries.salvaging || list.pages.count == entries.pages.count else {
-            throw FormatError.invalidManifest("the root lists \(list.pages.count) pages but the archive holds \(entries.pages.count)")
+        self.archives = archives
+        let pagesOf: [[Int: ZipEntryInfo]?] = [entries.pages] + dependencies.map { $0?.entries.pages }
+        let rootOf: [ZipEntryInfo?] = [entries.root] + dependencies.map { $0?.entries.root }
+        func open(_ entry: ZipEntryInfo, of holder: Holder, limit: Int) throws -> [UInt8] {
+            let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
+            return try BoundedReader(try ChunkedOpeningSource(holder.reader.zip.open(entry), key: key)).readAll(limit: limit)
         }
-        var items: [Manifest.Item] = [], records: [ManifestRecord] = [], pageOf: [Int] = []
+        func present(_ index: Int, _ what: String) throws -> Holder {
+            guard let holder = archives[index] else {
+                throw FormatError.invalidManifest("\(what) is in archive \(header.dependsOn[index - 1].hex), which is missing")
+            }
+            return holder
+        }
+        /// Holder `h` as numbered by archive `a`, in this archive's numbering.
+        func renumber(_ h: Int, from a: Int) throws -> Int {
+            if a == 0 || h == 0 { return h == 0 ? a : h }
+            let id = try present(a, "a page").header.dependsOn[h - 1]
+            guard let index = header.dependsOn.firstIndex(of: id) else {
+                throw FormatError.invalidManifest("archive \(header.dependsOn[a - 1].hex) refers to archive \(id.hex), which this archive's header does not list")
+            }
+            return index + 1
+        }
+
+        // The page list: this archive's root, or the one its root names.
+        var listHolder = 0
+        var root = try ManifestRoot(parsing: try open(entries.root, of: archives[0]!, limit: Int(FormatLimits.manifestBytes)),
+                                    mode: header.mode, dependencies: header.dependsOn.count)
+        if case let .sameAs(holder, digest) = root {
+            let other = try present(holder, "the manifest")
+            guard let otherRoot = rootOf[holder] else { throw FormatError.invalidManifest("archive \(holder) has no root") }
+            let plaintext = try open(otherRoot, of: other, limit: Int(FormatLimits.manifestBytes))
+            guard try SHA256Digest.hash(plaintext) == digest else {
+                throw FormatError.invalidManifest("archive \(other.header.archiveIDHex)'s manifest is not the one this archive names")
+            }
+            root = try ManifestRoot(parsing: plaintext, mode: header.mode, dependencies: other.header.dependsOn.count)
+            listHolder = holder
+        }
+        guard case .pages(let list) = root else { throw FormatError.invalidManifest("a root names a root that names another") }
+
+        var items: [Manifest.Item] = [], records: [ManifestRecord] = [], pageOf: [Int] = [], holders: [Int] = []
+        var ownPages = 0
         for (number, descriptor) in list.pages.enumerated() {
-            guard descriptor.holder == 0, descriptor.page == number else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
-            guard let entry = entries.pages[number] else { throw FormatError.invalidManifest("page \(number) is missing") }
-            let plaintext = try open(entry, limit: descriptor.plaintextLength)
+            let pageHolder = try renumber(descriptor.holder, from: listHolder)
+            if pageHolder == 0 {
+                // This archive's own pages come in root order, numbered from 0.
+                guard descriptor.page == ownPages else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
+                ownPages += 1
+            }
+            let holder = try present(pageHolder, "page \(number)")
+            guard let entry = pagesOf[pageHolder]?[descriptor.page] else { throw FormatError.invalidManifest("page \(number) is missing") }
+            let plaintext = try open(entry, of: holder, limit: descriptor.plaintextLength)
             guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
                 throw FormatError.invalidManifest("page \(number) is not the page the root lists")
             }
-            let page = try ManifestPage.parse(plaintext, mode: header.mode, dependencies: 0, what: "page \(number)")
+            let page = try ManifestPage.parse(plaintext, mode: header.mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
             guard page.count == descriptor.itemCount, page.first?.id == descriptor.firstID else {
                 throw FormatError.invalidManifest("page \(number) does not hold the items the root lists")
             }
@@ -118,26 +186,52 @@ final class PackedContents {
                 guard header.mode == .portable || list.vaultKeys[record.compartment] != nil else {
                     throw FormatError.invalidManifest("item \(record.idString): no key ID for its compartment")
                 }
-                guard record.location.holder == 0 else { throw FormatError.invalidManifest("item \(record.idString) is held by another archive") }
+                let itemHolder = try renumber(record.location.holder, from: pageHolder)
                 records.append(record)
-                pageOf.append(number)
+                holders.append(itemHolder)
+                pageOf.append(pageHolder == 0 ? descriptor.page : -1)
                 items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
                                            created: Timestamp.date(milliseconds: record.created),
                                            expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
                                            sha256: record.sha256.hex, mode: header.mode,
-                                           pack: (EntryName.pack(Int(record.location.pack)), record.location.offset)))
+                                           pack: (EntryName.pack(Int(record.location.pack)), record.location.offset),
+                                           heldBy: itemHolder == 0 ? nil : header.dependsOn[itemHolder - 1].hex))
             }
+        }
+        guard entries.salvaging || ownPages == entries.pages.count else {
+            throw FormatError.invalidManifest("the root lists \(ownPages) of this archive's pages but it holds \(entries.pages.count)")
         }
         guard records.reduce(Int64(0), { $0 + $1.size }) == list.plaintextBytes else {
             throw FormatError.invalidManifest("the root's plaintext size is not the sum of the items' sizes")
         }
-        locations = try PackTiling.locate(records, pageOf: pageOf, in: entries, mode: header.mode)
+        // This archive's own items tile its packs; an item held by another archive is found
+        // in that archive's pack and checked by its size and digest when it is read.
+        let own = records.indices.filter { holders[$0] == 0 }
+        let ownLocations = try PackTiling.locate(own.map { records[$0] }, pageOf: own.map { pageOf[$0] }, in: entries, mode: header.mode)
+        var locations = [PackLocation?](repeating: nil, count: records.count)
+        for (n, index) in own.enumerated() { locations[index] = ownLocations[n] }
+        for index in records.indices where holders[index] != 0 {
+            guard let holder = archives[holders[index]] else { continue }   // a salvage: its archive is missing
+            let pack = Int(records[index].location.pack)
+            guard let entry = holder.packs[pack], let payload = FormatLimits.payloadLength(sealedLength: entry.size),
+                  records[index].location.offset + records[index].payloadSize(header.mode) <= payload else {
+                if entries.salvaging { continue }
+                throw FormatError.invalidManifest("item \(records[index].idString) is not in archive \(holder.header.archiveIDHex)'s pack \(pack)")
+            }
+            locations[index] = PackLocation(archive: holders[index], pack: pack, offset: records[index].location.offset, endsPack: false)
+        }
+        self.locations = locations
         manifest = Manifest(header: header, items: items, vaultKeys: header.mode == .secure ? list.vaultKeys : nil)
     }
+
+    var contentKey: SecureBytes { archives[0]!.contentKey }
+    var header: ArchiveHeader { archives[0]!.header }
 }
 
-/// Where an item's payload is: its pack, its offset there, whether it is the pack's last.
+/// Where an item's payload is: its archive (0 the one read, k its `dependsOn[k − 1]`), its
+/// pack, its offset there, whether it is the pack's last (known for the archive's own).
 struct PackLocation {
+    var archive = 0
     let pack: Int
     let offset: Int64
     let endsPack: Bool
@@ -194,7 +288,8 @@ enum PackTiling {
 final class PackCursor {
     private let contents: PackedContents
     private let archive: UnlockedArchive
-    private var pack = -1
+    /// The open pack: its archive and number.
+    private var open: (archive: Int, pack: Int)?
     private var source: ByteSource?
     private var position: Int64 = 0
 
@@ -205,21 +300,23 @@ final class PackCursor {
 
     func payload(of index: Int) throws -> ByteSource {
         let item = archive.manifest.items[index]
-        guard let location = contents.locations[index], let entry = contents.packs[location.pack] else {
-            throw ArchiveError.damaged(archive: archive.reader.name, what: "the pack of item \(item.id) is missing or has the wrong size")
+        guard let location = contents.locations[index], let holder = contents.archives[location.archive],
+              let entry = holder.packs[location.pack] else {
+            let place = item.heldBy.map { "archive \($0), which holds it, or its pack" } ?? "the pack of item \(item.id)"
+            throw ArchiveError.damaged(archive: archive.reader.name, what: "\(place) is missing or has the wrong size")
         }
-        if location.pack != pack || position > location.offset || source == nil {
+        if open.map({ $0 != (location.archive, location.pack) }) ?? true || position > location.offset || source == nil {
             // From the chunk the item starts in: the chunks before it are neither read
             // through the cipher nor needed (a salvage goes on past a damaged one).
             // An empty item at the end of a pack whose payload fills whole chunks starts past
             // the last chunk: it is read from that last chunk (which must still verify).
             let packPayload = FormatLimits.payloadLength(sealedLength: entry.size) ?? 0
             let chunk = min(location.offset, max(0, packPayload - 1)) / Int64(FormatLimits.chunkSize)
-            let sealed = try archive.reader.zip.open(entry, checkCRC: false)
+            let sealed = try holder.reader.zip.open(entry, checkCRC: false)
             try Self.discard(chunk * Int64(FormatLimits.chunkSize + FormatLimits.chunkTag), of: sealed)
-            let key = try ArchiveKeys.entryKey(contentKey: contents.contentKey, header: contents.header, entryName: entry.name)
+            let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
             source = try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk))
-            pack = location.pack
+            open = (location.archive, location.pack)
             position = chunk * Int64(FormatLimits.chunkSize)
         }
         try skip(location.offset - position)

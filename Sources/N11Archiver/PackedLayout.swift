@@ -11,8 +11,8 @@ import N11Vault
 struct PackedLayout {
     struct Pack {
         let number: Int
-        /// Indices into `items`.
-        let items: Range<Int>
+        /// Indices into `items`, ascending (an incremental archive's skip the reused ones).
+        let items: [Int]
         let payloadBytes: Int64
     }
 
@@ -32,8 +32,20 @@ struct PackedLayout {
     let items: [ItemMetadata]
     let pages: [Page]
 
-    /// `items` in any order; they are sorted by ID here.
-    init(items unsorted: [ItemMetadata], mode: ArchiveMode, packTarget: Int64 = packTarget) throws {
+    /// No pages and no packs: an unchanged night's incremental archive (its root names the
+    /// manifest it is the same as).
+    static let empty = PackedLayout(items: [], pages: [])
+
+    private init(items: [ItemMetadata], pages: [Page]) {
+        self.items = items
+        self.pages = pages
+    }
+
+    /// `items` in any order; they are sorted by ID here. An item in `reused` (an incremental
+    /// archive's, by item ID) is listed with that location, in an archive it depends on, and
+    /// packed nowhere here; a page whose items are all reused has no pack.
+    init(items unsorted: [ItemMetadata], mode: ArchiveMode, packTarget: Int64 = packTarget,
+         reused: [String: ItemLocation] = [:]) throws {
         let keyed = try unsorted.map { item -> ([UInt8], ItemMetadata) in
             guard let id = ManifestRecord.idBytes(item.id) else { throw FormatError.invalidManifest("item ID '\(item.id)'") }
             return (id, item)
@@ -46,20 +58,27 @@ struct PackedLayout {
             guard ends || index == keyed.count - 1 || index - start + 1 == ManifestV3.pageItems else { continue }
             let range = start..<(index + 1)
             var packs: [Pack] = [], records: [ManifestRecord] = []
-            var packStart = range.lowerBound, packBytes: Int64 = 0
+            var packItems: [Int] = [], packBytes: Int64 = 0
             for i in range {
                 let item = keyed[i].1
-                let payload = mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
-                if packBytes > 0 && packBytes + payload > packTarget {
-                    packs.append(Pack(number: packNumber, items: packStart..<i, payloadBytes: packBytes))
-                    packNumber += 1
-                    (packStart, packBytes) = (i, 0)
+                if let location = reused[item.id] {
+                    records.append(try Self.record(item, id: keyed[i].0, location: location))
+                    continue
                 }
+                let payload = mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
+                if !packItems.isEmpty && packBytes + payload > packTarget {
+                    packs.append(Pack(number: packNumber, items: packItems, payloadBytes: packBytes))
+                    packNumber += 1
+                    (packItems, packBytes) = ([], 0)
+                }
+                packItems.append(i)
                 records.append(try Self.record(item, id: keyed[i].0, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: packNumber), offset: packBytes)))
                 packBytes += payload
             }
-            packs.append(Pack(number: packNumber, items: packStart..<range.upperBound, payloadBytes: packBytes))
-            packNumber += 1
+            if !packItems.isEmpty {
+                packs.append(Pack(number: packNumber, items: packItems, payloadBytes: packBytes))
+                packNumber += 1
+            }
             guard UInt64(packNumber) <= ManifestV3.packs else { throw ArchiveError.tooLarge("more than \(ManifestV3.packs) packs") }
             pages.append(Page(number: pages.count, items: range, packs: packs, plaintext: ManifestPage.serialized(records)))
             start = index + 1

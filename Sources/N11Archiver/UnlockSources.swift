@@ -19,6 +19,8 @@ public final class UnlockSources {
     public let kdfCache = KDFCache()
     /// Which signers the command trusts: checked before any key is tried (`unlock(with:)`).
     public var signerTrust = SignerTrust.anySigner
+    /// Where an incremental archive's dependencies are looked for (by archive ID).
+    public var dependencies: (any DependencyFinder)?
 
     private var password: SecureBytes??
     private var loadedKeyStore: KeyStore?
@@ -79,7 +81,35 @@ extension ArchiveReader {
                        toleratingMissingItems: Bool = false) throws(ArchiveError) -> UnlockedArchive {
         try sources.signerTrust.check(signature, header: header, name: name)
         return try unlock(password: { try sources.password(cost: self.header.passwordKDFs.first) }, keyStore: sources.keyStore,
-                   identities: sources.identities, kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
-                   toleratingMissingItems: toleratingMissingItems)
+                          identities: sources.identities, kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
+                          toleratingMissingItems: toleratingMissingItems,
+                          dependencies: sources.dependencies.map { finder in
+                              { try self.openDependencies(finder, sources: sources, kdfCeiling: kdfCeiling, salvaging: toleratingMissingItems) }
+                          })
+    }
+
+    /// Each archive `dependsOn` names, found by its ID (whatever its file name), checked to be
+    /// what the ID says (an older version 3 archive of the same mode that does not depend on
+    /// this one), held to the same signer rule, and opened with the same secrets. A missing
+    /// one stops the read (66), or in a salvage leaves its items missing.
+    func openDependencies(_ finder: any DependencyFinder, sources: UnlockSources, kdfCeiling: KDFCeiling,
+                          salvaging: Bool) throws -> [OpenedDependency?] {
+        try header.dependsOn.map { id -> OpenedDependency? in
+            guard let reader = try finder.reader(for: id) else {
+                if salvaging { return nil }
+                throw ArchiveError.dependencyMissing(archive: name, archiveID: id.hex, place: finder.location)
+            }
+            let h = reader.header
+            guard h.archiveID == id, h.version == 3, h.mode == header.mode, h.created <= header.created,
+                  !h.dependsOn.contains(header.archiveID), let entries = reader.packedEntries else {
+                throw ArchiveError.damaged(archive: name, what: "'\(reader.name)' claims to be archive \(id.hex), which this one depends on, but is not an older archive of the same kind")
+            }
+            try sources.signerTrust.check(reader.signature, header: h, name: reader.name)
+            let key = try reader.keyEntries.unwrapContentKey(password: { try sources.password(cost: h.passwordKDFs.first) },
+                                                             keyStore: sources.keyStore, identities: sources.identities,
+                                                             kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
+                                                             derive: reader.derivingWithoutContainer).key
+            return OpenedDependency(reader: reader, contentKey: key, entries: entries)
+        }
     }
 }

@@ -18,13 +18,18 @@ public struct Manifest: Encodable, Sendable, Equatable {
         public let payloadSize: Int64
         /// Version 3: where the payload starts in its pack.
         public let offset: Int64?
+        /// Version 3, incremental: the ID of the archive whose pack holds the payload, when it
+        /// is not this archive (one of its `dependsOn`).
+        public let heldBy: String?
 
         public init(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date,
-                    expires: Date?, size: Int64, sha256: String, mode: ArchiveMode, pack: (entry: String, offset: Int64)? = nil) {
+                    expires: Date?, size: Int64, sha256: String, mode: ArchiveMode, pack: (entry: String, offset: Int64)? = nil,
+                    heldBy: String? = nil) {
             self.id = id; self.kind = kind; self.compartment = compartment; self.name = name
             self.created = created; self.expires = expires; self.size = size; self.sha256 = sha256
             entry = pack?.entry ?? EntryName.item(id: id, kind: kind)
             offset = pack?.offset
+            self.heldBy = heldBy
             payloadSize = mode == .portable ? size : size + FormatLimits.vaultFileOverhead
         }
 
@@ -59,6 +64,7 @@ public struct Manifest: Encodable, Sendable, Equatable {
             self.entry = try reader.required(entry, "entry")
             self.payloadSize = try reader.required(payloadSize, "payloadSize")
             offset = nil
+            heldBy = nil
         }
 
         /// Writes the item with its keys sorted.

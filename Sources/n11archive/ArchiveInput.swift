@@ -27,6 +27,8 @@ struct ArchiveInput: ParsableArguments {
                 sources given: UnlockSources? = nil) throws -> (UnlockedArchive, KeyStore?) {
         let reader = try opened ?? self.reader()
         let sources = try given ?? unlockSources()
+        // An incremental archive's dependencies are found where it lies, by their IDs.
+        sources.dependencies = reader.header.dependsOn.isEmpty ? nil : try dependencyFinder()
         if trust.noSignerCheck, let rule = try? SignerTrust.resolve(signedBy: [], home: store.resolvedHome),
            let refusal = rule.refusal(reader.signature, header: reader.header, fileName: reader.name) {
             Console.warning("'\(reader.name)' is read without the signer check, and this home would refuse it: \(refusal)")
@@ -41,6 +43,15 @@ struct ArchiveInput: ParsableArguments {
             try reader.unlock(with: sources, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
         }
         return (archive, sources.keyStoreIfLoaded)
+    }
+
+    /// The archives beside this one (its directory, or its remote directory).
+    func dependencyFinder() throws -> any DependencyFinder {
+        let home = store.resolvedHome
+        if let (remote, _) = ArchiveStores.remoteFile(file, spool: spool, home: home) {
+            return StoreDependencies(remote, announce: { Console.note("fetching \($0), which it depends on…") })
+        }
+        return StoreDependencies(try ArchiveStores.open(Path.directory(of: Path.absolute(file)), spool: nil, home: home, forPrune: false))
     }
 
     /// What may open this command's archives (`UnlockSources`) and which signers it trusts,

@@ -85,6 +85,24 @@ struct Create: ParsableCommand, HasOutputOptions {
                                valueName: "N"))
     var formatVersion: Int = ArchiveHeader.currentVersion
 
+    @Flag(help: "With --output-dir: hold only what the archives already there (this home's, by its record) do not; the manifest still lists every item.")
+    var incremental = false
+
+    @Option(name: .customLong("full-every"),
+            help: ArgumentHelp("With --incremental: make a full archive when the oldest archive a night would need is older than this (30d; days, or 12h).",
+                               valueName: "AGE"))
+    var fullEvery: String = "30d"
+
+    @Flag(name: .customLong("skip-if-unchanged"), help: "With --incremental: write nothing on a night when nothing changed.")
+    var skipIfUnchanged = false
+
+    /// `--full-every` in seconds.
+    var fullEverySeconds: TimeInterval? {
+        let unit: Double = fullEvery.hasSuffix("h") ? 3600 : 86_400
+        let number = fullEvery.hasSuffix("h") || fullEvery.hasSuffix("d") ? String(fullEvery.dropLast()) : fullEvery
+        return Double(number).flatMap { $0 > 0 ? $0 * unit : nil }
+    }
+
     func validate() throws {
         guard chosenMode != nil else {
             // The parser runs this before it reports unknown options: name a mistyped mode.
@@ -111,6 +129,14 @@ struct Create: ParsableCommand, HasOutputOptions {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
         }
         if outputDirectory != nil && force { throw ValidationError("--force has no use with --output-dir: dated names never replace anything") }
+        if incremental && outputDirectory == nil {
+            throw ValidationError("--incremental needs --output-dir DIR (or REMOTE:DIR): the archives it builds on must lie beside it")
+        }
+        if incremental && formatVersion < 3 { throw ValidationError("--incremental needs format version 3") }
+        if !incremental && (skipIfUnchanged || CommandLine.arguments.contains(where: { $0.hasPrefix("--full-every") })) {
+            throw ValidationError("--full-every and --skip-if-unchanged go with --incremental")
+        }
+        guard fullEverySeconds != nil else { throw ValidationError("--full-every takes days (30d, or 30) or hours (12h), not '\(fullEvery)'") }
         let remote = (outputDirectory ?? output).map(ArchiveStores.isRemote) ?? false
         if remote && force { throw ValidationError("--force is not available for a remote output: an archive there is never replaced") }
         if !remote && (keepLocal || (spool != nil && output != "-")) {
@@ -145,6 +171,19 @@ struct Create: ParsableCommand, HasOutputOptions {
         let upload: Upload?
         /// The fingerprint of the home's signing key that signed it; nil: not signed.
         let signedBy: String?
+        /// The archives a restore of this one also reads (empty: a full archive), and what
+        /// this one holds itself.
+        let dependsOn: [String]
+        let newItems: Int
+        let newBytes: Int64
+        let durationSeconds: Double
+    }
+
+    /// An unchanged night skipped (`--skip-if-unchanged`).
+    struct UnchangedDocument: Encodable {
+        let outcome = "ok", command = "create"
+        let unchanged = true
+        let directory: String
         let durationSeconds: Double
     }
 
@@ -177,10 +216,14 @@ struct Create: ParsableCommand, HasOutputOptions {
         if formatVersion < 3 && vault.keyStore.signingKey != nil {
             Console.note("format version \(formatVersion) has no signatures: this archive is not signed, and where a signer is trusted it is refused")
         }
-        let backup = try ArchiveBackup.run(from: vault, .init(mode: mode, compartments: compartments, kdf: kdf,
-                                                              destination: try destination(), home: store.resolvedHome,
-                                                              formatVersion: formatVersion),
-                                           progress: outputOptions.observer("create")) {
+        var request = ArchiveBackup.Request(mode: mode, compartments: compartments, kdf: kdf, destination: try destination(),
+                                            home: store.resolvedHome, formatVersion: formatVersion)
+        if incremental, let seconds = fullEverySeconds {
+            request.incremental = .init(fullEvery: seconds, skipIfUnchanged: skipIfUnchanged)
+        }
+        // Who it opens for: a change between nights makes a full archive (one restore, one set of keys).
+        request.access = (recipientKeys.map(KeyFiles.fingerprint).sorted() + (withPassword ? ["password"] : [])).joined(separator: ",")
+        let backup = try ArchiveBackup.run(from: vault, request, progress: outputOptions.observer("create")) {
             // Asked after the vault was read and before anything is written.
             var passwords: [SecureBytes] = []
             if withPassword {
@@ -196,7 +239,18 @@ struct Create: ParsableCommand, HasOutputOptions {
     /// The left-out compartments (every time, even with --quiet), then the JSON document or
     /// the summary line.
     private func render(_ backup: ArchiveBackup.Report, recipients: Int, withPassword: Bool) throws {
-        let report = backup.archive
+        if let why = backup.fullBecause { Console.note("a full archive: \(why)") }
+        if let problem = backup.recordProblem {
+            Console.warning("the archive is published, but the record of what was shipped could not be kept (\(problem)); the next incremental night builds on the one before")
+        }
+        guard let report = backup.archive else {
+            if outputOptions.json {
+                try Console.json(UnchangedDocument(directory: backup.location, durationSeconds: Output.durationSeconds))
+            } else {
+                Console.summary("unchanged since the last archive in \(backup.location): nothing written (--skip-if-unchanged)")
+            }
+            return
+        }
         // The default leaves the backup compartment out: say so every time, even with
         // --quiet (a nightly job would otherwise never back those items up, unnoticed).
         for (left, count) in backup.leftOut.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -211,6 +265,7 @@ struct Create: ParsableCommand, HasOutputOptions {
                                        skippedExpired: report.skippedExpired,
                                        leftOutCompartments: Dictionary(uniqueKeysWithValues: backup.leftOut.map { ($0.key.rawValue, $0.value) }),
                                        upload: upload, signedBy: report.signer.map(SignerKeyFiles.fingerprint),
+                                       dependsOn: report.dependsOn, newItems: report.newItems, newBytes: report.newBytes,
                                        durationSeconds: Output.durationSeconds))
             return
         }
@@ -221,7 +276,8 @@ struct Create: ParsableCommand, HasOutputOptions {
             return
         }
         let opens = recipients == 0 ? "" : ", for \(recipients) recipient(s)\(withPassword ? " and a password" : "")"
-        let signed = report.signer.map { ", signed by \(SignerKeyFiles.fingerprint($0))" } ?? ""
+        let signed = (report.signer.map { ", signed by \(SignerKeyFiles.fingerprint($0))" } ?? "")
+            + (report.dependsOn.isEmpty ? "" : "; incremental: \(report.newItems) new item(s), \(Console.byteCount(report.newBytes)), the rest in \(report.dependsOn.count) earlier archive(s)")
         Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)\(signed)")
     }
 

@@ -142,6 +142,7 @@ extension ArchiveError {
         case .keyNotHere: return "keyNotHere"
         case .untrustedSigner: return "untrustedSigner"
         case .signedElsewhere: return "signedElsewhere"
+        case .dependencyMissing: return "dependencyMissing"
         case .signerKeyFile: return "signerKeyFile"
         case .trustedSignersDamaged: return "trustedSignersDamaged"
         case .noneTrusted: return "noneTrusted"

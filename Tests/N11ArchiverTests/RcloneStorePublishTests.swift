@@ -161,7 +161,7 @@ struct RcloneStorePublishTests {
                 #expect(Set(w.remote.names(in: w.directory)) == ["README", taken, expected], "no temp or lock object stays")
                 #expect(w.remote[w.directory.appending(taken).description] == Array("someone else's".utf8), "never replaced")
                 let published = try #require(w.remote[report.location])
-                #expect(sha256Hex(published) == report.archive.sha256)
+                #expect(sha256Hex(published) == report.archive?.sha256)
                 #expect(w.remote.uploads.count == 1 && w.remote.uploads[0].hasPrefix(RemoteArchives.tempPrefix),
                         "uploaded under a temp name, then moved")
                 #expect(((try? FileManager.default.contentsOfDirectory(atPath: w.spool)) ?? []).isEmpty, "the spooled copy is gone")
@@ -251,7 +251,7 @@ struct RcloneStorePublishTests {
             let store = RcloneStore(w.directory, spool: nil, home: w.home, rclone: w.remote)
             let object = try #require(try store.list().first { store.location(of: $0.name) == report.location })
             let fetched = try store.fetch(object, progress: nil)
-            #expect(sha256Hex(try readBytes(fetched.path)) == report.archive.sha256)
+            #expect(sha256Hex(try readBytes(fetched.path)) == report.archive?.sha256)
             fetched.release()
             let lock = try store.lock(exclusive: true, waitSeconds: 0)
             #expect { _ = try store.lock(exclusive: false, waitSeconds: 0) } throws: { _ in true }

@@ -1,0 +1,159 @@
+import Foundation
+import N11Format
+import N11System
+import N11Vault
+
+/// What this home has shipped to each destination (a directory or remote directory), so
+/// that the next night's archive can be incremental (DESIGN.md §8.3): for every item of the
+/// last archive's manifest, the archive that holds its bytes there and where; and those
+/// archives' names and sizes, to check they are still there. `HOME/shipped.sqlite` (0600),
+/// replaced per destination in one transaction after an archive is published, so a run that
+/// dies leaves the record of the night before. A record that is missing, does not read, or
+/// names an archive no longer there makes the next archive a full one: never a broken one.
+public final class ShipmentRecord {
+    public static let fileName = "shipped.sqlite"
+
+    public struct Item: Sendable, Equatable {
+        /// The archive (hex ID) whose pack holds the bytes.
+        public let archive: String
+        public let sha256: String
+        public let size: Int64
+        public let pack: Int64
+        public let offset: Int64
+
+        public init(archive: String, sha256: String, size: Int64, pack: Int64, offset: Int64) {
+            self.archive = archive; self.sha256 = sha256; self.size = size; self.pack = pack; self.offset = offset
+        }
+    }
+
+    public struct Archive: Sendable, Equatable {
+        public let id: String
+        /// Its object's name in the destination, and size: how it is found there again.
+        public let name: String
+        public let size: Int64
+        public let created: Date
+
+        public init(id: String, name: String, size: Int64, created: Date) {
+            self.id = id; self.name = name; self.size = size; self.created = created
+        }
+    }
+
+    /// One destination's state after its last archive.
+    public struct Destination: Sendable, Equatable {
+        public let mode: ArchiveMode
+        /// Who the archives open for (recipients' fingerprints, whether a password slot is
+        /// there): a change makes a full archive, so one restore never needs two sets of keys.
+        public let access: String
+        /// Secure archives: the compartment key IDs the items were sealed under.
+        public let vaultKeys: String
+        /// The last archive, and the archive whose root holds the page list its manifest is
+        /// (itself, or the one its "same as" root names), with that root's SHA-256.
+        public let lastArchive: String
+        public let listArchive: String
+        public let listRootSHA256: String
+        /// Every archive an item or the page list is held by, and the last one.
+        public let archives: [String: Archive]
+        /// By item ID (canonical text).
+        public let items: [String: Item]
+
+        public init(mode: ArchiveMode, access: String, vaultKeys: String, lastArchive: String, listArchive: String,
+                    listRootSHA256: String, archives: [String: Archive], items: [String: Item]) {
+            self.mode = mode; self.access = access; self.vaultKeys = vaultKeys; self.lastArchive = lastArchive
+            self.listArchive = listArchive; self.listRootSHA256 = listRootSHA256; self.archives = archives; self.items = items
+        }
+    }
+
+    private let database: SQLiteDatabase
+
+    private init(_ database: SQLiteDatabase) { self.database = database }
+
+    /// Opens (making it, 0600, if need be) the home's record.
+    public static func open(in home: N11Home) throws -> ShipmentRecord {
+        let path = Path.join(home.root, fileName)
+        if try FileStatus.of(path) == nil {
+            do { _ = try FileDescriptor.createExclusive(path, mode: 0o600) }
+            catch let error as SystemError where error.errno == EEXIST {}
+        }
+        let record = ShipmentRecord(try SQLiteDatabase(path: path, access: .readWrite))
+        try record.database.execute("""
+            CREATE TABLE IF NOT EXISTS destinations(location TEXT PRIMARY KEY NOT NULL, mode TEXT NOT NULL, access TEXT NOT NULL,
+                vault_keys TEXT NOT NULL, last_archive TEXT NOT NULL, list_archive TEXT NOT NULL, list_root_sha256 TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS archives(location TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
+                created INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS items(location TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+                archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
+            """)
+        return record
+    }
+
+    /// The destination's state, or nil if there is none; a record that contradicts itself
+    /// (an item held by an archive it does not list) is none.
+    public func destination(_ location: String) throws -> Destination? {
+        let head = try database.prepare("SELECT mode, access, vault_keys, last_archive, list_archive, list_root_sha256 FROM destinations WHERE location = ?")
+        try head.bind(1, location)
+        guard try head.step(), let mode = ArchiveMode(rawValue: head.text(0)) else { return nil }
+        let (access, vaultKeys, last, list, rootSHA) = (head.text(1), head.text(2), head.text(3), head.text(4), head.text(5))
+        var archives: [String: Archive] = [:]
+        let rows = try database.prepare("SELECT id, name, size, created FROM archives WHERE location = ?")
+        try rows.bind(1, location)
+        while try rows.step() {
+            archives[rows.text(0)] = Archive(id: rows.text(0), name: rows.text(1), size: rows.int64(2),
+                                             created: Date(timeIntervalSince1970: TimeInterval(rows.int64(3)) / 1000))
+        }
+        var items: [String: Item] = [:]
+        let itemRows = try database.prepare("SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ?")
+        try itemRows.bind(1, location)
+        while try itemRows.step() {
+            items[itemRows.text(0)] = Item(archive: itemRows.text(3), sha256: itemRows.text(1), size: itemRows.int64(2),
+                                           pack: itemRows.int64(4), offset: itemRows.int64(5))
+        }
+        guard archives[last] != nil, archives[list] != nil, items.values.allSatisfy({ archives[$0.archive] != nil }) else { return nil }
+        return Destination(mode: mode, access: access, vaultKeys: vaultKeys, lastArchive: last, listArchive: list,
+                           listRootSHA256: rootSHA, archives: archives, items: items)
+    }
+
+    /// Replaces what is recorded of `location`, in one transaction.
+    public func replace(_ location: String, with state: Destination) throws {
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            for table in ["destinations", "archives", "items"] {
+                let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
+                try delete.bind(1, location)
+                _ = try delete.step()
+            }
+            let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for (n, value) in [location, state.mode.rawValue, state.access, state.vaultKeys, state.lastArchive, state.listArchive,
+                               state.listRootSHA256].enumerated() {
+                try head.bind(Int32(n + 1), value)
+            }
+            _ = try head.step()
+            let archive = try database.prepare("INSERT INTO archives VALUES (?, ?, ?, ?, ?)")
+            for a in state.archives.values {
+                archive.reset()
+                try archive.bind(1, location); try archive.bind(2, a.id); try archive.bind(3, a.name)
+                try archive.bind(4, a.size); try archive.bind(5, Int64((a.created.timeIntervalSince1970 * 1000).rounded()))
+                _ = try archive.step()
+            }
+            let item = try database.prepare("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for (id, i) in state.items {
+                item.reset()
+                try item.bind(1, location); try item.bind(2, id); try item.bind(3, i.sha256); try item.bind(4, i.size)
+                try item.bind(5, i.archive); try item.bind(6, i.pack); try item.bind(7, i.offset)
+                _ = try item.step()
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Forgets a destination (its next archive is a full one).
+    public func forget(_ location: String) throws {
+        for table in ["destinations", "archives", "items"] {
+            let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
+            try delete.bind(1, location)
+            _ = try delete.step()
+        }
+    }
+}
