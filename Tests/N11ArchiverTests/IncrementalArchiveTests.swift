@@ -1,0 +1,242 @@
+import Foundation
+import Testing
+@testable import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11TestSupport
+import N11Vault
+
+/// Issue 27: incremental archives (DESIGN.md §8.3). Nights of `ArchiveBackup` into a local
+/// directory, each built on this home's record of what it shipped there; every night
+/// restores to exactly its own vault, from the archives beside it, found by ID.
+@Suite("Incremental archives: nights that cost what changed")
+struct IncrementalArchiveTests {
+    final class World {
+        let dir: String
+        let home: N11Home
+        let store: KeyStore
+        let vault: Vault
+        let backups: String
+        let directory: LocalDirectoryStore
+        var night = 0
+        let start = Date(timeIntervalSince1970: 1_795_000_000)
+        /// Per night: the archive's path and the vault's items then (ID → SHA-256).
+        var nights: [(path: String, items: [String: String], report: ArchiveCreator.Report)] = []
+        var plaintexts: [String: [UInt8]] = [:]
+
+        init(dir: String, items: Int = 40) throws {
+            self.dir = dir
+            home = N11Home(root: dir + "/home")
+            store = try KeyStore.create(in: home, pin: nil, signing: true)
+            vault = try Vault.open(at: home.defaultVaultPath, keyStore: store, forWriting: true)
+            backups = dir + "/backups"
+            try makeDirectory(backups)
+            directory = try LocalDirectoryStore(backups, forPrune: false)
+            for _ in 0..<items { try add() }
+        }
+
+        @discardableResult
+        func add() throws -> ItemMetadata {
+            let bytes = randomBytes(Int.random(in: 0...3000))
+            let item = try vault.add(note(bytes, name: "n\(plaintexts.count).txt"))
+            plaintexts[item.id] = bytes
+            return item
+        }
+
+        func removeOne() throws {
+            let items = try vault.items()
+            try vault.remove(items[Int.random(in: 0..<items.count)])
+        }
+
+        var state: [String: String] { get throws { Dictionary(uniqueKeysWithValues: try vault.items().map { ($0.id, $0.sha256) }) } }
+
+        /// One night's archive (incremental unless `full`).
+        @discardableResult
+        func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false) throws -> ArchiveBackup.Report {
+            night += 1
+            var request = ArchiveBackup.Request(mode: .portable, compartments: [.vault, .fade], kdf: fastKDF,
+                                                destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
+                                                home: home, now: start.addingTimeInterval(Double(night) * 86_400))
+            request.access = "password"
+            if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
+            let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
+                ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF)
+            }
+            if let archive = report.archive { nights.append((report.location, try state, archive)) }
+            return report
+        }
+
+        func sources(salvaging: Bool = false) -> UnlockSources {
+            let sources = UnlockSources(password: { _ in try secret(testPassword) }, keyStore: { self.store },
+                                        keyStoreExists: { true }, identityFiles: { [] })
+            sources.dependencies = StoreDependencies(directory)
+            return sources
+        }
+
+        func open(_ path: String, salvaging: Bool = false) throws -> UnlockedArchive {
+            try ArchiveReader(path: path, salvaging: salvaging).unlock(with: sources(), kdfCeiling: .standard,
+                                                                        toleratingMissingItems: salvaging)
+        }
+
+        /// Restores `path` into a new vault; its items (ID → SHA-256), each checked to be the
+        /// bytes added.
+        func restored(_ path: String, salvage: Bool = false) throws -> (items: [String: String], report: ArchiveRestorer.Report) {
+            let target = dir + "/restored-\(UUID().uuidString)"
+            let into = try Vault.open(at: target, keyStore: store, forWriting: true)
+            let report = try ArchiveRestorer.restore(try open(path, salvaging: salvage), into: into, .init(salvage: salvage))
+            var items: [String: String] = [:]
+            for item in try into.items() {
+                let bytes = try plaintext(of: item, in: into)
+                #expect(bytes == plaintexts[item.id], "item \(item.id) restored with other bytes")
+                items[item.id] = item.sha256
+            }
+            return (items, report)
+        }
+    }
+
+    @Test("30 nights of adds and removals: each night restores to its own vault; an unchanged night is a small 'same as' archive; the newest needs no history replay")
+    func thirtyNights() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            #expect(w.nights[0].report.dependsOn.isEmpty, "the first night is full")
+            for night in 2...30 {
+                if night % 7 == 0 {
+                    // Nothing changed.
+                    let report = try #require(try w.backUp().archive)
+                    #expect(report.newItems == 0 && report.archiveBytes < 8192, "an unchanged night wrote \(report.archiveBytes) bytes")
+                    continue
+                }
+                for _ in 0..<2 { try w.add() }
+                if night % 3 == 0 { try w.removeOne() }
+                let report = try #require(try w.backUp().archive)
+                #expect(report.newItems == 2 && !report.dependsOn.isEmpty, "night \(night): \(report.newItems) new")
+                // What a changed night adds: the changed plaintext, 16 bytes per changed item
+                // (the chunk tag), 100 bytes per vault item (the manifest), and 8 KiB.
+                let items = try w.vault.items()
+                #expect(report.archiveBytes <= report.newBytes + 16 * 2 + 100 * Int64(items.count) + 8192,
+                        "night \(night): \(report.archiveBytes) bytes for \(report.newBytes) new")
+            }
+            #expect(w.nights.count == 30)
+            let newest = try w.restored(w.nights[29].path)
+            #expect(newest.items == w.nights[29].items)
+            for night in [0, 6, 13, 20] {
+                #expect(try w.restored(w.nights[night].path).items == w.nights[night].items, "night \(night + 1)")
+            }
+            // Every dependency is named in the header: no chain is walked.
+            let reader = try ArchiveReader(path: w.nights[29].path)
+            #expect(reader.header.dependsOn.count == w.nights[29].report.dependsOn.count)
+        }
+    }
+
+    @Test("a dependency missing: a plain restore names it (66), a salvage restores every item whose bytes are there and names the rest")
+    func missingDependency() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            for _ in 0..<3 { try w.add() }
+            try w.backUp()
+            for _ in 0..<3 { try w.add() }
+            try w.backUp()
+            let middle = w.nights[1]
+            try FileSystem.removeFile(middle.path)
+            expectArchiveError("dependencyMissing", kind: .missingInput) { _ = try w.open(w.nights[2].path) }
+            let salvaged = try w.restored(w.nights[2].path, salvage: true)
+            let lost = Set(middle.items.keys).subtracting(w.nights[0].items.keys)
+            #expect(Set(salvaged.report.damaged.map(\.id)) == lost)
+            #expect(salvaged.items.count == w.nights[2].items.count - lost.count)
+        }
+    }
+
+    @Test("what is found by ID, not by name: another archive under a dependency's name is not it, and a record pointing an item at other bytes is caught by the digest")
+    func hostile() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            try w.add()
+            try w.backUp()
+            // Another home's archive put in the place (and name) of the first night.
+            let other = try World(dir: dir + "/other")
+            try other.backUp()
+            try FileSystem.removeFile(w.nights[0].path)
+            try writeBytes(try readBytes(other.nights[0].path), to: w.nights[0].path)
+            expectArchiveError("dependencyMissing", kind: .missingInput) { _ = try w.open(w.nights[1].path) }
+        }
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            // The record says item A is where item B's bytes are: the archive made from it
+            // lists A there, and reading A finds B's bytes.
+            let record = try ShipmentRecord.open(in: w.home)
+            let state = try #require(try record.destination(w.directory.location))
+            let ids = state.items.keys.sorted()
+            let (a, b) = (ids[0], ids[1])
+            var items = state.items
+            let bItem = items[b]!
+            items[a] = .init(archive: bItem.archive, sha256: items[a]!.sha256, size: items[a]!.size, pack: bItem.pack, offset: bItem.offset)
+            try record.replace(w.directory.location, with: .init(mode: state.mode, access: state.access, vaultKeys: state.vaultKeys,
+                                                                lastArchive: state.lastArchive, listArchive: state.listArchive,
+                                                                listRootSHA256: state.listRootSHA256, archives: state.archives, items: items))
+            try w.add()
+            try w.backUp()
+            let archive = try w.open(w.nights[1].path)
+            #expect(throws: ArchiveError.self) { _ = try ArchiveVerifier.verify(archive, keyStore: nil) }
+        }
+    }
+
+    @Test("a full night when the record is gone, a dependency was deleted, or the oldest dependency is older than --full-every; --skip-if-unchanged writes nothing")
+    func fullWhenItMustBe() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            #expect(try w.backUp().fullBecause?.contains("no record") == true)
+            try w.add()
+            let second = try w.backUp()
+            #expect(second.fullBecause == nil && second.archive?.dependsOn.count == 1)
+            #expect(try w.backUp(skipIfUnchanged: true).archive == nil, "an unchanged night with --skip-if-unchanged")
+            try w.add()
+            try FileSystem.removeFile(w.nights[0].path)
+            let afterDelete = try w.backUp()
+            #expect(afterDelete.fullBecause?.contains("no longer there") == true && afterDelete.archive?.dependsOn == [])
+            try w.add()
+            #expect(try w.backUp(fullEvery: 86_400 / 2).fullBecause?.contains("--full-every") == true)
+            try FileSystem.removeFile(Path.join(w.home.root, ShipmentRecord.fileName))
+            try w.add()
+            #expect(try w.backUp().fullBecause?.contains("no record") == true)
+            // Every night from the full one after the deletion restores to its own vault.
+            for night in w.nights.dropFirst(2) { #expect(try w.restored(night.path).items == night.items) }
+        }
+    }
+
+    @Test("the planner ships again an item whose content changed under the same ID, and lists only the vault's items")
+    func plannerDecisions() throws {
+        let archiveA = String(repeating: "a", count: 32), archiveB = String(repeating: "b", count: 32)
+        let now = Date()
+        func item(_ id: String, _ sha: String) throws -> ItemMetadata {
+            ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5, contentTag: "", sha256: sha)
+        }
+        let ids = (0..<3).map { _ in UUID().uuidString }
+        let sha = { (c: Character) in String(repeating: c, count: 64) }
+        let record = ShipmentRecord.Destination(
+            mode: .portable, access: "password", vaultKeys: "", lastArchive: archiveB, listArchive: archiveB, listRootSHA256: sha("c"),
+            archives: [archiveA: .init(id: archiveA, name: "a.nu11vlt", size: 10, created: now), archiveB: .init(id: archiveB, name: "b.nu11vlt", size: 20, created: now)],
+            items: [ids[0]: .init(archive: archiveA, sha256: sha("1"), size: 5, pack: 0, offset: 0),
+                    ids[1]: .init(archive: archiveB, sha256: sha("2"), size: 5, pack: 0, offset: 0),
+                    ids[2]: .init(archive: archiveB, sha256: sha("3"), size: 5, pack: 0, offset: 5)])
+        let objects = [StoredObject(name: "a.nu11vlt", size: 10), StoredObject(name: "b.nu11vlt", size: 20)]
+        // ids[1] has new content under the same ID; ids[2] was removed.
+        let decision = IncrementalBase.decide(record: record, objects: objects, items: [try item(ids[0], sha("1")), try item(ids[1], sha("9"))],
+                                              mode: .portable, access: "password", vaultKeys: "", now: now, fullEvery: 86_400)
+        guard case .incremental(let base) = decision else { Issue.record("not incremental: \(decision)"); return }
+        #expect(Set(base.reused.keys) == [ids[0]] && base.sameAs == nil)
+        #expect(base.dependsOn == [[UInt8](hex: archiveA, length: 16)!], "only the archive still needed")
+        // Everything as recorded: a "same as" night, which needs the list's archive too.
+        let same = IncrementalBase.decide(record: record, objects: objects, items: try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) },
+                                          mode: .portable, access: "password", vaultKeys: "", now: now, fullEvery: 86_400)
+        guard case .incremental(let unchanged) = same else { Issue.record("not incremental: \(same)"); return }
+        #expect(unchanged.sameAs?.holder == 2 && unchanged.dependsOn.count == 2)
+        // Other recipients: full.
+        guard case .full = IncrementalBase.decide(record: record, objects: objects, items: [], mode: .portable, access: "recipient",
+                                                  vaultKeys: "", now: now, fullEvery: 86_400) else { Issue.record("not full"); return }
+    }
+}
