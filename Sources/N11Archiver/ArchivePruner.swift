@@ -145,6 +145,7 @@ public enum ArchivePruner {
         }
 
         report.decision = ArchiveRetention.apply(request.policy, to: counted.map(\.candidate))
+        try keepDependencies(of: &report.decision, counted: counted, in: store)
         guard let newest = report.decision.keep.first?.archive, !report.decision.remove.isEmpty,
               let newestFound = counted.first(where: { $0.candidate == newest }) else { return report }
         try refuseIfNewerUnreadable(zip(unreadableNames, report.unreadable).map { ($0, $1) }, than: newestFound)
@@ -166,6 +167,41 @@ public enum ArchivePruner {
             if !report.deleted.isEmpty { try store.finishDeleting() }
         }
         return report
+    }
+
+    /// An incremental archive needs every archive its header's `dependsOn` names (DESIGN.md
+    /// §8.3): each one the policy would remove is kept instead, "needed by" the kept one, and
+    /// so on for what that one needs (every kept archive must still restore). So no
+    /// deletion, and no kill in the middle of the deletions, breaks a kept archive. A kept
+    /// archive whose header cannot be read now keeps everything.
+    private static func keepDependencies(of decision: inout ArchiveRetention.Decision, counted: [Found],
+                                         in store: any ArchiveStore) throws(ArchiveError) {
+        guard !decision.remove.isEmpty else { return }
+        let byPath = Dictionary(counted.map { ($0.candidate.path, $0) }, uniquingKeysWith: { first, _ in first })
+        var removable: [String: ArchiveRetention.Candidate] = [:]   // by archive ID
+        for candidate in decision.remove {
+            if let found = byPath[candidate.path], let id = found.keys?.header.archiveIDHex ?? found.record?.archiveID { removable[id] = candidate }
+        }
+        var work = decision.keep.map(\.archive)
+        while let kept = work.popLast() {
+            guard let found = byPath[kept.path] else { continue }
+            var header = found.keys?.header
+            if header == nil { header = try store.keyEntries(of: found.object)?.header }
+            guard let header else {
+                // Cannot tell what it needs: delete nothing.
+                decision.keep += decision.remove.map { ($0, ["needed: \(SignerTrust.lastComponent(of: kept.path)) cannot be read to tell what it needs"]) }
+                decision.remove = []
+                return
+            }
+            for dependency in header.dependsOn {
+                guard let needed = removable.removeValue(forKey: dependency.hex) else { continue }
+                decision.keep.append((needed, ["needed by \(SignerTrust.lastComponent(of: kept.path))"]))
+                work.append(needed)
+            }
+        }
+        let stillRemovable = Set(removable.values.map(\.path))
+        decision.remove = decision.remove.filter { stillRemovable.contains($0.path) }
+        decision.keep.sort { ArchiveRetention.newestFirst($0.archive, $1.archive) }
     }
 
     /// One archive ID counts once: of the files that claim it, the one with the bare dated

@@ -239,4 +239,70 @@ struct IncrementalArchiveTests {
         guard case .full = IncrementalBase.decide(record: record, objects: objects, items: [], mode: .portable, access: "recipient",
                                                   vaultKeys: "", now: now, fullEvery: 86_400) else { Issue.record("not full"); return }
     }
+
+    /// A local directory whose deletions stop (as a kill would) after `deletesLeft`.
+    final class DyingStore: ArchiveStore {
+        let inner: LocalDirectoryStore
+        var deletesLeft: Int
+        init(_ inner: LocalDirectoryStore, deletesLeft: Int) { self.inner = inner; self.deletesLeft = deletesLeft }
+        var location: String { inner.location }
+        func location(of name: String) -> String { inner.location(of: name) }
+        func list() throws(ArchiveError) -> [StoredObject] { try inner.list() }
+        func keyEntries(of object: StoredObject) throws(ArchiveError) -> ArchiveKeyEntries? { try inner.keyEntries(of: object) }
+        func fetch(_ object: StoredObject, progress: ArchiveProgress?) throws(ArchiveError) -> FetchedArchive { try inner.fetch(object, progress: progress) }
+        func delete(_ object: StoredObject) throws(ArchiveError) {
+            guard deletesLeft > 0 else { throw .remote(location: location(of: object.name), why: "killed", kind: .ioFailure, hint: nil) }
+            deletesLeft -= 1
+            try inner.delete(object)
+        }
+        func finishDeleting() throws(ArchiveError) { try inner.finishDeleting() }
+        func lock(exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> any ArchiveStoreLock { try inner.lock(exclusive: exclusive, waitSeconds: waitSeconds) }
+        func removeLeftovers(dryRun: Bool) -> Int { inner.removeLeftovers(dryRun: dryRun) }
+        func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? { inner.recorded(object, in: records) }
+        func publishNew(name: String?, at date: Date, _ options: PublishOptions, make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+            try inner.publishNew(name: name, at: date, options, make: make)
+        }
+        func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch {
+            try inner.check(object, against: record, home: home)
+        }
+    }
+
+    @Test("prune --keep-daily 7 over 30 nights keeps what the kept nights need ('needed by'), and stopped after any deletion every kept night still restores")
+    func pruneKeepsDependencies() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 20)
+            for night in 1...30 {
+                if night > 1 && night % 5 != 0 { try w.add() }
+                if night % 4 == 0 { try w.removeOne() }
+                try w.backUp()
+            }
+            let secrets = w.sources()
+            func prune(_ store: any ArchiveStore, dryRun: Bool = false) throws -> ArchivePruner.Report {
+                try ArchivePruner.prune(store, .init(policy: .init(keepDaily: 7), dryRun: dryRun, home: w.home, secrets: secrets,
+                                                     kdfCeiling: .standard))
+            }
+            let plan = try prune(w.directory, dryRun: true)
+            let needed = plan.decision.keep.filter { $0.reasons.contains { $0.hasPrefix("needed by") } }
+            #expect(!needed.isEmpty, "the kept nights need older ones")
+            #expect(plan.decision.keep.count - needed.count == 7)
+            // Each kept night's dependencies are all kept.
+            let keptIDs = Set(try plan.decision.keep.map { try ArchiveReader(path: $0.archive.path).header.archiveIDHex })
+            for kept in plan.decision.keep {
+                let header = try ArchiveReader(path: kept.archive.path).header
+                #expect(Set(header.dependsOn.map(\.hex)).isSubset(of: keptIDs), "\(kept.archive.path) loses a dependency")
+            }
+            // Stopped after each number of deletions: every kept night restores.
+            for stopAfter in [0, 1, plan.deleted.count / 2] {
+                let store = DyingStore(w.directory, deletesLeft: stopAfter)
+                _ = try? prune(store)
+                for kept in plan.decision.keep {
+                    let night = try #require(w.nights.first { $0.path == kept.archive.path })
+                    #expect(try w.restored(night.path).items == night.items, "after \(stopAfter) deletion(s): \(night.path)")
+                }
+            }
+            let done = try prune(w.directory)
+            #expect(Set(done.deleted).isDisjoint(with: plan.decision.keep.map(\.archive.path)))
+            #expect(plan.decision.keep.allSatisfy { exists($0.archive.path) })
+        }
+    }
 }
