@@ -15,7 +15,9 @@ struct Archives: ParsableCommand, ChoosesOutput {
         first by the time in their header, as prune orders them. Time and \
         mode come from each archive's header, which is read without any key and so not \
         authenticated (`verify` does that), except a signature, which is checked with no \
-        key: SIGNED BY is the fingerprint of the key whose signature verified. With a \
+        key: SIGNED BY is the fingerprint of the key whose signature verified. KIND is full, or \
+        for an incremental archive how many others it needs; FREES is what deleting it \
+        would free (nothing while another archive here needs it: prune keeps it then). With a \
         trusted signer (`key trust`, --signed-by) a TRUSTED column says which ones prune \
         counts, and a warning gives the reason for each it does not. On a remote only the first 64 KiB of each \
         archive are fetched.
@@ -43,6 +45,12 @@ struct Archives: ParsableCommand, ChoosesOutput {
         /// With a trusted signer: why prune would not count it (nil: it would, or no rule).
         var notTrusted: String?
         let archiveId: String?
+        /// The archives (IDs) a restore of it also reads: empty for a full archive.
+        let dependsOn: [String]?
+        /// The archives here (names) that need it, and so the bytes deleting it would free:
+        /// its size when none does, else 0.
+        var neededBy: [String] = []
+        var freesBytes: Int64? = nil
     }
 
     struct Document: Encodable {
@@ -67,7 +75,15 @@ struct Archives: ParsableCommand, ChoosesOutput {
                                  formatVersion: header?.version, ownerUid: object.foreignOwner, signature: signature,
                                  signedBy: keys?.signature.signer.map(SignerKeyFiles.fingerprint),
                                  notTrusted: keys.flatMap { trust.refusal($0.signature, header: $0.header, fileName: object.name)?.description },
-                                 archiveId: header?.archiveIDHex))
+                                 archiveId: header?.archiveIDHex, dependsOn: header.map { $0.dependsOn.map(\.hex) }))
+        }
+        // What each one's deletion would free: nothing while another archive here needs it.
+        var neededBy: [String: [String]] = [:]
+        for entry in entries { for id in entry.dependsOn ?? [] { neededBy[id, default: []].append(Self.name(entry.archive)) } }
+        for index in entries.indices {
+            guard let id = entries[index].archiveId else { continue }
+            entries[index].neededBy = (neededBy[id] ?? []).sorted()
+            entries[index].freesBytes = entries[index].neededBy.isEmpty ? entries[index].size : 0
         }
         // Prune counts one file per archive ID (the bare name, else the lowest -N): under a
         // trust rule, mark the other copies as it would.
@@ -95,11 +111,13 @@ struct Archives: ParsableCommand, ChoosesOutput {
             Console.note("no archives (*.nu11vlt) in '\(directory)'")
             return
         }
-        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE", "SIGNED BY"] + (trust.isActive ? ["TRUSTED"] : [])] + entries.map { entry in
+        Console.table([["ARCHIVE", "SIZE", "CREATED", "MODE", "KIND", "FREES", "SIGNED BY"] + (trust.isActive ? ["TRUSTED"] : [])] + entries.map { entry in
             let when = entry.ownerUid.map { "(uid \($0)'s file: not read)" }
                 ?? entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
             let signer = entry.signature == "invalid" ? "(signature fails)" : entry.signedBy ?? "-"
-            return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-", signer]
+            let kind = entry.dependsOn.map { $0.isEmpty ? "full" : "needs \($0.count)" } ?? "-"
+            let frees = entry.freesBytes.map { $0 == 0 ? "0 (needed)" : Console.byteCount($0) } ?? "-"
+            return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-", kind, frees, signer]
                 + (trust.isActive ? [entry.created == nil ? "-" : entry.notTrusted == nil ? "yes" : "NO"] : [])
         })
         for entry in entries { if let why = entry.notTrusted { Console.warning("\(Self.name(entry.archive)) is not trusted: \(why)") } }

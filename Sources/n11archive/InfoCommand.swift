@@ -102,6 +102,9 @@ struct Info: ParsableCommand, ChoosesOutput {
         for (n, slot) in summary.slots.enumerated() {
             Console.out("\(n == 0 ? "opens by:" : "         ") \(Self.describe(slot))")
         }
+        if h.version >= 3 {
+            Console.out("kind:     \(h.dependsOn.isEmpty ? "full" : "incremental: a restore also reads \(h.dependsOn.count) archive(s) beside it, found by ID: " + h.dependsOn.map(\.hex).joined(separator: ", "))")
+        }
         if let packed {
             Console.out("items:    packed in \(packed.packs) pack(s), listed in \(packed.pages) manifest page(s); how many is inside the encryption (`list` shows them) (\(summary.entries) ZIP entries)")
             switch reader.signature {
