@@ -106,7 +106,16 @@ public enum ArchiveBackup {
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
-            return try ArchiveCreator.create(from: vault, creation, progress: progress, access: access)
+            // An incremental night's password slot keeps its chain's salt and cost, so that a
+            // restore derives the key once for every archive it reads (DESIGN.md §8.3).
+            let chainKDF = base == nil ? nil : recorded?.state.flatMap { Self.kdf(parsing: $0.passwordKDF) }
+            return try ArchiveCreator.create(from: vault, creation, progress: progress) {
+                var who = try access()
+                if let chainKDF, who.passwords.count == 1, who.kdf.opsLimit == chainKDF.opsLimit, who.kdf.memoryBytes >> 10 == chainKDF.memoryKiB {
+                    who.passwordSalts = [chainKDF.salt]
+                }
+                return who
+            }
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
         switch request.destination {
@@ -132,6 +141,14 @@ public enum ArchiveBackup {
                       recordProblem: recordProblem)
     }
 
+    /// `opsLimit:memoryKiB:salt` (hex), as the record keeps a password slot's Argon2id.
+    private static func kdf(parsing text: String) -> (opsLimit: UInt64, memoryKiB: UInt64, salt: [UInt8])? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 3, let ops = UInt64(parts[0]), let memory = UInt64(parts[1]),
+              let salt = [UInt8](hex: String(parts[2]), length: 16) else { return nil }
+        return (ops, memory, salt)
+    }
+
     private static func storeLocation(_ request: Request) -> String {
         if case .store(let store, _, _) = request.destination { return store.location }
         return ""
@@ -155,9 +172,11 @@ public enum ArchiveBackup {
             guard let known = before?.archives[id] else { throw ArchiveError.damaged(archive: location, what: "the record lost archive \(id)") }
             archives[id] = known
         }
-        return .init(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
-                     lastArchive: report.archiveID, listArchive: report.listArchive, listRootSHA256: report.listRootSHA256,
-                     archives: archives, items: report.shipped)
+        var state = ShipmentRecord.Destination(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
+                                               lastArchive: report.archiveID, listArchive: report.listArchive,
+                                               listRootSHA256: report.listRootSHA256, archives: archives, items: report.shipped)
+        state.passwordKDF = report.passwordKDFs.count == 1 ? report.passwordKDFs.first.map { "\($0.opsLimit):\($0.memoryKiB):\($0.salt)" } ?? "" : ""
+        return state
     }
 
     private static func toStandardOutput(spool: String, create: (String) throws -> ArchiveCreator.Report) throws -> ArchiveCreator.Report {

@@ -53,6 +53,8 @@ public enum ArchiveCreator {
         public let listArchive: String
         public let listRootSHA256: String
         public let dependsOn: [String]
+        /// Its password slots' Argon2id (what the next incremental night reuses).
+        public let passwordKDFs: [ArchiveHeader.KDF]
         /// Items and plaintext bytes written into this archive (the rest are its dependencies').
         public let newItems: Int
         public let newBytes: Int64
@@ -104,7 +106,7 @@ public enum ArchiveCreator {
                           shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
                           listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
                           listRootSHA256: sameAs.map { $0.rootSHA256.hex } ?? ownRoot,
-                          dependsOn: dependsOn, newItems: sameAs == nil ? newIDs.count : 0,
+                          dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, newItems: sameAs == nil ? newIDs.count : 0,
                           newBytes: sameAs == nil ? newIDs.reduce(0) { $0 + (plan.layout?.items[$1].size ?? plan.items[$1].size) } : 0)
         } catch { throw ArchiveError.creating(output, error) }
     }

@@ -59,6 +59,9 @@ public struct ArchiveAccess {
     public var passwords: [SecureBytes]
     public var recipients: [P256PublicKey]
     public var kdf: Argon2Parameters
+    /// The salt of each password slot; nil: fresh ones. An incremental archive reuses its
+    /// chain's (DESIGN.md §8.3): the same KEK, so a restore derives each password once.
+    public var passwordSalts: [[UInt8]]?
 
     public init(passwords: [SecureBytes] = [], recipients: [P256PublicKey] = [], kdf: Argon2Parameters = .moderate) {
         self.passwords = passwords
@@ -71,9 +74,9 @@ public struct ArchiveAccess {
     /// The key slots for `contentKey` (FORMAT.md §4): passwords first, then recipients.
     func slots(contentKey: SecureBytes, archiveID: [UInt8]) throws -> [ArchiveHeader.KeySlot] {
         var slots: [ArchiveHeader.KeySlot] = []
-        for password in passwords {
-            let kdfHeader = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10,
-                                              salt: SecureRandom.bytes(Argon2id.saltLength))
+        for (n, password) in passwords.enumerated() {
+            let salt = passwordSalts.flatMap { n < $0.count ? $0[n] : nil } ?? SecureRandom.bytes(Argon2id.saltLength)
+            let kdfHeader = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10, salt: salt)
             let kek = try ArchiveKeys.portableKEK(password: password, kdf: kdfHeader)
             slots.append(.password(kdfHeader, wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: kek, archiveID: archiveID)))
         }

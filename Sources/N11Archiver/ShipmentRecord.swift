@@ -46,6 +46,9 @@ public final class ShipmentRecord {
         public let access: String
         /// Secure archives: the compartment key IDs the items were sealed under.
         public let vaultKeys: String
+        /// The password slot's Argon2id (`opsLimit:memoryKiB:salt`), reused by the chain's
+        /// next archives (one derivation per restore); empty without a password.
+        public var passwordKDF = ""
         /// The last archive, and the archive whose root holds the page list its manifest is
         /// (itself, or the one its "same as" root names), with that root's SHA-256.
         public let lastArchive: String
@@ -77,7 +80,8 @@ public final class ShipmentRecord {
         let record = ShipmentRecord(try SQLiteDatabase(path: path, access: .readWrite))
         try record.database.execute("""
             CREATE TABLE IF NOT EXISTS destinations(location TEXT PRIMARY KEY NOT NULL, mode TEXT NOT NULL, access TEXT NOT NULL,
-                vault_keys TEXT NOT NULL, last_archive TEXT NOT NULL, list_archive TEXT NOT NULL, list_root_sha256 TEXT NOT NULL) WITHOUT ROWID;
+                vault_keys TEXT NOT NULL, last_archive TEXT NOT NULL, list_archive TEXT NOT NULL, list_root_sha256 TEXT NOT NULL,
+                password_kdf TEXT NOT NULL) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS archives(location TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
                 created INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS items(location TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
@@ -89,10 +93,10 @@ public final class ShipmentRecord {
     /// The destination's state, or nil if there is none; a record that contradicts itself
     /// (an item held by an archive it does not list) is none.
     public func destination(_ location: String) throws -> Destination? {
-        let head = try database.prepare("SELECT mode, access, vault_keys, last_archive, list_archive, list_root_sha256 FROM destinations WHERE location = ?")
+        let head = try database.prepare("SELECT mode, access, vault_keys, last_archive, list_archive, list_root_sha256, password_kdf FROM destinations WHERE location = ?")
         try head.bind(1, location)
         guard try head.step(), let mode = ArchiveMode(rawValue: head.text(0)) else { return nil }
-        let (access, vaultKeys, last, list, rootSHA) = (head.text(1), head.text(2), head.text(3), head.text(4), head.text(5))
+        let (access, vaultKeys, last, list, rootSHA, passwordKDF) = (head.text(1), head.text(2), head.text(3), head.text(4), head.text(5), head.text(6))
         var archives: [String: Archive] = [:]
         let rows = try database.prepare("SELECT id, name, size, created FROM archives WHERE location = ?")
         try rows.bind(1, location)
@@ -108,8 +112,10 @@ public final class ShipmentRecord {
                                            pack: itemRows.int64(4), offset: itemRows.int64(5))
         }
         guard archives[last] != nil, archives[list] != nil, items.values.allSatisfy({ archives[$0.archive] != nil }) else { return nil }
-        return Destination(mode: mode, access: access, vaultKeys: vaultKeys, lastArchive: last, listArchive: list,
-                           listRootSHA256: rootSHA, archives: archives, items: items)
+        var destination = Destination(mode: mode, access: access, vaultKeys: vaultKeys, lastArchive: last, listArchive: list,
+                                      listRootSHA256: rootSHA, archives: archives, items: items)
+        destination.passwordKDF = passwordKDF
+        return destination
     }
 
     /// Replaces what is recorded of `location`, in one transaction.
@@ -121,9 +127,9 @@ public final class ShipmentRecord {
                 try delete.bind(1, location)
                 _ = try delete.step()
             }
-            let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?)")
+            let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             for (n, value) in [location, state.mode.rawValue, state.access, state.vaultKeys, state.lastArchive, state.listArchive,
-                               state.listRootSHA256].enumerated() {
+                               state.listRootSHA256, state.passwordKDF].enumerated() {
                 try head.bind(Int32(n + 1), value)
             }
             _ = try head.step()

@@ -124,6 +124,10 @@ struct IncrementalArchiveTests {
             for night in [0, 6, 13, 20] {
                 #expect(try w.restored(w.nights[night].path).items == w.nights[night].items, "night \(night + 1)")
             }
+            // One password derivation for the whole chain: every night keeps the full
+            // night's salt and cost.
+            let salts = Set(try w.nights.map { try ArchiveReader(path: $0.path).header.passwordKDFs.map(\.salt) })
+            #expect(salts.count == 1, "\(salts.count) different password salts in one chain")
             // Every dependency is named in the header: no chain is walked.
             let reader = try ArchiveReader(path: w.nights[29].path)
             #expect(reader.header.dependsOn.count == w.nights[29].report.dependsOn.count)
