@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+import Testing
+import N11TestSupport
+
+/// Issue 27 from the command line: the README's nightly job with `--incremental`, into a
+/// directory and onto a remote, restored elsewhere with nothing but the archives and a key.
+@Suite("n11archive CLI: incremental nights", .serialized)
+struct IncrementalCLITests {
+    /// One night: `create --incremental` with the given extra options; returns its document.
+    func night(_ s: Sandbox, into dir: String, _ extra: [String] = [], environment: [String: String] = [:]) throws -> [String: Any] {
+        let run = try s.run(["create", "--portable", "--all-compartments", "--output-dir", dir, "--incremental", "--json"] + extra,
+                            environment: environment)
+        expectExit(run, 0)
+        return try jsonDocument(run)
+    }
+
+    @Test("nights into a directory: the first full, then only what changed; restore, verify, list, archives and prune of the newest; a moved dependency is found by ID, a missing one is 66")
+    func localNights() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pub = try s.offlinePublicKey()
+            let laptop = s.elsewhere("offline")
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            let recipient = ["--recipient", pub]
+            let first = try night(s, into: dir, recipient)
+            #expect((first["dependsOn"] as? [String]) == [])
+            usleep(1_100_000)
+            let photo = try s.file("new.jpg", randomBytes(70_000))
+            expectExit(try s.run(["vault", "add", photo]), 0)
+            let second = try night(s, into: dir, recipient)
+            #expect((second["dependsOn"] as? [String]) == [first["archiveId"] as! String] && second["newItems"] as? Int == 1)
+            #expect((second["archiveBytes"] as! Int) < 70_000 + 8192, "\(second)")
+            usleep(1_100_000)
+            let third = try night(s, into: dir, recipient)
+            #expect(third["newItems"] as? Int == 0 && (third["archiveBytes"] as! Int) < 8192, "an unchanged night: \(third)")
+            usleep(1_100_000)
+            let skipped = try s.run(["create", "--portable", "--all-compartments", "--output-dir", dir, "--incremental", "--skip-if-unchanged"] + recipient)
+            expectExit(skipped, 0)
+            #expect(skipped.out.contains("unchanged") && listing(of: dir).filter { $0.hasSuffix(".nu11vlt") }.count == 3, "\(skipped)")
+
+            let newest = third["archive"] as! String
+            let export = s.path("export")
+            expectExit(try s.run(["restore", newest, "--export", export], environment: laptop), 0)
+            #expect(try readBytes(export + "/Photos/new.jpg") == readBytes(photo))
+            #expect(try readBytes(export + "/Photos/more.jpg").count == 70001)
+            expectExit(try s.run(["verify", newest], environment: laptop), 0)
+            let listed = try jsonDocument(try s.run(["list", newest, "--json"], environment: laptop))
+            let items = try #require(listed["items"] as? [[String: Any]])
+            #expect(items.count == 6 && items.allSatisfy { $0["heldBy"] is String }, "an unchanged night holds nothing itself")
+            let archives = try #require(try jsonDocument(try s.run(["archives", dir, "--json"]))["archives"] as? [[String: Any]])
+            #expect(archives.first { $0["archive"] as? String == first["archive"] as? String }?["freesBytes"] as? Int == 0)
+
+            // Renamed (any name): found by the ID in its header.
+            let moved = dir + "/renamed-first.nu11vlt"
+            #expect(rename(first["archive"] as! String, moved) == 0)
+            expectExit(try s.run(["verify", newest], environment: laptop), 0)
+            // Gone: 66, naming it; a salvage restores the rest.
+            let aside = s.path("aside.nu11vlt")
+            #expect(rename(moved, aside) == 0)
+            let missing = try s.run(["restore", newest, "--vault", s.path("v1")], environment: laptop)
+            expectExit(missing, 66)
+            #expect(missing.err.contains(first["archiveId"] as! String), "\(missing)")
+            let salvage = try s.run(["restore", newest, "--vault", s.path("v2"), "--salvage"], environment: laptop)
+            expectExit(salvage, 3)
+            #expect(rename(aside, first["archive"] as! String) == 0)
+
+            // prune --keep-last 1 keeps the newest and what it needs.
+            let pruned = try s.run(["prune", dir, "--keep-last", "1", "--json"])
+            expectExit(pruned, 0)
+            let doc = try jsonDocument(pruned)
+            #expect((doc["deleted"] as? [String]) == [], "\(pruned)")
+            let kept = try #require(doc["kept"] as? [[String: Any]])
+            #expect(kept.contains { ($0["reasons"] as? [String])?.contains { $0.hasPrefix("needed by") } == true }, "\(pruned)")
+        }
+    }
+
+    @Test("nights onto a remote (webdav): only what changed is uploaded; restore of REMOTE:PATH fetches what it needs", .enabled(if: rcloneAvailable))
+    func remoteNights() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            let first = try night(s, into: "dav:backups", ["--password-file", pw] + fastKDF, environment: world.environment)
+            usleep(1_100_000)
+            let note = try s.file("n.txt", Array("a new note\n".utf8))
+            expectExit(try s.run(["vault", "add", "--note", note]), 0)
+            let second = try night(s, into: "dav:backups", ["--password-file", pw] + fastKDF, environment: world.environment)
+            #expect((second["dependsOn"] as? [String]) == [first["archiveId"] as! String])
+            let upload = try #require(second["upload"] as? [String: Any])
+            #expect((upload["bytes"] as! Int) < 8192, "the second night uploaded \(upload)")
+            let export = s.path("export")
+            let restored = try world.run(["restore", second["archive"] as! String, "--password-file", pw, "--export", export], home: "elsewhere")
+            expectExit(restored, 0)
+            #expect(try readBytes(export + "/Notes/n.txt") == Array("a new note\n".utf8))
+            #expect(listing(of: s.path("elsewhere/spool")).isEmpty, "fetched copies are removed")
+        }
+    }
+}
