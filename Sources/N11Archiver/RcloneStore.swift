@@ -24,8 +24,13 @@ public final class RcloneStore: ArchiveStore {
     public func location(of name: String) -> String { directory.appending(name).description }
 
     public func list() throws(ArchiveError) -> [StoredObject] {
-        try rclone.list(directory).map { StoredObject(name: $0.name, size: $0.size) }
+        let listed = try rclone.list(directory).map { StoredObject(name: $0.name, size: $0.size) }
+        directoryListed = true
+        return listed
     }
+
+    /// Whether a listing showed the directory exists (the lock need not check again).
+    private var directoryListed = false
 
     public func keyEntries(of object: StoredObject) throws(ArchiveError) -> ArchiveKeyEntries? {
         ArchiveKeyEntries(prefix: try rclone.prefix(directory.appending(object.name), count: RemoteArchives.headerPrefixBytes),
@@ -46,7 +51,7 @@ public final class RcloneStore: ArchiveStore {
     public func finishDeleting() throws(ArchiveError) {}
 
     public func lock(exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> any ArchiveStoreLock {
-        try RemoteLock.acquire(directory, exclusive: exclusive, waitSeconds: waitSeconds, rclone: rclone)
+        try RemoteLock.acquire(directory, exclusive: exclusive, waitSeconds: waitSeconds, rclone: rclone, directoryListed: directoryListed)
     }
 
     /// The temp objects of failed uploads (`.n11tmp-…`).

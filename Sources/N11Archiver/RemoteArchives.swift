@@ -87,9 +87,10 @@ public enum RemoteArchives {
     /// Whether the object `temp` holds exactly the bytes of `local`.
     static func uploaded(_ temp: RemotePath, matches local: String, sha256: String,
                          rclone: any RemoteTransport) throws(ArchiveError) -> (Bool, String) {
-        if let hash = try rclone.remoteHash(temp, type: "sha256") { return (hash == sha256, "sha256") }
+        let hashes = try rclone.remoteHashes(temp)
+        if let hash = hashes["sha256"] { return (hash == sha256, "sha256") }
         for type in ["sha1", "md5"] {
-            if let hash = try rclone.remoteHash(temp, type: type) { return (hash == (try rclone.localHash(local, type: type)), type) }
+            if let hash = hashes[type] { return (hash == (try rclone.localHash(local, type: type)), type) }
         }
         return (try rclone.sha256ByReading(temp) == sha256, "read-back")
     }

@@ -30,8 +30,10 @@ public final class RemoteLock {
         self.interruptCleanup = interruptCleanup
     }
 
+    /// `directoryListed`: the caller listed the directory just now, so it exists (its check
+    /// is one rclone start less).
     public static func acquire(_ directory: RemotePath, exclusive: Bool, waitSeconds: Double,
-                               rclone: any RemoteTransport = Rclone()) throws(ArchiveError) -> RemoteLock {
+                               rclone: any RemoteTransport = Rclone(), directoryListed: Bool = false) throws(ArchiveError) -> RemoteLock {
         let kind = exclusive ? "exclusive" : "shared"
         let object = directory.appending(prefix + kind + "." + hostTag + "." + String(ProcessInfo.processInfo.processIdentifier) + "." + Path.randomSuffix())
         let deadline = Date().addingTimeInterval(waitSeconds)
@@ -56,7 +58,7 @@ public final class RemoteLock {
         defer { try? FileSystem.removeFile(local) }
         do {
             // The directory must exist: an upload would make it (a mistyped --output-dir).
-            _ = try rclone.list(directory)
+            if !directoryListed { _ = try rclone.list(directory) }
             while true {
                 // Our object first, then the listing: its time on the remote is the clock that
                 // ages the others, so no machine's clock decides whether a lock is stale.

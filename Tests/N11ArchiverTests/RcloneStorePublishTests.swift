@@ -87,9 +87,9 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
 
     func deleteOnInterrupt(_ remote: RemotePath) { try? delete(remote) }
 
-    func remoteHash(_ remote: RemotePath, type: String) throws(ArchiveError) -> String? {
-        guard hasSHA256, type == "sha256" else { return nil }
-        return try sha256ByReading(remote)
+    func remoteHashes(_ remote: RemotePath) throws(ArchiveError) -> [String: String] {
+        guard hasSHA256 else { return [:] }
+        return ["sha256": try sha256ByReading(remote)]
     }
 
     func localHash(_ path: String, type: String) throws(ArchiveError) -> String {
