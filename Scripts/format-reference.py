@@ -47,7 +47,8 @@ What it checks, in order (section numbers refer to FORMAT.md):
   §10    version 3 (added from FORMAT.md §10's text): the layout (header.json, header.mac,
          header.sig when the header has a signer, then pages and packs numbered from 0 in
          order, each pack after a page, Manifest/root.n11 last); the header's dependsOn
-         (0...256 increasing IDs, not its own; a non-empty one is unsupported) and signer;
+         (0...256 increasing IDs, not its own; an incremental archive reads the archives it
+         names, found beside it by the ID in their header, §10.11) and signer;
          header.sig verified with Ed25519 before any slot; strict LEB128; the root's page
          list checked against every page (length, SHA-256, count, first ID, increasing
          IDs); records' flags, bounds, names and expiry; items filling each pack exactly
@@ -1109,10 +1110,8 @@ def parse_page(data, mode, deps, what):
     return records
 
 
-def run_v3(args, f, file_size):
-    """§10.7, in order."""
-    global STAGE
-    out = []
+def open_v3_head(f, file_size):
+    """§10.7 steps 1-2: layout, header, signature (before any slot)."""
     entries = read_zip_layout(f, file_size, v3=True)
     layout = v3_layout(entries)
     hdr_e, mac_e = entries[0], entries[1]
@@ -1133,47 +1132,128 @@ def run_v3(args, f, file_size):
             raise Reject(f"header.sig is {sig_e.size} bytes (must be 64)")
         if not ed25519_verifies(header["_signer"], read_entry(f, sig_e), SIGNATURE_CONTEXT + header_bytes):
             raise Reject("header.sig does not verify")
-    if header["_dependsOn"]:
-        raise Reject(f"unsupported: an incremental archive (dependsOn lists {len(header['_dependsOn'])} archives)")
+    return {"f": f, "layout": layout, "header": header, "header_bytes": header_bytes, "mac_e": mac_e, "sig_e": sig_e}
+
+
+class MissingDependency(Reject):
+    """§10.11: a dependency not found beside the archive (not damage: n11archive exits 66)."""
+
+
+def open_dependencies(args, main):
+    """§10.11: each archive dependsOn names, found beside the archive by the archiveId in its
+    header (never by name), checked, and opened with the same secrets. Returns, per
+    dependency, its head and content key."""
+    header = main["header"]
+    directory = os.path.dirname(os.path.abspath(args.archive))
+    found = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not name.endswith(".nu11vlt") or name.startswith(".") or not os.path.isfile(path) or os.path.samefile(path, args.archive):
+            continue
+        g = open(path, "rb")
+        try:
+            head = open_v3_head(g, os.fstat(g.fileno()).st_size)
+        except Reject:
+            g.close()
+            continue
+        found.setdefault(head["header"]["_archiveId"], head)
+    deps = []
+    for aid in header["_dependsOn"]:
+        head = found.get(aid)
+        if head is None:
+            raise MissingDependency(f"missing dependency: archive {aid.hex()} is not beside the archive")
+        h = head["header"]
+        if h["mode"] != header["mode"] or h["created"][:19] > header["created"][:19] or header["_archiveId"] in h["_dependsOn"]:
+            raise Reject(f"archive {aid.hex()} is not an older archive of the same mode that does not depend back")
+        head["ck"] = open_content_key(args, h, head["header_bytes"], read_entry(head["f"], head["mac_e"]))
+        deps.append(head)
+    return deps
+
+
+def run_v3(args, f, file_size):
+    """§10.7 in order (§10.11 for an incremental archive)."""
+    global STAGE
+    out = []
+    main = open_v3_head(f, file_size)
+    layout, header, header_bytes, sig_e = main["layout"], main["header"], main["header_bytes"], main["sig_e"]
     if header["mode"] == "secure":
         raise SecureArchive()
+    if header["_dependsOn"] and args.explain:
+        raise Reject("--explain reads full archives only")
 
     STAGE = "key"
-    mac = read_entry(f, mac_e)
+    mac = read_entry(f, main["mac_e"])
     ck = open_content_key(args, header, header_bytes, mac)
+    main["ck"] = ck
+    deps = open_dependencies(args, main) if header["_dependsOn"] else []
+    archives = [main] + deps   # 0: the archive, k: dependsOn[k-1]
+
+    def renumber(h, a):
+        """holder h as numbered by archive a, in the archive's own numbering."""
+        if h == 0:
+            return a
+        if a == 0:
+            return h
+        aid = archives[a]["header"]["_dependsOn"][h - 1]
+        if aid not in header["_dependsOn"]:
+            raise Reject(f"archive {archives[a]['header']['archiveId']} refers to {aid.hex()}, which dependsOn does not list")
+        return header["_dependsOn"].index(aid) + 1
+
+    def key_of(a, name):
+        return entry_key(archives[a]["ck"], archives[a]["header"]["_archiveId"], name)
 
     STAGE = "manifest"
     aid = header["_archiveId"]
     root_key = entry_key(ck, aid, "Manifest/root.n11")
     rtrace = {}
     root_bytes = read_sealed(f, layout["root"], root_key, MANIFEST_MAX, rtrace)
-    root = parse_root(root_bytes, header["mode"], 0)
+    root = parse_root(root_bytes, header["mode"], len(header["_dependsOn"]))
+    list_holder = 0
     if "same_as" in root:
-        raise Reject("root: a full archive's root names another archive")
-    if len(root["pages"]) != len(layout["pages"]):
-        raise Reject(f"root lists {len(root['pages'])} pages, the archive holds {len(layout['pages'])}")
-    records, page_of, page_texts = [], [], []
+        k = root["same_as"]
+        other = archives[k]
+        text = read_sealed(other["f"], other["layout"]["root"], key_of(k, "Manifest/root.n11"), MANIFEST_MAX)
+        if hashlib.sha256(text).digest() != root["sha256"]:
+            raise Reject(f"root: archive {other['header']['archiveId']}'s root is not the one named")
+        root = parse_root(text, header["mode"], len(other["header"]["_dependsOn"]))
+        if "same_as" in root:
+            raise Reject("root: a root names a root that names another")
+        list_holder = k
+    records, page_of, holders, page_texts, own_pages = [], [], [], [], 0
     for n, d in enumerate(root["pages"]):
-        if d["holder"] != 0 or d["page"] != n:
-            raise Reject(f"page {n} is not where the root puts it")
-        text = read_sealed(f, layout["pages"][n], entry_key(ck, aid, f"Manifest/{n}.n11page"), PAGE_MAX_BYTES)
+        ph = renumber(d["holder"], list_holder)
+        if ph == 0:
+            if d["page"] != own_pages:
+                raise Reject(f"page {n} is not where the root puts it")
+            own_pages += 1
+        pages = archives[ph]["layout"]["pages"]
+        if d["page"] >= len(pages):
+            raise Reject(f"page {n} is missing")
+        text = read_sealed(archives[ph]["f"], pages[d["page"]], key_of(ph, f"Manifest/{d['page']}.n11page"), PAGE_MAX_BYTES)
         if len(text) != d["length"] or hashlib.sha256(text).digest() != d["sha256"]:
             raise Reject(f"page {n} is not the page the root lists")
-        page = parse_page(text, header["mode"], 0, f"page {n}")
+        page = parse_page(text, header["mode"], len(archives[ph]["header"]["_dependsOn"]), f"page {n}")
         if len(page) != d["count"] or page[0]["id"] != d["first"]:
             raise Reject(f"page {n} does not hold the items the root lists")
         if records and records[-1]["id"] >= page[0]["id"]:
             raise Reject(f"page {n} does not follow the page before it")
+        for r in page:
+            holders.append(renumber(r["holder"], ph))
         records += page
-        page_of += [n] * len(page)
+        page_of += [d["page"] if ph == 0 else -1] * len(page)
         page_texts.append(text)
+    if own_pages != len(layout["pages"]):
+        raise Reject(f"root lists {own_pages} of the archive's pages, it holds {len(layout['pages'])}")
     if sum(r["size"] for r in records) != root["bytes"]:
         raise Reject("root: plaintextBytes is not the sum of the items' sizes")
-    # §10.5: items fill the packs in order.
+    # §10.5: the archive's own items fill its packs in order.
     by_pack, expected, filled = [], 0, 0
-    for r, n in zip(records, page_of):
-        if r["holder"] != 0:
-            raise Reject(f"item {canonical_id(r['id'])} is held by another archive")
+    for r, n, h in zip(records, page_of, holders):
+        if h != 0:
+            packs = archives[h]["layout"]["packs"]
+            if r["pack"] >= len(packs) or r["offset"] + r["payloadSize"] > payload_for_sealed(packs[r["pack"]].size):
+                raise Reject(f"item {canonical_id(r['id'])} is not in archive {archives[h]['header']['archiveId']}'s pack {r['pack']}")
+            continue
         if not by_pack or by_pack[-1][0] != r["pack"]:
             if r["pack"] != expected or r["offset"] != 0:
                 raise Reject(f"item {canonical_id(r['id'])} is not where the packs continue")
@@ -1202,6 +1282,13 @@ def run_v3(args, f, file_size):
     if args.export:
         os.makedirs(args.export, exist_ok=True)
         stage = tempfile.mkdtemp(prefix=".format-reference-", dir=args.export)
+
+    def keep(it, data):
+        if stage:
+            fd = os.open(os.path.join(stage, canonical_id(it["id"])), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as dst:
+                dst.write(data)
+
     try:
         total = 0
         for pack, items, _ in by_pack:
@@ -1214,10 +1301,7 @@ def run_v3(args, f, file_size):
                 it = queue.popleft()
                 if state["digest"].digest() != it["sha256"]:
                     raise Reject(f"item {canonical_id(it['id'])}: SHA-256 differs from the manifest")
-                if stage:
-                    fd = os.open(os.path.join(stage, canonical_id(it["id"])), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "wb") as dst:
-                        dst.write(state["held"])
+                keep(it, state["held"])
                 if args.explain:
                     out.extend(explain_v3_item(it, key if it is items[0] else None, bytes(state["held"])))
                 state["digest"], state["held"] = hashlib.sha256(), bytearray()
@@ -1241,16 +1325,34 @@ def run_v3(args, f, file_size):
             while queue:
                 finish_item()
             total += sum(i["size"] for i in items)
+        # §10.11 step 7: an item held by a dependency, from that archive's pack, under its keys.
+        opened = {}
+        for r, h in zip(records, holders):
+            if h == 0:
+                continue
+            if (h, r["pack"]) not in opened:
+                entry = archives[h]["layout"]["packs"][r["pack"]]
+                buf = bytearray()
+                open_stream(archives[h]["f"], entry, key_of(h, f"Packs/{r['pack']}.n11pack"), payload_for_sealed(entry.size), buf.extend)
+                opened = {(h, r["pack"]): bytes(buf)}
+            data = opened[(h, r["pack"])][r["offset"]:r["offset"] + r["payloadSize"]]
+            if len(data) != r["payloadSize"] or hashlib.sha256(data).digest() != r["sha256"]:
+                raise Reject(f"item {canonical_id(r['id'])}: SHA-256 differs from the manifest")
+            keep(r, data)
+            total += r["size"]
         if stage:
             for r in records:
                 os.rename(os.path.join(stage, canonical_id(r["id"])), os.path.join(args.export, canonical_id(r["id"])))
     finally:
         if stage:
             shutil.rmtree(stage, ignore_errors=True)
+        for d in deps:
+            d["f"].close()
     if args.explain:
         print("\n".join(out))
-    print(f"OK: portable version 3 archive {header['archiveId']}, {len(records)} item(s) in {len(layout['pages'])} page(s) "
+    print(f"OK: portable version 3 archive {header['archiveId']}, {len(records)} item(s) in {len(root['pages'])} page(s) "
           f"and {len(layout['packs'])} pack(s), {total} bytes of content, every tag, size and SHA-256 verified"
+          + (f", reading {len(deps)} archive(s) it depends on" if deps else "")
           + (f", signed by {header['signer']}" if sig_e is not None else "")
           + (f", exported to {args.export}" if args.export else ""),
           file=sys.stderr if args.explain else sys.stdout)
@@ -1494,6 +1596,37 @@ def run_keystore_testkit(directory):
     return mismatches if names else 1
 
 
+def run_incremental_testkit(directory):
+    """Each case directory's case.txt lines `NAME: OUTCOME`, read with the golden password;
+    returns the number of archives whose outcome differs."""
+    password = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../Fixtures/golden/portable-v1.password")
+    checked = mismatches = 0
+    for case in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, case, "case.txt"), encoding="utf-8") as f:
+            lines = [line.rstrip("\n").partition(": ") for line in f if line.strip()]
+        for name, _, expect in lines:
+            checked += 1
+            args = argparse.Namespace(archive=os.path.join(directory, case, name), password_file=password, identity=None,
+                                      passphrase_file=None, export=None, explain=False)
+            try:
+                with open(os.devnull, "w") as quiet:
+                    saved, sys.stdout = sys.stdout, quiet
+                    try:
+                        run(args)
+                    finally:
+                        sys.stdout = saved
+                outcome, why = "success", ""
+            except MissingDependency as e:
+                outcome, why = "missing dependency", str(e)
+            except Reject as e:
+                outcome, why = f"{STAGE} failure", str(e)
+            ok = outcome == expect
+            mismatches += 0 if ok else 1
+            print(f"{'ok  ' if ok else 'FAIL'} {case}/{name}: {outcome}" + (f" ({why})" if why else ""), file=sys.stdout if ok else sys.stderr)
+    print(f"{checked - mismatches} of {checked} incremental archives as expected")
+    return mismatches
+
+
 def run_testkit(directory):
     """Runs every NAME.nu11vlt in `directory` against the `expect:` line of NAME.txt; returns
     the number of fixtures whose outcome differs."""
@@ -1542,6 +1675,8 @@ def main(argv=None):
     p.add_argument("archive", metavar="ARCHIVE", nargs="?")
     p.add_argument("--keystore-testkit", metavar="DIR",
                    help="check every NAME.n11keys in DIR against NAME.txt's 'expect:' (Appendix B)")
+    p.add_argument("--incremental-testkit", metavar="DIR",
+                   help="read every archive each DIR/CASE/case.txt names and check its outcome (§10.11)")
     p.add_argument("--testkit", metavar="DIR",
                    help="run every fixture in DIR (NAME.nu11vlt with NAME.txt's 'expect:' line) and "
                         "exit non-zero if any outcome differs")
@@ -1561,6 +1696,8 @@ def main(argv=None):
         return EXIT_FAIL if run_testkit(args.testkit) else EXIT_OK
     if args.keystore_testkit:
         return EXIT_FAIL if run_keystore_testkit(args.keystore_testkit) else EXIT_OK
+    if args.incremental_testkit:
+        return EXIT_FAIL if run_incremental_testkit(args.incremental_testkit) else EXIT_OK
     if args.archive is None:
         p.error("give ARCHIVE (or --testkit DIR)")
     try:

@@ -69,9 +69,12 @@ public final class RcloneStore: ArchiveStore {
                            make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
         guard let home else { preconditionFailure("a store opened without a home is only listed") }
         let spool = try RemoteArchives.spool(spoolOption, home: home)
-        let lock = try self.lock(exclusive: false, waitSeconds: options.lockWait)
+        let lock = try RemoteLock.acquire(directory, exclusive: false, waitSeconds: options.lockWait, rclone: rclone,
+                                          directoryListed: directoryListed)
         defer { lock.release() }
-        let final = directory.appending(try name ?? RemoteArchives.freeName(at: date, existing: Set(try rclone.list(directory).map(\.name)), in: location))
+        // The free name from the listing the lock just made (one rclone start less); the
+        // name is checked again right before the archive is moved into place.
+        let final = directory.appending(try name ?? RemoteArchives.freeName(at: date, existing: Set(lock.listing.map(\.name)), in: location))
         let kept = Path.join(spool, final.name)
         if options.keepLocal, (try? FileStatus.of(kept)) != nil {
             throw ArchiveError.remote(location: kept, why: "a file of that name is in the spool already; nothing was written", kind: .outputExists,

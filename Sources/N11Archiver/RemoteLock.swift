@@ -19,6 +19,9 @@ public final class RemoteLock {
     static let clockSkew: TimeInterval = 300
 
     private let object: RemotePath
+    /// The directory as the lock's own check listed it, once the lock was taken: what a
+    /// writer under the lock can pick a free name from without listing again.
+    public private(set) var listing: [RemoteObject] = []
     private let rclone: any RemoteTransport
     private var released = false
     /// Deletes the lock object if Ctrl-C or SIGTERM ends the command while it holds it.
@@ -63,8 +66,11 @@ public final class RemoteLock {
                 // Our object first, then the listing: its time on the remote is the clock that
                 // ages the others, so no machine's clock decides whether a lock is stale.
                 try rclone.upload(local, to: object, progress: nil, size: 0)
-                if try !conflicting(in: directory, exclusive: exclusive, own: object.name, rclone: rclone) {
-                    return RemoteLock(object: object, rclone: rclone, interruptCleanup: cleanup)
+                let listed = try rclone.list(directory)
+                if !conflicting(listed, in: directory, exclusive: exclusive, own: object.name, rclone: rclone) {
+                    let lock = RemoteLock(object: object, rclone: rclone, interruptCleanup: cleanup)
+                    lock.listing = listed
+                    return lock
                 }
                 try? rclone.delete(object)
                 guard Date() < deadline else {
@@ -101,9 +107,8 @@ public final class RemoteLock {
     /// Whether a live lock object other than our own (`own`) conflicts with taking one of
     /// this kind. Others are aged against our object's time on the remote (the local clock if
     /// the listing does not show it yet); dead ones of this host are deleted on the way.
-    private static func conflicting(in directory: RemotePath, exclusive: Bool, own: String,
-                                    rclone: any RemoteTransport) throws(ArchiveError) -> Bool {
-        let listed = try rclone.list(directory)
+    private static func conflicting(_ listed: [RemoteObject], in directory: RemotePath, exclusive: Bool, own: String,
+                                    rclone: any RemoteTransport) -> Bool {
         let now = listed.first { $0.name == own }?.modified ?? Date()
         return listed.contains { object in
             guard object.name.hasPrefix(prefix), object.name != own else { return false }

@@ -310,3 +310,54 @@ struct IncrementalArchiveTests {
         }
     }
 }
+
+/// The committed incremental fixtures (Fixtures/vectors/incremental, made by
+/// Scripts/make-incremental-fixtures): each case directory's `case.txt` names archives to
+/// read there and what must come of it; Scripts/format-reference.py
+/// --incremental-testkit reads the same files from FORMAT.md alone.
+@Suite("Incremental fixtures: what both readers make of chains, renamed, missing and impostor dependencies")
+struct IncrementalTestkitTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fixtures/vectors/incremental").standardized.path
+    static let password = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Fixtures/golden/portable-v1.password").standardized.path
+
+    static func cases() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
+    }
+
+    @Test func theFolderHoldsBothOutcomes() throws {
+        var outcomes = Set<String>()
+        for name in Self.cases() {
+            let text = try String(contentsOfFile: Self.directory + "/" + name + "/case.txt", encoding: .utf8)
+            for line in text.split(separator: "\n") { outcomes.insert(String(line.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces)) }
+        }
+        #expect(outcomes == ["success", "missing dependency"])
+    }
+
+    @Test(arguments: cases())
+    func caseHasItsStatedOutcomes(_ name: String) throws {
+        let folder = Self.directory + "/" + name
+        var password = try readBytes(Self.password)
+        if password.last == 0x0A { password.removeLast() }
+        let text = try String(contentsOfFile: folder + "/case.txt", encoding: .utf8)
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let (archive, expected) = (parts[0], parts[1])
+            let sources = UnlockSources(password: { _ in try SecureBytes(copying: password) }, keyStore: { throw NoKeyStore() },
+                                        keyStoreExists: { false }, identityFiles: { [] })
+            sources.dependencies = StoreDependencies(try LocalDirectoryStore(folder, forPrune: false))
+            let outcome: String
+            do {
+                let unlocked = try ArchiveReader(path: folder + "/" + archive).unlock(with: sources, kdfCeiling: .standard)
+                _ = try ArchiveVerifier.verify(unlocked, keyStore: nil)
+                outcome = "success"
+            } catch ArchiveError.dependencyMissing {
+                outcome = "missing dependency"
+            } catch {
+                outcome = "failure: \(error)"
+            }
+            #expect(outcome == expected, "\(name)/\(archive)")
+        }
+    }
+}
