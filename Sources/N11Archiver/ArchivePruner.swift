@@ -309,6 +309,9 @@ public enum ArchivePruner {
             let fetched = try store.fetch(newest.object, progress: request.progress("download"))
             defer { fetched.release() }
             let reader = try ArchiveReader(path: fetched.path, name: fetched.name)
+            // An incremental newest archive is verified with the archives it needs, from
+            // this same store (prune holds its lock, so none goes meanwhile).
+            if !reader.header.dependsOn.isEmpty { request.secrets.dependencies = StoreDependencies(store) }
             let archive: UnlockedArchive
             do {
                 archive = try reader.unlock(with: request.secrets, kdfCeiling: request.kdfCeiling)

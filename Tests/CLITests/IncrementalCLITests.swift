@@ -15,6 +15,11 @@ struct IncrementalCLITests {
         return try jsonDocument(run)
     }
 
+    /// An item of `vault list --json` as it must come back (sorted keys, as text).
+    static func comparable(_ item: [String: Any]) -> String {
+        item.keys.sorted().map { "\($0)=\(item[$0]!)" }.joined(separator: ";")
+    }
+
     @Test("nights into a directory: the first full, then only what changed; restore, verify, list, archives and prune of the newest; a moved dependency is found by ID, a missing one is 66")
     func localNights() throws {
         try withSandbox { s in
@@ -41,6 +46,11 @@ struct IncrementalCLITests {
             #expect(skipped.out.contains("unchanged") && listing(of: dir).filter { $0.hasSuffix(".nu11vlt") }.count == 3, "\(skipped)")
 
             let newest = third["archive"] as! String
+            // Restored into a vault: `vault list --json` as the vault's own.
+            let vaultCopy = s.path("restored-vault")
+            expectExit(try s.run(["restore", newest, "--vault", vaultCopy], environment: laptop), 0)
+            let copied = try jsonDocument(try s.run(["vault", "list", "--json", "--vault", vaultCopy], environment: laptop))
+            #expect(try s.list().items.map(Self.comparable) == (copied["items"] as? [[String: Any]] ?? []).map(Self.comparable))
             let export = s.path("export")
             expectExit(try s.run(["restore", newest, "--export", export], environment: laptop), 0)
             #expect(try readBytes(export + "/Photos/new.jpg") == readBytes(photo))
@@ -95,6 +105,39 @@ struct IncrementalCLITests {
             expectExit(restored, 0)
             #expect(try readBytes(export + "/Notes/n.txt") == Array("a new note\n".utf8))
             #expect(listing(of: s.path("elsewhere/spool")).isEmpty, "fetched copies are removed")
+
+            // Three more nights, each adding a note and removing the one before: the
+            // newest then needs the first night only, and the middle ones can go.
+            var previous = "n.txt"
+            for n in 3...5 {
+                usleep(1_100_000)
+                let ids = try s.list().items.filter { $0["name"] as? String == previous }.compactMap { $0["id"] as? String }
+                expectExit(try s.run(["vault", "rm"] + ids), 0)
+                previous = "night\(n).txt"
+                expectExit(try s.run(["vault", "add", "--note", try s.file(previous, Array("night \(n)\n".utf8))]), 0)
+                _ = try night(s, into: "dav:backups", ["--password-file", pw] + fastKDF, environment: world.environment)
+            }
+            let planned = try world.run(["prune", "dav:backups", "--keep-last", "1", "--password-file", pw, "--dry-run", "--json"])
+            expectExit(planned, 0)
+            let plan = try jsonDocument(planned)
+            let kept = try #require(plan["kept"] as? [[String: Any]], "\(planned)").compactMap { $0["archive"] as? String }
+            #expect(kept.count == 2 && (plan["deleted"] as? [String])?.count == 3, "\(plan)")
+            // prune killed at moments through its run: every kept night still verifies.
+            for delay in [150_000, 450_000, 900_000] as [useconds_t] {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: n11archiveBinary)
+                process.arguments = ["prune", "dav:backups", "--keep-last", "1", "--password-file", pw, "--quiet"]
+                process.environment = ProcessInfo.processInfo.environment.merging(world.environment.merging(["N11_HOME": s.home]) { $1 }) { $1 }
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                usleep(delay)
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                for archive in kept { expectExit(try world.run(["verify", archive, "--password-file", pw], home: "verifier"), 0) }
+            }
+            expectExit(try world.run(["prune", "dav:backups", "--keep-last", "1", "--password-file", pw, "--lock-wait", "5"]), 0)
+            #expect(Set(world.stored.filter { $0.hasPrefix("n11archive-") }.map { "dav:backups/" + $0 }) == Set(kept))
         }
     }
 }

@@ -189,6 +189,32 @@ struct IncrementalArchiveTests {
         }
     }
 
+    @Test("a dependency list edited in the header, or one of 257 archives, is refused before anything is read")
+    func editedDependencies() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            try w.add()
+            try w.backUp()
+            let path = w.nights[1].path
+            let dependency = try #require(try ArchiveReader(path: path).header.dependsOn.first).hex
+            // Another archive ID in the list (same length: the ZIP stays whole).
+            let edited = dir + "/edited.nu11vlt"
+            try writeBytes(try readBytes(path), to: edited)
+            try editStoredEntry(in: edited, named: EntryName.header) { header in
+                let text = String(decoding: header, as: UTF8.self)
+                header = Array(text.replacingOccurrences(of: dependency, with: String(dependency.reversed())).utf8)
+            }
+            #expect(throws: ArchiveError.self) { _ = try w.open(edited) }
+            // 257 dependencies: the header is refused as it is parsed.
+            let text = String(decoding: try #require(try RawZip.entries(of: readBytes(path)).first).data, as: UTF8.self)
+            let many = (0..<257).map { String(format: "%032x", $0) }.map { "\"\($0)\"" }.joined(separator: ",")
+            let absurd = text.replacingOccurrences(of: "\"dependsOn\":[\"\(dependency)\"]", with: "\"dependsOn\":[\(many)]")
+            #expect(absurd != text)
+            #expect(throws: FormatError.self) { _ = try ArchiveHeader(parsing: Array(absurd.utf8)) }
+        }
+    }
+
     @Test("a full night when the record is gone, a dependency was deleted, or the oldest dependency is older than --full-every; --skip-if-unchanged writes nothing")
     func fullWhenItMustBe() throws {
         try withTemporaryDirectory { dir in
