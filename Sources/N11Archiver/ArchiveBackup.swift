@@ -87,20 +87,20 @@ public enum ArchiveBackup {
         var recorded: (record: ShipmentRecord, state: ShipmentRecord.Destination?)? = nil
         if case .store(let store, _, _) = request.destination, request.formatVersion == 3 {
             recorded = (try? ShipmentRecord.open(in: request.home)).map { record in (record, try? record.destination(store.location)) }
-            if let incremental = request.incremental {
-                let items = try vault.items(now: request.now).filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
-                switch IncrementalBase.decide(record: recorded?.state, objects: try store.list(), items: items, mode: request.mode,
-                                              access: request.access, vaultKeys: try vaultKeys(of: vault, request),
-                                              now: request.now, fullEvery: incremental.fullEvery) {
-                case .incremental(let decided): base = decided
-                case .full(let why): fullBecause = why
-                }
-                if base?.sameAs != nil && incremental.skipIfUnchanged {
+            // Decided before anything is published only when an unchanged night is skipped;
+            // otherwise under the store's lock, from the listing the lock made (on a remote,
+            // one rclone start less).
+            if let incremental = request.incremental, incremental.skipIfUnchanged {
+                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
+                if base?.sameAs != nil {
                     return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: nil)
                 }
             }
         }
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
+            if let incremental = request.incremental, !incremental.skipIfUnchanged, case .store(let store, _, _) = request.destination {
+                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
+            }
             var creation = ArchiveCreator.Request(mode: request.mode, compartments: request.compartments, output: path,
                                                   replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
                                                   formatVersion: request.formatVersion)
@@ -139,6 +139,18 @@ public enum ArchiveBackup {
         }
         return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,
                       recordProblem: recordProblem)
+    }
+
+    /// What the night builds on, or why it is a full archive.
+    private static func decide(_ incremental: Request.Incremental, store: any ArchiveStore, state: ShipmentRecord.Destination?,
+                               vault: Vault, _ request: Request) throws -> (IncrementalBase?, String?) {
+        let items = try vault.items(now: request.now).filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
+        switch IncrementalBase.decide(record: state, objects: try store.list(), items: items, mode: request.mode,
+                                      access: request.access, vaultKeys: try vaultKeys(of: vault, request),
+                                      now: request.now, fullEvery: incremental.fullEvery) {
+        case .incremental(let decided): return (decided, nil)
+        case .full(let why): return (nil, why)
+        }
     }
 
     /// `opsLimit:memoryKiB:salt` (hex), as the record keeps a password slot's Argon2id.

@@ -24,6 +24,8 @@ public final class RcloneStore: ArchiveStore {
     public func location(of name: String) -> String { directory.appending(name).description }
 
     public func list() throws(ArchiveError) -> [StoredObject] {
+        // While this store publishes under its lock: the listing the lock just made.
+        if let listedUnderLock { return listedUnderLock }
         let listed = try rclone.list(directory).map { StoredObject(name: $0.name, size: $0.size) }
         directoryListed = true
         return listed
@@ -31,6 +33,8 @@ public final class RcloneStore: ArchiveStore {
 
     /// Whether a listing showed the directory exists (the lock need not check again).
     private var directoryListed = false
+    /// The directory as the publishing lock listed it, while `publishNew` holds that lock.
+    private var listedUnderLock: [StoredObject]?
 
     public func keyEntries(of object: StoredObject) throws(ArchiveError) -> ArchiveKeyEntries? {
         ArchiveKeyEntries(prefix: try rclone.prefix(directory.appending(object.name), count: RemoteArchives.headerPrefixBytes),
@@ -86,6 +90,8 @@ public final class RcloneStore: ArchiveStore {
             try? FileSystem.removeFile(local)
             Interruption.cancel(cleanup)
         }
+        listedUnderLock = lock.listing.map { StoredObject(name: $0.name, size: $0.size) }
+        defer { listedUnderLock = nil }
         let report = try make(local)
         options.notice(.uploading(bytes: report.archiveBytes, to: final.description))
         let started = Date()
