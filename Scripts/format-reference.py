@@ -1145,10 +1145,17 @@ def open_dependencies(args, main):
     dependency, its head and content key."""
     header = main["header"]
     directory = os.path.dirname(os.path.abspath(args.archive))
+
+    def dated_order(name):
+        # The bare dated name first, then -2, -3, ... (as prune counts one file per ID).
+        m = re.fullmatch(r"n11archive-\d{8}T\d{6}Z(?:-(\d+))?\.nu11vlt", name)
+        return (int(m.group(1) or 1) if m else 1, name)
+
     found = {}
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory), key=dated_order):
         path = os.path.join(directory, name)
-        if not name.endswith(".nu11vlt") or name.startswith(".") or not os.path.isfile(path) or os.path.samefile(path, args.archive):
+        if not name.endswith(".nu11vlt") or name.startswith(".") or os.path.islink(path) or not os.path.isfile(path) \
+                or os.stat(path).st_uid != os.geteuid() or os.path.samefile(path, args.archive):
             continue
         g = open(path, "rb")
         try:
@@ -1156,17 +1163,25 @@ def open_dependencies(args, main):
         except Reject:
             g.close()
             continue
-        found.setdefault(head["header"]["_archiveId"], head)
+        found.setdefault(head["header"]["_archiveId"], []).append(head)
     deps = []
     for aid in header["_dependsOn"]:
-        head = found.get(aid)
-        if head is None:
+        # Every file that claims the ID is tried, in that order: the first that is it wins.
+        refusal = None
+        for head in found.get(aid, []):
+            h = head["header"]
+            try:
+                if h["mode"] != header["mode"] or h["created"][:19] > header["created"][:19] or header["_archiveId"] in h["_dependsOn"]:
+                    raise Reject(f"archive {aid.hex()} is not an older archive of the same mode that does not depend back")
+                head["ck"] = open_content_key(args, h, head["header_bytes"], read_entry(head["f"], head["mac_e"]))
+                deps.append(head)
+                break
+            except Reject as e:
+                refusal = refusal or e
+        else:
+            if refusal:
+                raise refusal
             raise MissingDependency(f"missing dependency: archive {aid.hex()} is not beside the archive")
-        h = head["header"]
-        if h["mode"] != header["mode"] or h["created"][:19] > header["created"][:19] or header["_archiveId"] in h["_dependsOn"]:
-            raise Reject(f"archive {aid.hex()} is not an older archive of the same mode that does not depend back")
-        head["ck"] = open_content_key(args, h, head["header_bytes"], read_entry(head["f"], head["mac_e"]))
-        deps.append(head)
     return deps
 
 

@@ -83,39 +83,56 @@ public enum ArchiveBackup {
             leftOut[item.compartment, default: 0] += 1
         }
         // An incremental night: what the destination holds, and this home's record of it.
-        var base: IncrementalBase? = nil, fullBecause: String? = nil
+        var base: IncrementalBase? = nil, fullBecause: String? = nil, recordWarning: String? = nil
         var recorded: (record: ShipmentRecord, state: ShipmentRecord.Destination?)? = nil
         if case .store(let store, _, _) = request.destination, request.formatVersion == 3 {
-            recorded = (try? ShipmentRecord.open(in: request.home)).map { record in (record, try? record.destination(store.location)) }
+            if let (record, aside) = try? ShipmentRecord.openSettingAsideDamage(in: request.home) {
+                recorded = (record, try? record.destination(store.location))
+                if let aside { recordWarning = "the record of what this home shipped did not read; it was set aside as \(aside) and begun anew" }
+            } else {
+                recordWarning = "the record of what this home shipped (\(Path.join(request.home.root, ShipmentRecord.fileName))) cannot be opened"
+            }
             // Decided before anything is published only when an unchanged night is skipped;
             // otherwise under the store's lock, from the listing the lock made (on a remote,
             // one rclone start less).
             if let incremental = request.incremental, incremental.skipIfUnchanged {
                 (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
                 if base?.sameAs != nil {
-                    return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: nil)
+                    return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: recordWarning)
                 }
             }
         }
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
-            if let incremental = request.incremental, !incremental.skipIfUnchanged, case .store(let store, _, _) = request.destination {
+            // (Again under the lock when an unchanged night was to be skipped: the night did change.)
+            if let incremental = request.incremental, case .store(let store, _, _) = request.destination {
                 (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
+            }
+            // An incremental night's password slot keeps its chain's salt and cost, so that a
+            // restore derives the key once for every archive it reads (DESIGN.md §8.3); and
+            // the password must be the chain's: it must open the last archive's slot, or the
+            // night is a full archive (one restore, one password).
+            var asked: ArchiveAccess? = nil
+            if base != nil, let chain = recorded?.state.flatMap({ Self.passwordChain(parsing: $0.passwordKDF) }) {
+                var who = try access()
+                if who.passwords.count == 1, who.kdf.opsLimit == chain.kdf.opsLimit, who.kdf.memoryBytes >> 10 == chain.kdf.memoryKiB {
+                    let kek = try ArchiveKeys.portableKEK(password: who.passwords[0], kdf: chain.kdf)
+                    if (try? ArchiveKeys.unwrapSlot(chain.wrap, kek: kek, archiveID: chain.archiveID)) != nil {
+                        who.passwordSalts = [chain.kdf.saltBytes]
+                        who.passwordKEKs = [kek]
+                    } else {
+                        (base, fullBecause) = (nil, "the password is not the one the archives there open with")
+                    }
+                } else if !who.passwords.isEmpty {
+                    (base, fullBecause) = (nil, "the password or its Argon2id cost changed since the last archive")
+                }
+                asked = who
             }
             var creation = ArchiveCreator.Request(mode: request.mode, compartments: request.compartments, output: path,
                                                   replaceExisting: replaceExisting, kdf: request.kdf, now: request.now,
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
-            // An incremental night's password slot keeps its chain's salt and cost, so that a
-            // restore derives the key once for every archive it reads (DESIGN.md §8.3).
-            let chainKDF = base == nil ? nil : recorded?.state.flatMap { Self.kdf(parsing: $0.passwordKDF) }
-            return try ArchiveCreator.create(from: vault, creation, progress: progress) {
-                var who = try access()
-                if let chainKDF, who.passwords.count == 1, who.kdf.opsLimit == chainKDF.opsLimit, who.kdf.memoryBytes >> 10 == chainKDF.memoryKiB {
-                    who.passwordSalts = [chainKDF.salt]
-                }
-                return who
-            }
+            return try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
         switch request.destination {
@@ -137,6 +154,7 @@ public enum ArchiveBackup {
                                                                                          vault: vault, before: recorded.state))
             } catch { recordProblem = "\(error)" }
         }
+        if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
         return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,
                       recordProblem: recordProblem)
     }
@@ -153,12 +171,14 @@ public enum ArchiveBackup {
         }
     }
 
-    /// `opsLimit:memoryKiB:salt` (hex), as the record keeps a password slot's Argon2id.
-    private static func kdf(parsing text: String) -> (opsLimit: UInt64, memoryKiB: UInt64, salt: [UInt8])? {
-        let parts = text.split(separator: ":")
-        guard parts.count == 3, let ops = UInt64(parts[0]), let memory = UInt64(parts[1]),
-              let salt = [UInt8](hex: String(parts[2]), length: 16) else { return nil }
-        return (ops, memory, salt)
+    /// `opsLimit:memoryKiB:salt:wrap:archiveID` (hex), as the record keeps the last
+    /// archive's password slot: its Argon2id, and what it wraps for which archive.
+    private static func passwordChain(parsing text: String) -> (kdf: ArchiveHeader.KDF, wrap: [UInt8], archiveID: [UInt8])? {
+        let parts = text.split(separator: ":").map(String.init)
+        guard parts.count == 5, let ops = UInt64(parts[0]), let memory = UInt64(parts[1]),
+              let salt = [UInt8](hex: parts[2], length: 16), let wrap = [UInt8](hex: parts[3], length: parts[3].count / 2),
+              let archiveID = [UInt8](hex: parts[4], length: 16) else { return nil }
+        return (ArchiveHeader.KDF(opsLimit: ops, memoryKiB: memory, salt: salt), wrap, archiveID)
     }
 
     private static func storeLocation(_ request: Request) -> String {
@@ -187,7 +207,9 @@ public enum ArchiveBackup {
         var state = ShipmentRecord.Destination(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
                                                lastArchive: report.archiveID, listArchive: report.listArchive,
                                                listRootSHA256: report.listRootSHA256, archives: archives, items: report.shipped)
-        state.passwordKDF = report.passwordKDFs.count == 1 ? report.passwordKDFs.first.map { "\($0.opsLimit):\($0.memoryKiB):\($0.salt)" } ?? "" : ""
+        if report.passwordKDFs.count == 1, let kdf = report.passwordKDFs.first, let wrap = report.firstPasswordWrap {
+            state.passwordKDF = "\(kdf.opsLimit):\(kdf.memoryKiB):\(kdf.salt):\(wrap.hex):\(report.archiveID)"
+        }
         return state
     }
 

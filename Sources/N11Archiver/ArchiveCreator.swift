@@ -53,8 +53,10 @@ public enum ArchiveCreator {
         public let listArchive: String
         public let listRootSHA256: String
         public let dependsOn: [String]
-        /// Its password slots' Argon2id (what the next incremental night reuses).
+        /// Its password slots' Argon2id, and the first one's wrap (what the next incremental
+        /// night reuses, and checks its password against).
         public let passwordKDFs: [ArchiveHeader.KDF]
+        public let firstPasswordWrap: [UInt8]?
         /// Items and plaintext bytes written into this archive (the rest are its dependencies').
         public let newItems: Int
         public let newBytes: Int64
@@ -106,7 +108,9 @@ public enum ArchiveCreator {
                           shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
                           listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
                           listRootSHA256: sameAs.map { $0.rootSHA256.hex } ?? ownRoot,
-                          dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, newItems: sameAs == nil ? newIDs.count : 0,
+                          dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs,
+                          firstPasswordWrap: keys.header.slots.lazy.compactMap { if case .password(_, let wrap) = $0 { return wrap } else { return nil } }.first,
+                          newItems: sameAs == nil ? newIDs.count : 0,
                           newBytes: sameAs == nil ? newIDs.reduce(0) { $0 + (plan.layout?.items[$1].size ?? plan.items[$1].size) } : 0)
         } catch { throw ArchiveError.creating(output, error) }
     }

@@ -147,7 +147,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .noneTrusted(d, n): return "none of the \(n) archive(s) in '\(d)' is signed by a trusted signer; nothing was deleted"
         case .keyFileExists(let p): return "'\(p)' already exists; key files are never replaced, and nothing was written"
         case let .dependencyMissing(a, id, place):
-            return "'\(a)' is an incremental archive and needs archive \(id), which is not in '\(place)'"
+            return "'\(a)' is an incremental archive and needs archive \(id), which no archive file in '\(place)' is (none there reads with that ID)"
         case let .signedElsewhere(a, signer):
             return "'\(a)' is signed by key \(signer), which is not this home's signing key, and a new header needs a new signature by its signer; nothing was changed"
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
@@ -204,7 +204,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .conflicts: return "pass --overwrite to replace them with the archive's versions"
         case .exportConflicts: return "export into an empty directory, or pass --overwrite"
         case .unsafeDestination: return "export into a directory of your own that is not reached through a symbolic link (another user could read or redirect the plaintext)"
-        case .dependencyMissing: return "put the archives it was made with beside it (any file names: they are found by the ID in their header; `n11archive archives DIR` lists the IDs), or restore what is there with --salvage"
+        case .dependencyMissing: return "put the archives it was made with beside it, as *.nu11vlt files of any name (they are found by the ID in their header; `n11archive archives DIR --json` shows each one's archiveId), or restore what is there with --salvage"
         case .signedElsewhere: return "rekey it in the home that signed it, or add --drop-signature to make the result unsigned"
         case .untrustedSigner(_, let refusal): return refusal.hint
         case .signerKeyFile: return "give the signing key's public half, as `n11archive key export-public --signing -o FILE` writes it in the home that signs (a PEM PUBLIC KEY block, or 64 hex digits a line)"

@@ -62,6 +62,8 @@ public struct ArchiveAccess {
     /// The salt of each password slot; nil: fresh ones. An incremental archive reuses its
     /// chain's (DESIGN.md §8.3): the same KEK, so a restore derives each password once.
     public var passwordSalts: [[UInt8]]?
+    /// With `passwordSalts`: the key each salt gives, derived already (no second Argon2id).
+    var passwordKEKs: [SecureBytes]?
 
     public init(passwords: [SecureBytes] = [], recipients: [P256PublicKey] = [], kdf: Argon2Parameters = .moderate) {
         self.passwords = passwords
@@ -77,7 +79,7 @@ public struct ArchiveAccess {
         for (n, password) in passwords.enumerated() {
             let salt = passwordSalts.flatMap { n < $0.count ? $0[n] : nil } ?? SecureRandom.bytes(Argon2id.saltLength)
             let kdfHeader = ArchiveHeader.KDF(opsLimit: kdf.opsLimit, memoryKiB: kdf.memoryBytes >> 10, salt: salt)
-            let kek = try ArchiveKeys.portableKEK(password: password, kdf: kdfHeader)
+            let kek = try passwordKEKs.flatMap { n < $0.count ? $0[n] : nil } ?? ArchiveKeys.portableKEK(password: password, kdf: kdfHeader)
             slots.append(.password(kdfHeader, wrap: try ArchiveKeys.wrapInSlot(contentKey: contentKey, kek: kek, archiveID: archiveID)))
         }
         for recipient in recipients {

@@ -9,8 +9,15 @@ import N11Vault
 public struct IncrementalBase: Sendable {
     /// Sorted, unique, at most `ManifestV3.dependencies`.
     public let dependsOn: [[UInt8]]
-    /// By item ID: the location in `dependsOn[holder − 1]`'s packs.
-    public let reused: [String: ItemLocation]
+    /// By item ID: the location in `dependsOn[holder − 1]`'s packs, and the size and SHA-256
+    /// the item had there (an item changed since is packed again, whatever the record says).
+    public let reused: [String: Reused]
+
+    public struct Reused: Sendable {
+        public let location: ItemLocation
+        public let size: Int64
+        public let sha256: String
+    }
     /// An unchanged night: the manifest it is the same as (`dependsOn[holder − 1]`'s root).
     public let sameAs: (holder: Int, rootSHA256: [UInt8])?
     /// For an unchanged night, the record's items as they stay.
@@ -43,6 +50,11 @@ public struct IncrementalBase: Sendable {
             guard let archive = record.archives[id], present[archive.name] == archive.size else {
                 return .full(why: "archive \(id) (\(record.archives[id]?.name ?? "?")), which holds items of the last one, is no longer there")
             }
+            // Made "later" than now: a clock was wrong then (or is now). A reader refuses a
+            // dependency newer than the archive, so never build on one.
+            if archive.created > now {
+                return .full(why: "\(archive.name), which it would build on, is dated in the future (a clock was wrong)")
+            }
             if archive.created < now.addingTimeInterval(-fullEvery) {
                 return .full(why: "the oldest archive it would need (\(archive.name)) is older than --full-every")
             }
@@ -50,10 +62,11 @@ public struct IncrementalBase: Sendable {
         guard needed.count <= ManifestV3.dependencies else { return .full(why: "it would need more than \(ManifestV3.dependencies) archives") }
         let dependsOn = needed.compactMap { [UInt8](hex: $0, length: 16) }.sorted { $0.lexicographicallyPrecedes($1) }
         let index = Dictionary(uniqueKeysWithValues: dependsOn.enumerated().map { ($1.hex, $0 + 1) })
-        var locations: [String: ItemLocation] = [:]
+        var locations: [String: Reused] = [:]
         for (id, shipped) in reused {
-            guard let holder = index[shipped.archive], let pack = UInt32(exactly: shipped.pack) else { return .full(why: "the record does not read") }
-            locations[id] = ItemLocation(holder: holder, pack: pack, offset: shipped.offset)
+            guard let holder = index[shipped.archive], let pack = UInt32(exactly: shipped.pack), shipped.offset >= 0,
+                  shipped.offset <= ManifestV3.packPayload else { return .full(why: "the record does not read") }
+            locations[id] = Reused(location: ItemLocation(holder: holder, pack: pack, offset: shipped.offset), size: shipped.size, sha256: shipped.sha256)
         }
         let sameAs = unchanged ? index[record.listArchive].flatMap { holder in
             [UInt8](hex: record.listRootSHA256, length: 32).map { (holder: holder, rootSHA256: $0) }

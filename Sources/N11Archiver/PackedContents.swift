@@ -288,10 +288,19 @@ enum PackTiling {
 final class PackCursor {
     private let contents: PackedContents
     private let archive: UnlockedArchive
-    /// The open pack: its archive and number.
-    private var open: (archive: Int, pack: Int)?
-    private var source: ByteSource?
-    private var position: Int64 = 0
+    /// Per archive (0 the one read, k a dependency): its open pack and where in it. Items
+    /// of an incremental archive alternate between archives in ID order, and each archive's
+    /// own stretch of them goes forward through its packs: one cursor each, so nothing is
+    /// read twice when the reads switch archives.
+    private var cursors: [Int: Cursor] = [:]
+    /// The archive whose cursor the current item reads.
+    private var current = 0
+
+    private struct Cursor {
+        var pack: Int
+        var source: ByteSource?
+        var position: Int64
+    }
 
     init(_ contents: PackedContents, archive: UnlockedArchive) {
         self.contents = contents
@@ -305,7 +314,9 @@ final class PackCursor {
             let place = item.heldBy.map { "archive \($0), which holds it, or its pack" } ?? "the pack of item \(item.id)"
             throw ArchiveError.damaged(archive: archive.reader.name, what: "\(place) is missing or has the wrong size")
         }
-        if open.map({ $0 != (location.archive, location.pack) }) ?? true || position > location.offset || source == nil {
+        current = location.archive
+        let open = cursors[location.archive]
+        if open == nil || open!.pack != location.pack || open!.position > location.offset || open!.source == nil {
             // From the chunk the item starts in: the chunks before it are neither read
             // through the cipher nor needed (a salvage goes on past a damaged one).
             // An empty item at the end of a pack whose payload fills whole chunks starts past
@@ -315,11 +326,10 @@ final class PackCursor {
             let sealed = try holder.reader.zip.open(entry, checkCRC: false)
             try Self.discard(chunk * Int64(FormatLimits.chunkSize + FormatLimits.chunkTag), of: sealed)
             let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
-            source = try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk))
-            open = (location.archive, location.pack)
-            position = chunk * Int64(FormatLimits.chunkSize)
+            cursors[location.archive] = Cursor(pack: location.pack, source: try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk)),
+                                               position: chunk * Int64(FormatLimits.chunkSize))
         }
-        try skip(location.offset - position)
+        try skip(location.offset - cursors[location.archive]!.position)
         return PackWindow(self, length: item.payloadSize, endsPack: location.endsPack)
     }
 
@@ -344,9 +354,9 @@ final class PackCursor {
     }
 
     fileprivate func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
-        guard let source else { return 0 }
+        guard let source = cursors[current]?.source else { return 0 }
         let n = try source.read(into: &buffer, offset: offset, count: count)
-        position += Int64(n)
+        cursors[current]?.position += Int64(n)
         return n
     }
 
@@ -356,7 +366,7 @@ final class PackCursor {
         guard try read(into: &probe, offset: 0, count: 1) == 0 else {
             throw ArchiveError.damaged(archive: archive.reader.name, what: "a pack holds bytes after its last item")
         }
-        source = nil
+        cursors[current]?.source = nil
     }
 }
 

@@ -45,7 +45,7 @@ struct PackedLayout {
     /// archive's, by item ID) is listed with that location, in an archive it depends on, and
     /// packed nowhere here; a page whose items are all reused has no pack.
     init(items unsorted: [ItemMetadata], mode: ArchiveMode, packTarget: Int64 = packTarget,
-         reused: [String: ItemLocation] = [:]) throws {
+         reused: [String: IncrementalBase.Reused] = [:]) throws {
         let keyed = try unsorted.map { item -> ([UInt8], ItemMetadata) in
             guard let id = ManifestRecord.idBytes(item.id) else { throw FormatError.invalidManifest("item ID '\(item.id)'") }
             return (id, item)
@@ -61,8 +61,8 @@ struct PackedLayout {
             var packItems: [Int] = [], packBytes: Int64 = 0
             for i in range {
                 let item = keyed[i].1
-                if let location = reused[item.id] {
-                    records.append(try Self.record(item, id: keyed[i].0, location: location))
+                if let shipped = reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
+                    records.append(try Self.record(item, id: keyed[i].0, location: shipped.location))
                     continue
                 }
                 let payload = mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead

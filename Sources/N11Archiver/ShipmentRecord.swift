@@ -70,6 +70,18 @@ public final class ShipmentRecord {
 
     private init(_ database: SQLiteDatabase) { self.database = database }
 
+    /// Opens the home's record; one that does not read as one (damaged) is set aside under
+    /// a dated name and a new one made, whose path is returned too (the night is full).
+    public static func openSettingAsideDamage(in home: N11Home) throws -> (ShipmentRecord, setAside: String?) {
+        do { return (try open(in: home), nil) } catch {
+            let path = Path.join(home.root, fileName)
+            let aside = path + ".damaged-" + String(Int(Date().timeIntervalSince1970))
+            try FileSystem.move(path, to: aside)
+            for suffix in ["-wal", "-shm"] { try? FileSystem.removeFile(path + suffix) }
+            return (try open(in: home), aside)
+        }
+    }
+
     /// Opens (making it, 0600, if need be) the home's record.
     public static func open(in home: N11Home) throws -> ShipmentRecord {
         let path = Path.join(home.root, fileName)

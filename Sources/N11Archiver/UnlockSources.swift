@@ -95,21 +95,31 @@ extension ArchiveReader {
     func openDependencies(_ finder: any DependencyFinder, sources: UnlockSources, kdfCeiling: KDFCeiling,
                           salvaging: Bool) throws -> [OpenedDependency?] {
         try header.dependsOn.map { id -> OpenedDependency? in
-            guard let reader = try finder.reader(for: id) else {
-                if salvaging { return nil }
-                throw ArchiveError.dependencyMissing(archive: name, archiveID: id.hex, place: finder.location)
+            let candidates = try finder.candidates(for: id, salvaging: salvaging)
+            var refusal: (any Error)? = nil
+            for reader in candidates {
+                do { return try open(reader, as: id, sources: sources, kdfCeiling: kdfCeiling) } catch { refusal = refusal ?? error }
             }
-            let h = reader.header
-            guard h.archiveID == id, h.version == 3, h.mode == header.mode, h.created <= header.created,
-                  !h.dependsOn.contains(header.archiveID), let entries = reader.packedEntries else {
-                throw ArchiveError.damaged(archive: name, what: "'\(reader.name)' claims to be archive \(id.hex), which this one depends on, but is not an older archive of the same kind")
-            }
-            try sources.signerTrust.check(reader.signature, header: h, name: reader.name)
-            let key = try reader.keyEntries.unwrapContentKey(password: { try sources.password(cost: h.passwordKDFs.first) },
-                                                             keyStore: sources.keyStore, identities: sources.identities,
-                                                             kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
-                                                             derive: reader.derivingWithoutContainer).key
-            return OpenedDependency(reader: reader, contentKey: key, entries: entries)
+            // In a salvage, a dependency that is missing or does not open only loses the
+            // items it holds.
+            if salvaging { return nil }
+            if let refusal { throw refusal }
+            throw ArchiveError.dependencyMissing(archive: name, archiveID: id.hex, place: finder.location)
         }
+    }
+
+    /// One file that claims to be dependency `id`, opened if it is.
+    private func open(_ reader: ArchiveReader, as id: [UInt8], sources: UnlockSources, kdfCeiling: KDFCeiling) throws -> OpenedDependency {
+        let h = reader.header
+        guard h.archiveID == id, h.version == 3, h.mode == header.mode, h.created <= header.created,
+              !h.dependsOn.contains(header.archiveID), let entries = reader.packedEntries else {
+            throw ArchiveError.damaged(archive: name, what: "'\(reader.name)' claims to be archive \(id.hex), which this one depends on, but is not an older archive of the same kind")
+        }
+        try sources.signerTrust.check(reader.signature, header: h, name: reader.name)
+        let key = try reader.keyEntries.unwrapContentKey(password: { try sources.password(cost: h.passwordKDFs.first) },
+                                                         keyStore: sources.keyStore, identities: sources.identities,
+                                                         kdfCeiling: kdfCeiling, kdfCache: sources.kdfCache,
+                                                         derive: reader.derivingWithoutContainer).key
+        return OpenedDependency(reader: reader, contentKey: key, entries: entries)
     }
 }

@@ -222,7 +222,10 @@ struct Create: ParsableCommand, HasOutputOptions {
             request.incremental = .init(fullEvery: seconds, skipIfUnchanged: skipIfUnchanged)
         }
         // Who it opens for: a change between nights makes a full archive (one restore, one set of keys).
-        request.access = (recipientKeys.map(KeyFiles.fingerprint).sorted() + (withPassword ? ["password"] : [])).joined(separator: ",")
+        // (And who signs: a chain whose older nights another key signed, or none did, would
+        // be refused where the new signer is trusted.)
+        request.access = (recipientKeys.map(KeyFiles.fingerprint).sorted() + (withPassword ? ["password"] : [])
+                          + (vault.keyStore.signingKey.map { ["signer:" + SignerKeyFiles.fingerprint($0.publicKey)] } ?? [])).joined(separator: ",")
         let backup = try ArchiveBackup.run(from: vault, request, progress: outputOptions.observer("create")) {
             // Asked after the vault was read and before anything is written.
             var passwords: [SecureBytes] = []

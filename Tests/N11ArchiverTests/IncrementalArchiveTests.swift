@@ -53,7 +53,8 @@ struct IncrementalArchiveTests {
 
         /// One night's archive (incremental unless `full`).
         @discardableResult
-        func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false) throws -> ArchiveBackup.Report {
+        func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false,
+                    password: String = testPassword) throws -> ArchiveBackup.Report {
             night += 1
             var request = ArchiveBackup.Request(mode: .portable, compartments: [.vault, .fade], kdf: fastKDF,
                                                 destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
@@ -61,7 +62,7 @@ struct IncrementalArchiveTests {
             request.access = "password"
             if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
             let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
-                ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF)
+                ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF)
             }
             if let archive = report.archive { nights.append((report.location, try state, archive)) }
             return report
@@ -108,8 +109,8 @@ struct IncrementalArchiveTests {
                     #expect(report.newItems == 0 && report.archiveBytes < 8192, "an unchanged night wrote \(report.archiveBytes) bytes")
                     continue
                 }
-                for _ in 0..<2 { try w.add() }
                 if night % 3 == 0 { try w.removeOne() }
+                for _ in 0..<2 { try w.add() }
                 let report = try #require(try w.backUp().archive)
                 #expect(report.newItems == 2 && !report.dependsOn.isEmpty, "night \(night): \(report.newItems) new")
                 // What a changed night adds: the changed plaintext, 16 bytes per changed item
@@ -128,9 +129,11 @@ struct IncrementalArchiveTests {
             // night's salt and cost.
             let salts = Set(try w.nights.map { try ArchiveReader(path: $0.path).header.passwordKDFs.map(\.salt) })
             #expect(salts.count == 1, "\(salts.count) different password salts in one chain")
-            // Every dependency is named in the header: no chain is walked.
+            // Every dependency is named in the header, and every one holds an item or the
+            // manifest: nothing is read that the night does not need.
             let reader = try ArchiveReader(path: w.nights[29].path)
-            #expect(reader.header.dependsOn.count == w.nights[29].report.dependsOn.count)
+            let heldBy = Set(try w.open(w.nights[29].path).manifest.items.compactMap(\.heldBy))
+            #expect(Set(reader.header.dependsOn.map(\.hex)).subtracting(heldBy).count <= 1, "archives named but not needed")
         }
     }
 
@@ -233,8 +236,19 @@ struct IncrementalArchiveTests {
             try FileSystem.removeFile(Path.join(w.home.root, ShipmentRecord.fileName))
             try w.add()
             #expect(try w.backUp().fullBecause?.contains("no record") == true)
-            // Every night from the full one after the deletion restores to its own vault.
-            for night in w.nights.dropFirst(2) { #expect(try w.restored(night.path).items == night.items) }
+            // Another password: a full night (one restore, one password), then a chain of it.
+            try w.add()
+            #expect(try w.backUp(password: "another password entirely").fullBecause?.contains("password") == true)
+            try w.add()
+            #expect(try w.backUp(password: "another password entirely").fullBecause == nil)
+            // A record that does not read: set aside, said, and the night is full.
+            try writeBytes(Array("not a database at all".utf8) + randomBytes(5000), to: Path.join(w.home.root, ShipmentRecord.fileName))
+            try w.add()
+            let damaged = try w.backUp(password: "another password entirely")
+            #expect(damaged.recordProblem?.contains("set aside") == true && damaged.fullBecause != nil, "\(String(describing: damaged.recordProblem))")
+            // Every night from the full one after the deletion restores to its own vault (the
+            // last ones with their own password).
+            for night in w.nights.dropFirst(2).dropLast(3) { #expect(try w.restored(night.path).items == night.items) }
         }
     }
 
@@ -324,7 +338,9 @@ struct IncrementalArchiveTests {
             // Stopped after each number of deletions: every kept night restores.
             for stopAfter in [0, 1, plan.deleted.count / 2] {
                 let store = DyingStore(w.directory, deletesLeft: stopAfter)
+                let before = listing(of: w.backups).filter { $0.hasSuffix(".nu11vlt") }.count
                 _ = try? prune(store)
+                #expect(listing(of: w.backups).filter { $0.hasSuffix(".nu11vlt") }.count == before - stopAfter, "\(stopAfter) deletion(s) before the stop")
                 for kept in plan.decision.keep {
                     let night = try #require(w.nights.first { $0.path == kept.archive.path })
                     #expect(try w.restored(night.path).items == night.items, "after \(stopAfter) deletion(s): \(night.path)")
