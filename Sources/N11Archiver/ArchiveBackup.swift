@@ -79,7 +79,9 @@ public enum ArchiveBackup {
     public static func run(from vault: Vault, _ request: Request, progress: ArchiveProgress?,
                            access: @escaping () throws -> ArchiveAccess) throws -> Report {
         var leftOut: [Compartment: Int] = [:]
-        for item in try vault.items(now: request.now) where !request.compartments.contains(item.compartment) {
+        // Read once: the catalogue of a large vault costs a decryption an item.
+        let live = try vault.items(now: request.now)
+        for item in live where !request.compartments.contains(item.compartment) {
             leftOut[item.compartment, default: 0] += 1
         }
         // An incremental night: what the destination holds, and this home's record of it.
@@ -96,7 +98,7 @@ public enum ArchiveBackup {
             // otherwise under the store's lock, from the listing the lock made (on a remote,
             // one rclone start less).
             if let incremental = request.incremental, incremental.skipIfUnchanged {
-                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
+                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, items: live, vault: vault, request)
                 if base?.sameAs != nil {
                     return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: recordWarning)
                 }
@@ -105,7 +107,7 @@ public enum ArchiveBackup {
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
             // (Again under the lock when an unchanged night was to be skipped: the night did change.)
             if let incremental = request.incremental, case .store(let store, _, _) = request.destination {
-                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, vault: vault, request)
+                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, items: live, vault: vault, request)
             }
             // An incremental night's password slot keeps its chain's salt and cost, so that a
             // restore derives the key once for every archive it reads (DESIGN.md §8.3); and
@@ -151,7 +153,8 @@ public enum ArchiveBackup {
         if let recorded {
             do {
                 try recorded.record.replace(Self.storeLocation(request), with: try state(after: report, at: location, request: request,
-                                                                                         vault: vault, before: recorded.state))
+                                                                                         vault: vault, before: recorded.state),
+                                            previous: recorded.state)
             } catch { recordProblem = "\(error)" }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
@@ -161,8 +164,8 @@ public enum ArchiveBackup {
 
     /// What the night builds on, or why it is a full archive.
     private static func decide(_ incremental: Request.Incremental, store: any ArchiveStore, state: ShipmentRecord.Destination?,
-                               vault: Vault, _ request: Request) throws -> (IncrementalBase?, String?) {
-        let items = try vault.items(now: request.now).filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
+                               items live: [ItemMetadata], vault: Vault, _ request: Request) throws -> (IncrementalBase?, String?) {
+        let items = live.filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
         switch IncrementalBase.decide(record: state, objects: try store.list(), items: items, mode: request.mode,
                                       access: request.access, vaultKeys: try vaultKeys(of: vault, request),
                                       now: request.now, fullEvery: incremental.fullEvery) {

@@ -130,14 +130,24 @@ public final class ShipmentRecord {
         return destination
     }
 
-    /// Replaces what is recorded of `location`, in one transaction.
-    public func replace(_ location: String, with state: Destination) throws {
+    /// Replaces what is recorded of `location`, in one transaction. Given the state it
+    /// replaces (as `destination` read it), only the items that changed are written: a night
+    /// of a large vault that changed little rewrites little.
+    public func replace(_ location: String, with state: Destination, previous: Destination? = nil) throws {
         try database.execute("BEGIN IMMEDIATE")
         do {
-            for table in ["destinations", "archives", "items"] {
+            for table in ["destinations", "archives"] + (previous == nil ? ["items"] : []) {
                 let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
                 try delete.bind(1, location)
                 _ = try delete.step()
+            }
+            if let previous {
+                let delete = try database.prepare("DELETE FROM items WHERE location = ? AND id = ?")
+                for id in previous.items.keys where state.items[id] == nil {
+                    delete.reset()
+                    try delete.bind(1, location); try delete.bind(2, id)
+                    _ = try delete.step()
+                }
             }
             let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             for (n, value) in [location, state.mode.rawValue, state.access, state.vaultKeys, state.lastArchive, state.listArchive,
@@ -152,8 +162,8 @@ public final class ShipmentRecord {
                 try archive.bind(4, a.size); try archive.bind(5, Int64((a.created.timeIntervalSince1970 * 1000).rounded()))
                 _ = try archive.step()
             }
-            let item = try database.prepare("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)")
-            for (id, i) in state.items {
+            let item = try database.prepare("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for (id, i) in state.items where previous?.items[id] != i {
                 item.reset()
                 try item.bind(1, location); try item.bind(2, id); try item.bind(3, i.sha256); try item.bind(4, i.size)
                 try item.bind(5, i.archive); try item.bind(6, i.pack); try item.bind(7, i.offset)
