@@ -218,6 +218,31 @@ struct IncrementalArchiveTests {
         }
     }
 
+    @Test("a cycle: the first night's header rewritten (with a valid MAC and signature) to depend on the second, which depends on it: both refused")
+    func cycle() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            try w.add()
+            try w.backUp()
+            let first = w.nights[0].path, second = w.nights[1].path
+            let secondID = try ArchiveReader(path: second).header.archiveID
+            // The first archive, opened with its own key, gets a header naming the second.
+            let opened = try w.open(first)
+            let old = opened.header
+            let header = try ArchiveHeader(mode: old.mode, archiveID: old.archiveID, created: old.created, slots: old.slots, version: 3,
+                                           dependsOn: [secondID], signer: old.signer)
+            var entries = try RawZip.entries(of: readBytes(first))
+            entries[0] = .stored(EntryName.header, header.bytes)
+            entries[1] = .stored(EntryName.headerMAC, try ArchiveKeys.headerMAC(contentKey: opened.contentKey, header: header))
+            entries[2] = .stored(EntryName.headerSignature, try #require(w.store.signingKey).sign(ArchiveReader.signatureContext + header.bytes))
+            try writeBytes(RawZip.build(entries), to: first)
+            #expect(try ArchiveReader(path: first).header.dependsOn == [secondID])
+            expectArchiveError("damaged", kind: .damaged) { _ = try w.open(second) }
+            #expect(throws: ArchiveError.self) { _ = try w.open(first) }
+        }
+    }
+
     @Test("a full night when the record is gone, a dependency was deleted, or the oldest dependency is older than --full-every; --skip-if-unchanged writes nothing")
     func fullWhenItMustBe() throws {
         try withTemporaryDirectory { dir in
