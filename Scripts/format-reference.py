@@ -1611,6 +1611,22 @@ def run_keystore_testkit(directory):
     return mismatches if names else 1
 
 
+def outcome_of(args):
+    """Reads one archive quietly: `success`, `missing dependency`, or the stage that refused it."""
+    try:
+        with open(os.devnull, "w") as quiet:
+            saved, sys.stdout = sys.stdout, quiet
+            try:
+                run(args)
+            finally:
+                sys.stdout = saved
+        return "success", ""
+    except MissingDependency as e:
+        return "missing dependency", str(e)
+    except Reject as e:
+        return f"{STAGE} failure", str(e)
+
+
 def run_incremental_testkit(directory):
     """Each case directory's case.txt lines `NAME: OUTCOME`, read with the golden password;
     returns the number of archives whose outcome differs."""
@@ -1621,20 +1637,8 @@ def run_incremental_testkit(directory):
             lines = [line.rstrip("\n").partition(": ") for line in f if line.strip()]
         for name, _, expect in lines:
             checked += 1
-            args = argparse.Namespace(archive=os.path.join(directory, case, name), password_file=password, identity=None,
-                                      passphrase_file=None, export=None, explain=False)
-            try:
-                with open(os.devnull, "w") as quiet:
-                    saved, sys.stdout = sys.stdout, quiet
-                    try:
-                        run(args)
-                    finally:
-                        sys.stdout = saved
-                outcome, why = "success", ""
-            except MissingDependency as e:
-                outcome, why = "missing dependency", str(e)
-            except Reject as e:
-                outcome, why = f"{STAGE} failure", str(e)
+            outcome, why = outcome_of(argparse.Namespace(archive=os.path.join(directory, case, name), password_file=password,
+                                                         identity=None, passphrase_file=None, export=None, explain=False))
             ok = outcome == expect
             mismatches += 0 if ok else 1
             print(f"{'ok  ' if ok else 'FAIL'} {case}/{name}: {outcome}" + (f" ({why})" if why else ""), file=sys.stdout if ok else sys.stderr)
@@ -1665,16 +1669,7 @@ def run_testkit(directory):
                                   password_file=os.path.join(directory, fields["password-file"]) if "password-file" in fields else None,
                                   identity=os.path.join(directory, fields["identity"]) if "identity" in fields else None,
                                   passphrase_file=None, export=None, explain=False)
-        try:
-            with open(os.devnull, "w") as quiet:
-                saved, sys.stdout = sys.stdout, quiet
-                try:
-                    run(args)
-                finally:
-                    sys.stdout = saved
-            outcome, why = "success", ""
-        except Reject as e:
-            outcome, why = f"{STAGE} failure", str(e)
+        outcome, why = outcome_of(args)
         if outcome == expect:
             print(f"ok   {name}: {outcome}" + (f" ({why})" if why else ""))
         else:
