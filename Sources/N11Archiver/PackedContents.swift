@@ -117,7 +117,9 @@ final class PackedContents {
          dependencies: [OpenedDependency?] = []) throws {
         let header = reader.header
         precondition(dependencies.count == header.dependsOn.count)
-        var archives: [Holder?] = [Holder(reader: reader, packs: entries.packs, contentKey: contentKey)]
+        let own = Holder(reader: reader, packs: entries.packs, contentKey: contentKey)
+        self.own = own
+        var archives: [Holder?] = [own]
         for dependency in dependencies {
             archives.append(dependency.map { Holder(reader: $0.reader, packs: $0.entries.packs, contentKey: $0.contentKey) })
         }
@@ -146,7 +148,7 @@ final class PackedContents {
 
         // The page list: this archive's root, or the one its root names.
         var listHolder = 0
-        var root = try ManifestRoot(parsing: try open(entries.root, of: archives[0]!, limit: Int(FormatLimits.manifestBytes)),
+        var root = try ManifestRoot(parsing: try open(entries.root, of: own, limit: Int(FormatLimits.manifestBytes)),
                                     mode: header.mode, dependencies: header.dependsOn.count)
         if case let .sameAs(holder, digest) = root {
             let other = try present(holder, "the manifest")
@@ -206,10 +208,10 @@ final class PackedContents {
         }
         // This archive's own items tile its packs; an item held by another archive is found
         // in that archive's pack and checked by its size and digest when it is read.
-        let own = records.indices.filter { holders[$0] == 0 }
-        let ownLocations = try PackTiling.locate(own.map { records[$0] }, pageOf: own.map { pageOf[$0] }, in: entries, mode: header.mode)
+        let ownItems = records.indices.filter { holders[$0] == 0 }
+        let ownLocations = try PackTiling.locate(ownItems.map { records[$0] }, pageOf: ownItems.map { pageOf[$0] }, in: entries, mode: header.mode)
         var locations = [PackLocation?](repeating: nil, count: records.count)
-        for (n, index) in own.enumerated() { locations[index] = ownLocations[n] }
+        for (n, index) in ownItems.enumerated() { locations[index] = ownLocations[n] }
         for index in records.indices where holders[index] != 0 {
             guard let holder = archives[holders[index]] else { continue }   // a salvage: its archive is missing
             let pack = Int(records[index].location.pack)
@@ -224,8 +226,10 @@ final class PackedContents {
         manifest = Manifest(header: header, items: items, vaultKeys: header.mode == .secure ? list.vaultKeys : nil)
     }
 
-    var contentKey: SecureBytes { archives[0]!.contentKey }
-    var header: ArchiveHeader { archives[0]!.header }
+    /// The archive read (`archives[0]`).
+    let own: Holder
+    var contentKey: SecureBytes { own.contentKey }
+    var header: ArchiveHeader { own.header }
 }
 
 /// Where an item's payload is: its archive (0 the one read, k its `dependsOn[k − 1]`), its
@@ -315,8 +319,10 @@ final class PackCursor {
             throw ArchiveError.damaged(archive: archive.reader.name, what: "\(place) is missing or has the wrong size")
         }
         current = location.archive
-        let open = cursors[location.archive]
-        if open == nil || open!.pack != location.pack || open!.position > location.offset || open!.source == nil {
+        var cursor: Cursor
+        if let open = cursors[location.archive], open.pack == location.pack, open.position <= location.offset, open.source != nil {
+            cursor = open
+        } else {
             // From the chunk the item starts in: the chunks before it are neither read
             // through the cipher nor needed (a salvage goes on past a damaged one).
             // An empty item at the end of a pack whose payload fills whole chunks starts past
@@ -326,10 +332,11 @@ final class PackCursor {
             let sealed = try holder.reader.zip.open(entry, checkCRC: false)
             try Self.discard(chunk * Int64(FormatLimits.chunkSize + FormatLimits.chunkTag), of: sealed)
             let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
-            cursors[location.archive] = Cursor(pack: location.pack, source: try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk)),
-                                               position: chunk * Int64(FormatLimits.chunkSize))
+            cursor = Cursor(pack: location.pack, source: try ChunkedOpeningSource(sealed, key: key, firstChunk: UInt64(chunk)),
+                            position: chunk * Int64(FormatLimits.chunkSize))
+            cursors[location.archive] = cursor
         }
-        try skip(location.offset - cursors[location.archive]!.position)
+        try skip(location.offset - cursor.position)
         return PackWindow(self, length: item.payloadSize, endsPack: location.endsPack)
     }
 
