@@ -79,10 +79,17 @@ public enum ArchiveBackup {
     public static func run(from vault: Vault, _ request: Request, progress: ArchiveProgress?,
                            access: @escaping () throws -> ArchiveAccess) throws -> Report {
         var leftOut: [Compartment: Int] = [:]
-        // Read once: the catalogue of a large vault costs a decryption an item.
-        let live = try vault.items(now: request.now)
-        for item in live where !request.compartments.contains(item.compartment) {
-            leftOut[item.compartment, default: 0] += 1
+        // An incremental night compares every item with the record (read once: the catalogue
+        // of a large vault costs a decryption an item); otherwise the catalogue is streamed,
+        // holding a batch at a time (issue 34).
+        let live = request.incremental == nil ? [] : try vault.items(now: request.now)
+        func leaveOut(_ item: ItemMetadata) {
+            if !request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) { leftOut[item.compartment, default: 0] += 1 }
+        }
+        if request.incremental == nil {
+            try vault.forEachItemInIDOrder { batch, _ in batch.forEach(leaveOut); return true }
+        } else {
+            live.forEach(leaveOut)
         }
         // An incremental night: what the destination holds, and this home's record of it.
         var base: IncrementalBase? = nil, fullBecause: String? = nil, recordWarning: String? = nil
@@ -134,6 +141,7 @@ public enum ArchiveBackup {
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
+            creation.recordsShipment = recorded != nil
             return try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
         }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?

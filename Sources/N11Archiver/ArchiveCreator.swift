@@ -26,6 +26,9 @@ public enum ArchiveCreator {
         /// Version 3: an incremental archive's base (DESIGN.md §8.3): the archives it depends
         /// on and where its reused items are, or the manifest it is the same as.
         public var incremental: IncrementalBase?
+        /// Version 3: the report lists every item and where its bytes are (`Report.shipped`),
+        /// for the record of what was shipped; otherwise it is left empty.
+        var recordsShipment = false
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -83,35 +86,17 @@ public enum ArchiveCreator {
             let keys = try NewArchiveKeys(mode: request.mode, created: request.now, version: request.formatVersion,
                                           signer: request.formatVersion == 3 ? request.signingKey?.publicKey : nil,
                                           dependsOn: request.incremental?.dependsOn ?? [], access: access)
-            let plan = try Plan(vault: vault, request: request, keys: keys)
-            var root: [UInt8] = []
-            let (archiveBytes, sha256) = request.formatVersion == 3
-                ? try writePacked(plan, keys: keys, vault: vault, to: output, request: request, progress: progress, root: &root)
-                : try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
-            progress?.finish()
-            let id = keys.header.archiveIDHex
-            let dependsOn = keys.header.dependsOn.map(\.hex)
-            var shipped: [String: ShipmentRecord.Item] = [:]
-            for page in plan.layout?.pages ?? [] {
-                for record in try ManifestPage.parse(page.plaintext, mode: request.mode, dependencies: dependsOn.count, what: "page") {
-                    let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
-                    shipped[record.idString] = .init(archive: holder, sha256: record.sha256.hex, size: record.size,
-                                                     pack: Int64(record.location.pack), offset: record.location.offset)
-                }
+            if request.formatVersion == 3 {
+                return try createPacked(from: vault, request, keys: keys, output: output, progress: progress)
             }
-            let sameAs = request.incremental?.sameAs
-            let ownRoot = try SHA256Digest.hash(root).hex
-            let newIDs = Set(plan.layout?.pages.flatMap { $0.packs.flatMap(\.items) } ?? Array(plan.items.indices))
-            return Report(path: output, archiveID: id, mode: request.mode, items: plan.items.count,
+            let plan = try Plan(vault: vault, request: request, keys: keys)
+            let (archiveBytes, sha256) = try write(plan, keys: keys, vault: vault, to: output, request: request, progress: progress)
+            progress?.finish()
+            return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
                           plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
-                          sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) },
-                          shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
-                          listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
-                          listRootSHA256: sameAs.map { $0.rootSHA256.hex } ?? ownRoot,
-                          dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs,
-                          firstPasswordWrap: keys.header.slots.lazy.compactMap { if case .password(_, let wrap) = $0 { return wrap } else { return nil } }.first,
-                          newItems: sameAs == nil ? newIDs.count : 0,
-                          newBytes: sameAs == nil ? newIDs.reduce(0) { $0 + (plan.layout?.items[$1].size ?? plan.items[$1].size) } : 0)
+                          sha256: sha256, signer: nil, shipped: [:], listArchive: keys.header.archiveIDHex, listRootSHA256: "",
+                          dependsOn: [], passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
+                          newItems: plan.items.count, newBytes: plan.plaintextBytes)
         } catch { throw ArchiveError.creating(output, error) }
     }
 
@@ -126,15 +111,13 @@ public enum ArchiveCreator {
         AtomicFile.removeLeftovers(in: outputDirectory)
     }
 
-    /// What goes into the archive: the live items of the chosen compartments, the manifest
-    /// that lists them (sealed), and what was left out.
+    /// Version 2: what goes into the archive: the live items of the chosen compartments, the
+    /// manifest that lists them (sealed), and what was left out.
     struct Plan {
         let items: [ItemMetadata]
         let entries: [Manifest.Item]
-        /// Version 2: the sealed `manifest.json`.
+        /// The sealed `manifest.json`.
         let sealedManifest: [UInt8]
-        /// Version 3: pages and packs (`PackedLayout`).
-        let layout: PackedLayout?
         let vaultKeys: [Compartment: [UInt8]]
         let skippedExpired: [String]
         var plaintextBytes: Int64 { items.reduce(0) { $0 + $1.size } }
@@ -151,7 +134,7 @@ public enum ArchiveCreator {
                               mode: request.mode)
             }
             // Never write what a reader would refuse (FORMAT.md §8).
-            guard request.formatVersion == 3 || entries.count <= FormatLimits.items else {
+            guard entries.count <= FormatLimits.items else {
                 throw ArchiveError.tooLarge("\(entries.count) items (at most \(FormatLimits.items))")
             }
             // Secure: the compartment keys the items are sealed under, so that the archive finds
@@ -165,14 +148,6 @@ public enum ArchiveCreator {
                 vaultKeys = ids
             }
             self.vaultKeys = vaultKeys ?? [:]
-            if request.formatVersion == 3 {
-                layout = request.incremental?.sameAs != nil ? PackedLayout.empty
-                    : try PackedLayout(items: items, mode: request.mode, packTarget: request.packTarget,
-                                       reused: request.incremental?.reused ?? [:])
-                sealedManifest = []
-                return
-            }
-            layout = nil
             let manifestBytes = Manifest(header: keys.header, items: entries, vaultKeys: vaultKeys).serialized()
             guard Int64(manifestBytes.count) <= FormatLimits.manifestBytes else {
                 throw ArchiveError.tooLarge("a manifest of \(manifestBytes.count) bytes (at most \(FormatLimits.manifestBytes))")
@@ -223,13 +198,27 @@ public enum ArchiveCreator {
         return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
     }
 
-    /// Version 3 (DESIGN.md §8.2): the header and its MAC, then each manifest page followed
-    /// by the packs of its items, then the root. Vault items are read and checked on worker
-    /// threads as in version 2; each pack seals its items' payloads back to back as one
-    /// stream on this thread while libzip writes it.
-    private static func writePacked(_ plan: Plan, keys: NewArchiveKeys, vault: Vault, to output: String, request: Request,
-                                    progress: ArchiveProgress?, root rootPlaintext: inout [UInt8]) throws -> (Int64, String) {
-        guard let layout = plan.layout else { preconditionFailure("a version 3 plan without its layout") }
+    /// Version 3 (DESIGN.md §8.2): the header and its MAC (and signature), then each manifest
+    /// page followed by the packs of its items, then the root. A first pass over the catalogue
+    /// decides the layout, keeping a few numbers per page; while libzip writes, each page is
+    /// made again from the catalogue (`PackedPages`), so memory does not grow with the items
+    /// (issue 34). Vault items are read and checked on worker threads as in version 2; each
+    /// pack seals its items' payloads back to back as one stream while libzip writes it.
+    private static func createPacked(from vault: Vault, _ request: Request, keys: NewArchiveKeys, output: String,
+                                     progress: ArchiveProgress?) throws -> Report {
+        let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
+                                               packTarget: request.packTarget, reused: request.incremental?.reused ?? [:])
+        let layout = try PackedLayout(vault: vault, selection)
+        let id = keys.header.archiveIDHex
+        let dependsOn = keys.header.dependsOn.map(\.hex)
+        // An unchanged night writes no page and no pack: its root names the manifest it is the
+        // same as (FORMAT.md §10.6).
+        let sameAs = request.incremental?.sameAs
+        let pages = sameAs == nil ? layout.pages : []
+        let made = PackedPages(vault: vault, layout: layout, selection: selection)
+        var shipped: [String: ShipmentRecord.Item] = [:]
+        var pageDigests: [[UInt8]] = []
+
         let file = try AtomicFile(path: output, mode: 0o600)
         let writer = try ZipWriter(writingTo: file.descriptor, named: output)
         let mtime = Int64(request.now.timeIntervalSince1970)
@@ -241,46 +230,77 @@ public enum ArchiveCreator {
         if let signingKey = request.signingKey {
             try add(EntryName.headerSignature, try signingKey.sign(ArchiveReader.signatureContext + keys.header.bytes))
         }
-        let packed = layout.pages.flatMap { $0.packs.flatMap(\.items) }
-        progress?.begin(items: packed.count, bytes: packed.reduce(0) { $0 + layout.items[$1].size })
+        progress?.begin(items: sameAs == nil ? layout.newItems : 0, bytes: sameAs == nil ? layout.newBytes : 0)
         // Each pack is read, checked and sealed on a worker thread (as many as there are
         // cores, up to 4; packs take turns) while libzip checksums and writes on this one:
         // a pack's items are decrypted and hashed, and the pack sealed as one stream, by the
-        // worker that makes it. From `start()` on only the workers touch the vault.
-        let packs = layout.pages.flatMap(\.packs)
+        // worker that makes it. From `start()` on only the workers and `made` touch the vault.
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-        let readAhead = ReadAheadLanes(count: packs.count, lanes: lanes) { _ in
+        let readAhead = ReadAheadLanes(count: pages.reduce(0) { $0 + $1.packs.count }, lanes: lanes) { _ in
             { n in
-                let pack = packs[n]
-                let parts = pack.items.map { index in
+                let parts = try made.takePack(n).map { item in
                     {
-                        let item = layout.items[index]
-                        return progress.counting(try vault.sealedItem(item).checkedPayload(asVaultFile: request.mode == .secure), size: item.size)
+                        progress.counting(try vault.sealedItem(item).checkedPayload(asVaultFile: request.mode == .secure), size: item.size)
                     } as () throws -> ByteSource
                 }
-                return try Resealing.chunked(ConcatenatedSource(parts), key: try keys.entryKey(EntryName.pack(pack.number)))
+                return try Resealing.chunked(ConcatenatedSource(parts), key: try keys.entryKey(EntryName.pack(n)))
             }
         }
         defer { readAhead.finish() }
-        for page in layout.pages {
+        for page in pages {
             let pageName = EntryName.page(page.number)
-            try add(pageName, try ChunkedStream.seal(page.plaintext, key: keys.entryKey(pageName)))
+            try writer.addEntry(name: pageName, size: FormatLimits.sealedLength(payloadSize: Int64(page.plaintextLength)), modified: mtime) {
+                // libzip takes the entries in order on this thread: page n is sealed when it is written.
+                let madePage = try made.takePage(page.number)
+                pageDigests.append(try SHA256Digest.hash(madePage.plaintext))
+                if request.recordsShipment {
+                    for record in madePage.records {
+                        let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
+                        shipped[record.idString] = .init(archive: holder, sha256: record.sha256.hex, size: record.size,
+                                                         pack: Int64(record.location.pack), offset: record.location.offset)
+                    }
+                }
+                return MemorySource(try ChunkedStream.seal(madePage.plaintext, key: keys.entryKey(pageName)))
+            }
             for pack in page.packs {
                 try writer.addEntry(name: EntryName.pack(pack.number), size: FormatLimits.sealedLength(payloadSize: pack.payloadBytes),
                                     modified: mtime) { readAhead.stream(pack.number) }
             }
         }
-        // An unchanged night's root names the manifest it is the same as (FORMAT.md §10.6).
-        let root = try request.incremental?.sameAs.map { ManifestRoot.sameAs(holder: $0.holder, rootSHA256: $0.rootSHA256) }
-            .map { $0.serialized() } ?? layout.root(vaultKeys: plan.vaultKeys).serialized()
-        rootPlaintext = root
-        guard Int64(root.count) <= FormatLimits.manifestBytes else {
-            throw ArchiveError.tooLarge("a manifest root of \(root.count) bytes (at most \(FormatLimits.manifestBytes))")
+        func root() throws -> [UInt8] {
+            try sameAs.map { ManifestRoot.sameAs(holder: $0.holder, rootSHA256: $0.rootSHA256).serialized() }
+                ?? layout.root(pageDigests: pageDigests).serialized()
         }
-        try add(EntryName.manifestRoot, try ChunkedStream.seal(root, key: keys.entryKey(EntryName.manifestRoot)))
+        // Its length now (a digest is 32 bytes whatever it is); its bytes once every page is written.
+        let rootLength = try root().count
+        guard Int64(rootLength) <= FormatLimits.manifestBytes else {
+            throw ArchiveError.tooLarge("a manifest root of \(rootLength) bytes (at most \(FormatLimits.manifestBytes))")
+        }
+        var rootPlaintext: [UInt8] = []
+        try writer.addEntry(name: EntryName.manifestRoot, size: FormatLimits.sealedLength(payloadSize: Int64(rootLength)), modified: mtime) {
+            rootPlaintext = try root()
+            guard rootPlaintext.count == rootLength, pageDigests.count == pages.count else {
+                preconditionFailure("the root is written after every page, at the length planned")
+            }
+            return MemorySource(try ChunkedStream.seal(rootPlaintext, key: keys.entryKey(EntryName.manifestRoot)))
+        }
         if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()
-        return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+        let (archiveBytes, sha256) = try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+        progress?.finish()
+        return Report(path: output, archiveID: id, mode: request.mode, items: layout.itemCount,
+                      plaintextBytes: layout.plaintextBytes, skippedExpired: layout.skippedExpired, archiveBytes: archiveBytes,
+                      sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) },
+                      shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
+                      listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
+                      listRootSHA256: try sameAs.map { $0.rootSHA256.hex } ?? SHA256Digest.hash(rootPlaintext).hex,
+                      dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
+                      newItems: sameAs == nil ? layout.newItems : 0, newBytes: sameAs == nil ? layout.newBytes : 0)
+    }
+
+    /// The first password slot's wrap (what the next incremental night reuses).
+    private static func firstPasswordWrap(_ header: ArchiveHeader) -> [UInt8]? {
+        header.slots.lazy.compactMap { if case .password(_, let wrap) = $0 { return wrap } else { return nil } }.first
     }
 
     /// Lets libzip write everything out, then publishes the file: its size and SHA-256 are

@@ -3,88 +3,146 @@ import N11Crypto
 import N11Format
 import N11Vault
 
-/// Where each item of a version 3 full archive goes (DESIGN.md §8.2), decided from the
-/// catalogue alone before anything is written: items in ID order, cut into manifest pages
-/// at content-defined boundaries, each page's items packed into packs of about 64 MiB of
-/// payload. A pack never spans two pages, so a reader that streams the archive meets a
-/// page before the packs of its items and holds one page at a time.
+/// Where each item of a version 3 archive goes (DESIGN.md §8.2): items in ID order, cut into
+/// manifest pages at content-defined boundaries, each page's items packed into packs of about
+/// 64 MiB of payload. A pack never spans two pages, so a reader that streams the archive
+/// meets a page before the packs of its items and holds one page at a time.
+///
+/// Decided in a first pass over the catalogue that keeps only a few numbers per page (not per
+/// item: issue 34), before anything is written. While the archive is written, each page is
+/// made again from the catalogue by `PackedPages` (the vault is locked, so it is the same
+/// page) and checked against what this pass decided.
 struct PackedLayout {
-    struct Pack {
-        let number: Int
-        /// Indices into `items`, ascending (an incremental archive's skip the reused ones).
-        let items: [Int]
-        let payloadBytes: Int64
-    }
-
-    struct Page {
-        let number: Int
-        let items: Range<Int>
-        let packs: [Pack]
-        /// The page's plaintext (`ManifestPage`).
-        let plaintext: [UInt8]
-    }
-
     /// A pack is closed once it holds this much payload, or at the end of its page.
     static let packTarget: Int64 = 64 << 20
     /// One item in this many ends a page, on average (DESIGN.md §8.2).
     static let averagePageItems: UInt64 = 512
 
-    let items: [ItemMetadata]
-    let pages: [Page]
-
-    /// No pages and no packs: an unchanged night's incremental archive (its root names the
-    /// manifest it is the same as).
-    static let empty = PackedLayout(items: [], pages: [])
-
-    private init(items: [ItemMetadata], pages: [Page]) {
-        self.items = items
-        self.pages = pages
+    struct Pack: Equatable {
+        let number: Int
+        let payloadBytes: Int64
+        let itemCount: Int
     }
 
-    /// `items` in any order; they are sorted by ID here. An item in `reused` (an incremental
-    /// archive's, by item ID) is listed with that location, in an archive it depends on, and
-    /// packed nowhere here; a page whose items are all reused has no pack.
-    init(items unsorted: [ItemMetadata], mode: ArchiveMode, packTarget: Int64 = packTarget,
-         reused: [String: IncrementalBase.Reused] = [:]) throws {
-        let keyed = try unsorted.map { item -> ([UInt8], ItemMetadata) in
-            guard let id = ManifestRecord.idBytes(item.id) else { throw FormatError.invalidManifest("item ID '\(item.id)'") }
-            return (id, item)
-        }.sorted { $0.0.lexicographicallyPrecedes($1.0) }
-        items = keyed.map(\.1)
-        var pages: [Page] = []
-        var start = 0, packNumber = 0
-        for index in keyed.indices {
-            let ends = try Self.endsPage(after: keyed[index].0)
-            guard ends || index == keyed.count - 1 || index - start + 1 == ManifestV3.pageItems else { continue }
-            let range = start..<(index + 1)
-            var packs: [Pack] = [], records: [ManifestRecord] = []
-            var packItems: [Int] = [], packBytes: Int64 = 0
-            for i in range {
-                let item = keyed[i].1
-                if let shipped = reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
-                    records.append(try Self.record(item, id: keyed[i].0, location: shipped.location))
-                    continue
-                }
-                let payload = mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
-                if !packItems.isEmpty && packBytes + payload > packTarget {
-                    packs.append(Pack(number: packNumber, items: packItems, payloadBytes: packBytes))
-                    packNumber += 1
-                    (packItems, packBytes) = ([], 0)
-                }
-                packItems.append(i)
-                records.append(try Self.record(item, id: keyed[i].0, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: packNumber), offset: packBytes)))
-                packBytes += payload
-            }
-            if !packItems.isEmpty {
-                packs.append(Pack(number: packNumber, items: packItems, payloadBytes: packBytes))
-                packNumber += 1
-            }
-            guard UInt64(packNumber) <= ManifestV3.packs else { throw ArchiveError.tooLarge("more than \(ManifestV3.packs) packs") }
-            pages.append(Page(number: pages.count, items: range, packs: packs, plaintext: ManifestPage.serialized(records)))
-            start = index + 1
+    struct Page: Equatable {
+        let number: Int
+        let firstID: String
+        let itemCount: Int
+        let plaintextLength: Int
+        /// The number its first pack has, or would have (a page whose items are all reused
+        /// has none).
+        let firstPack: Int
+        let packs: [Pack]
+    }
+
+    /// A page made whole: its records (plaintext), and the items each of its packs holds.
+    struct MadePage {
+        let page: Page
+        let records: [ManifestRecord]
+        let plaintext: [UInt8]
+        let packItems: [[ItemMetadata]]
+    }
+
+    /// Which items an archive lists: the live ones of its compartments.
+    struct Selection {
+        let compartments: Set<Compartment>
+        let now: Date
+        let mode: ArchiveMode
+        let packTarget: Int64
+        /// An incremental archive's items already shipped, by ID (DESIGN.md §8.3).
+        let reused: [String: IncrementalBase.Reused]
+
+        func lists(_ item: ItemMetadata) -> Bool { compartments.contains(item.compartment) && !item.isExpired(at: now) }
+    }
+
+    let pages: [Page]
+    let itemCount: Int
+    let plaintextBytes: Int64
+    /// Items (and their plaintext bytes) packed into this archive, not reused.
+    let newItems: Int
+    let newBytes: Int64
+    let skippedExpired: [String]
+    /// Secure archives: the compartment key every listed item is sealed under.
+    let vaultKeys: [Compartment: [UInt8]]
+
+    /// The first pass. Throws the first damaged record's error: a damaged record would
+    /// silently be missing from the archive.
+    init(vault: Vault, _ selection: Selection) throws {
+        var vaultKeys: [Compartment: [UInt8]] = [:]
+        if selection.mode == .secure {
+            // A vault opened for writing has finished any rotation, so every item is under
+            // its compartment's current key: the archive finds them after a later rotation.
+            for compartment in selection.compartments { vaultKeys[compartment] = try vault.keyStore.currentKeyID(for: compartment) }
         }
+        var pages: [Page] = [], current: [ItemMetadata] = [], skipped: [String] = []
+        var totals = (items: 0, bytes: Int64(0), newItems: 0, newBytes: Int64(0)), nextPack = 0
+        func close() throws {
+            let made = try Self.make(page: current, number: pages.count, firstPack: nextPack, selection)
+            pages.append(made.page)
+            nextPack += made.page.packs.count
+            totals.newItems += made.packItems.reduce(0) { $0 + $1.count }
+            totals.newBytes += made.packItems.joined().reduce(0) { $0 + $1.size }
+            current.removeAll(keepingCapacity: true)
+        }
+        var damaged = false
+        try vault.forEachItemInIDOrder { batch, damagedIDs in
+            guard damagedIDs.isEmpty else { damaged = true; return false }
+            for item in batch where selection.compartments.contains(item.compartment) {
+                if item.isExpired(at: selection.now) { skipped.append(item.id); continue }
+                if selection.mode == .secure {
+                    precondition(item.keyID.isEmpty || item.keyID == vaultKeys[item.compartment], "an item under a retired key")
+                }
+                current.append(item)
+                totals.items += 1
+                totals.bytes += item.size
+                if try Self.endsPage(after: Self.idBytes(item)) || current.count == ManifestV3.pageItems { try close() }
+            }
+            return true
+        }
+        if damaged {
+            // Keys another process rotated in meanwhile are tried first; what still does not
+            // open is refused. If everything opens now, the pass is made again.
+            if let error = try vault.damagedItemErrors().first { throw error }
+            self = try Self(vault: vault, selection)
+            return
+        }
+        if !current.isEmpty { try close() }
         guard pages.count <= ManifestV3.pages else { throw ArchiveError.tooLarge("\(pages.count) manifest pages (at most \(ManifestV3.pages))") }
+        guard UInt64(nextPack) <= ManifestV3.packs else { throw ArchiveError.tooLarge("more than \(ManifestV3.packs) packs") }
         self.pages = pages
+        (itemCount, plaintextBytes, newItems, newBytes) = totals
+        skippedExpired = skipped
+        self.vaultKeys = vaultKeys
+    }
+
+    /// One page of `items` (sorted by ID, 1…16,384): its records, and its packs from
+    /// `firstPack` on. An item in `reused`, unchanged, keeps its location in the archive that
+    /// holds it and is packed nowhere here.
+    static func make(page items: [ItemMetadata], number: Int, firstPack: Int, _ selection: Selection) throws -> MadePage {
+        var records: [ManifestRecord] = [], packs: [Pack] = [], packItems: [[ItemMetadata]] = []
+        records.reserveCapacity(items.count)
+        var current: [ItemMetadata] = [], bytes: Int64 = 0
+        func closePack() {
+            packs.append(Pack(number: firstPack + packs.count, payloadBytes: bytes, itemCount: current.count))
+            packItems.append(current)
+            (current, bytes) = ([], 0)
+        }
+        for item in items {
+            if let shipped = selection.reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
+                records.append(try record(item, location: shipped.location))
+                continue
+            }
+            let payload = selection.mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
+            if !current.isEmpty && bytes + payload > selection.packTarget { closePack() }
+            records.append(try record(item, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes)))
+            current.append(item)
+            bytes += payload
+        }
+        if !current.isEmpty { closePack() }
+        let plaintext = ManifestPage.serialized(records)
+        let page = Page(number: number, firstID: items.first?.id ?? "", itemCount: items.count, plaintextLength: plaintext.count,
+                        firstPack: firstPack, packs: packs)
+        return MadePage(page: page, records: records, plaintext: plaintext, packItems: packItems)
     }
 
     /// Whether a page ends after the item `id`: a property of the ID alone, so adding or
@@ -95,25 +153,91 @@ struct PackedLayout {
         return leading < (UInt64(1) << 63) / (averagePageItems / 2)   // 2^64 / 512 = 2^55
     }
 
-    private static func record(_ item: ItemMetadata, id: [UInt8], location: ItemLocation) throws -> ManifestRecord {
+    private static func idBytes(_ item: ItemMetadata) throws -> [UInt8] {
+        guard let id = ManifestRecord.idBytes(item.id) else { throw FormatError.invalidManifest("item ID '\(item.id)'") }
+        return id
+    }
+
+    private static func record(_ item: ItemMetadata, location: ItemLocation) throws -> ManifestRecord {
         guard let digest = [UInt8](hex: item.sha256, length: 32) else { throw FormatError.invalidManifest("item \(item.id) digest") }
         // Never write what a reader refuses: a time outside years 0000–9999.
         let created = Timestamp.milliseconds(item.created), expires = item.expires.map(Timestamp.milliseconds)
         for time in [created] + (expires.map { [$0] } ?? []) where !ManifestV3.itemTimes.contains(time) {
             throw ArchiveError.tooLarge("item \(item.id) is dated outside the years 0000–9999")
         }
-        return ManifestRecord(id: id, kind: item.kind, compartment: item.compartment, name: item.name,
+        return ManifestRecord(id: try idBytes(item), kind: item.kind, compartment: item.compartment, name: item.name,
                               created: created, expires: expires, size: item.size, sha256: digest, location: location)
     }
 
-    /// The root that lists every page as held by this archive.
-    func root(vaultKeys: [Compartment: [UInt8]]) throws -> ManifestRoot {
-        let descriptors = try pages.map { page in
-            PageDescriptor(firstID: ManifestRecord.idBytes(items[page.items.lowerBound].id) ?? [], itemCount: page.items.count,
-                           holder: 0, page: page.number, plaintextLength: page.plaintext.count,
-                           sha256: try SHA256Digest.hash(page.plaintext))
+    /// The root that lists every page as held by this archive, with the pages' SHA-256 (all
+    /// zero for the length alone: a digest is 32 bytes whatever it is).
+    func root(pageDigests: [[UInt8]]) throws -> ManifestRoot {
+        let descriptors = pages.map { page in
+            PageDescriptor(firstID: ManifestRecord.idBytes(page.firstID) ?? [], itemCount: page.itemCount, holder: 0,
+                           page: page.number, plaintextLength: page.plaintextLength,
+                           sha256: pageDigests.indices.contains(page.number) ? pageDigests[page.number] : [UInt8](repeating: 0, count: 32))
         }
-        return .pages(.init(vaultKeys: vaultKeys, itemCount: Int64(items.count), plaintextBytes: items.reduce(0) { $0 + $1.size },
-                            pages: descriptors))
+        return .pages(.init(vaultKeys: vaultKeys, itemCount: Int64(itemCount), plaintextBytes: plaintextBytes, pages: descriptors))
+    }
+}
+
+/// The second pass: each page made again from the catalogue when the archive writer or a
+/// pack worker first needs it, and let go once its page entry and all its packs were taken,
+/// so that a few pages are in memory at a time. Thread-safe: libzip's thread takes pages,
+/// the pack workers take packs, and the catalogue is read by one of them at a time.
+final class PackedPages: @unchecked Sendable {
+    private let vault: Vault
+    private let layout: PackedLayout
+    private let selection: PackedLayout.Selection
+    private let lock = NSLock()
+    /// Made pages, and how many of their parts (the page entry, each pack) are still to be taken.
+    private var made: [Int: (page: PackedLayout.MadePage, parts: Int)] = [:]
+    private let pageOfPack: [Int]
+
+    init(vault: Vault, layout: PackedLayout, selection: PackedLayout.Selection) {
+        self.vault = vault
+        self.layout = layout
+        self.selection = selection
+        pageOfPack = layout.pages.flatMap { page in page.packs.map { _ in page.number } }
+    }
+
+    /// Page `n`'s records and plaintext (once).
+    func takePage(_ n: Int) throws -> PackedLayout.MadePage { try take(page: n) { $0 } }
+
+    /// The items pack `n` holds, in order (once).
+    func takePack(_ n: Int) throws -> [ItemMetadata] {
+        let pageNumber = pageOfPack[n]
+        return try take(page: pageNumber) { $0.packItems[n - layout.pages[pageNumber].firstPack] }
+    }
+
+    private func take<T>(page n: Int, _ part: (PackedLayout.MadePage) -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        let entry = try made[n] ?? (make(n), 1 + layout.pages[n].packs.count)
+        made[n] = entry.parts > 1 ? (entry.page, entry.parts - 1) : nil
+        return part(entry.page)
+    }
+
+    private func make(_ n: Int) throws -> PackedLayout.MadePage {
+        let planned = layout.pages[n]
+        var items: [ItemMetadata] = []
+        items.reserveCapacity(planned.itemCount)
+        var damaged: [String] = []
+        // Most rows are the page's: a batch of its size seldom opens a record more than it needs.
+        try vault.forEachItemInIDOrder(from: planned.firstID, batchSize: planned.itemCount) { batch, damagedIDs in
+            damaged += damagedIDs
+            for item in batch where selection.lists(item) {
+                items.append(item)
+                if items.count == planned.itemCount { return false }
+            }
+            return damaged.isEmpty
+        }
+        if let id = damaged.first { throw VaultError.itemDamaged(id: id, path: vault.path) }
+        let page = try PackedLayout.make(page: items, number: n, firstPack: planned.firstPack, selection)
+        // The vault is locked for the whole run: a page that comes out otherwise is a bug.
+        guard page.page == planned else {
+            throw ArchiveError.damaged(archive: vault.path, what: "manifest page \(n) came out otherwise than planned; the vault changed while it was read")
+        }
+        return page
     }
 }

@@ -358,6 +358,30 @@ public final class Vault: @unchecked Sendable {
         return (found, damaged)
     }
 
+    /// Every item of a vault opened for writing, in ID order from `start` on (all when nil),
+    /// expired fade items included, in batches to `body` until it returns false: memory for a
+    /// batch, not for the vault (issue 34), and no cache. Records that do not open are given
+    /// as damaged IDs beside each batch; a caller that refuses them asks `damagedItemErrors()`,
+    /// which first tries keys another process may have rotated in meanwhile.
+    public func forEachItemInIDOrder(from start: String? = nil, batchSize: Int = 1024,
+                                     _ body: (_ items: [ItemMetadata], _ damaged: [String]) throws -> Bool) throws {
+        precondition(lock != nil, "streaming reads need the vault lock: one state of the vault across passes")
+        guard let catalogue else { throw VaultError.notAVault(path: path) }
+        var stoppedBy: (any Error)?
+        do {
+            let keys = try Compartment.allCases.flatMap { compartment in
+                try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
+            }
+            try catalogue.readInIDOrder(from: start, batchSize: max(1, batchSize)) { batch in
+                let opened = Self.openRecords(batch.map { ($0.id, $0.sealed) }, keys: keys)
+                // The parts come back in order, each in its records' order: the batch stays sorted.
+                do { return try body(opened.found, opened.damaged) } catch { stoppedBy = error; return false }
+            }
+        } catch { throw VaultError.wrap(error) }
+        // The caller's own errors reach it as they are.
+        if let stoppedBy { throw stoppedBy }
+    }
+
     /// Whether a v1 vault this reader opened has a catalogue now (a writer migrated it).
     private func migratedMeanwhile() throws -> Bool {
         if catalogue != nil { return false }

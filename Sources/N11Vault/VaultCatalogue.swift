@@ -151,6 +151,29 @@ final class VaultCatalogue {
         return try pendingOperations()
     }
 
+    /// Records in ID order from `start` on (every record when nil), in batches of
+    /// `batchSize`, until `body` says to stop: one read transaction, one state of the vault,
+    /// and memory for one batch whatever the vault's size (issue 34). IDs are canonical
+    /// upper-case text, so SQLite's byte order on them is the manifest's ID order.
+    func readInIDOrder(from start: String?, batchSize: Int = 1024,
+                       _ body: ([(id: String, sealed: [UInt8])]) throws -> Bool) throws {
+        let inTransaction = database.inTransaction
+        if !inTransaction { try database.execute("BEGIN") }
+        defer { if !inTransaction { try? database.execute("COMMIT") } }
+        let rows = try database.prepare("SELECT id, record FROM items WHERE id >= ? ORDER BY id")
+        try rows.bind(1, start ?? "")
+        var batch: [(id: String, sealed: [UInt8])] = []
+        batch.reserveCapacity(batchSize)
+        while try rows.step() {
+            batch.append((rows.text(0), rows.blob(1)))
+            if batch.count == batchSize {
+                guard try body(batch) else { return }
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { _ = try body(batch) }
+    }
+
     /// The pending file steps, in order.
     func pendingOperations() throws -> [String] {
         let rows = try database.prepare("SELECT operation FROM pending ORDER BY step")

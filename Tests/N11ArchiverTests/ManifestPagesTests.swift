@@ -29,6 +29,14 @@ struct ManifestPagesTests {
         #expect(ManifestRecord.idString(Self.id(1)) == "00000000-0000-0000-0000-000000000001")
         #expect(ManifestRecord.idBytes("00000000-0000-0000-0000-00000000012C") == Self.id(300))
         #expect(ManifestRecord.idBytes("00000000-0000-0000-0000-00000000012c") == nil, "lower case is not canonical")
+        let every: [UInt8] = [0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF, 0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54, 0x32, 0x10]
+        #expect(ManifestRecord.idString(every) == "01234567-89AB-CDEF-FEDC-BA9876543210")
+        #expect(ManifestRecord.idBytes("01234567-89AB-CDEF-FEDC-BA9876543210") == every)
+        for _ in 0..<100 {
+            let random = (0..<16).map { _ in UInt8.random(in: 0...255) }
+            #expect(ManifestRecord.idBytes(ManifestRecord.idString(random)) == random)
+        }
+        #expect(ManifestRecord.idBytes("0123456789AB-CDEF-FEDC-BA9876543210") == nil, "dashes out of place")
         // A typical photo record is well under the 100 bytes an item that issue 27 allows.
         #expect(ManifestPage.serialized([Self.record(7)]).count - ManifestV3.pageMagic.count - 1 < 100)
     }

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import N11Archiver
+import N11Crypto
+import N11Format
+import N11System
+import N11TestSupport
+import N11Vault
+
+/// Version 3 create in two passes over the catalogue (issue 34): a first pass that keeps a
+/// few numbers per page, and pages made again from the catalogue while libzip writes. What
+/// must hold: the catalogue is read in ID order from any ID, the archive lists exactly the
+/// live items of its compartments (other compartments and expired fade items interleaved
+/// with them in ID order), and a page that comes out otherwise the second time is refused.
+@Suite("Version 3 create streams the catalogue")
+struct StreamingCreateTests {
+    /// 1,200 notes over three compartments, every seventh fade item already expired.
+    static func mixedVault(in dir: String, now: Date) throws -> (KeyStore, Vault, [String: [UInt8]]) {
+        let (store, vault) = try makeVault(in: dir, name: "home")
+        var items: [Vault.NewItem] = [], texts: [[UInt8]] = []
+        for i in 0..<1200 {
+            let text = Array("note \(i) ".utf8) + randomBytes(i % 40)
+            let compartment: Compartment = [.vault, .fade, .backup][i % 3]
+            let expires = compartment == .fade ? now.addingTimeInterval(i % 7 == 0 ? -60 : 86400) : nil
+            items.append(note(text, name: "n\(i).txt", compartment: compartment, expires: expires))
+            texts.append(text)
+        }
+        let added = try vault.add(items, now: now.addingTimeInterval(-3600))
+        var byID: [String: [UInt8]] = [:]
+        for (item, text) in zip(added, texts) { byID[item.id] = text }
+        return (store, vault, byID)
+    }
+
+    @Test("the catalogue in ID order, from any ID, in batches, and stopped when asked")
+    func catalogueInIDOrder() throws {
+        try withTemporaryDirectory { dir in
+            let (_, vault, byID) = try Self.mixedVault(in: dir, now: Date())
+            let sorted = byID.keys.sorted()
+            var seen: [String] = [], batches = 0
+            try vault.forEachItemInIDOrder(batchSize: 100) { batch, damaged in
+                #expect(damaged.isEmpty && batch.count <= 100)
+                seen += batch.map(\.id)
+                batches += 1
+                return true
+            }
+            #expect(seen == sorted, "every item once, in ID order (expired ones too)")
+            #expect(batches == 12)
+            var fromMiddle: [String] = []
+            try vault.forEachItemInIDOrder(from: sorted[700], batchSize: 64) { batch, _ in
+                fromMiddle += batch.map(\.id)
+                return fromMiddle.count < 200
+            }
+            #expect(fromMiddle == Array(sorted[700..<(700 + 256)]), "from an ID on, stopped after the batch that said so")
+        }
+    }
+
+    @Test("small packs over many pages: exactly the live items of the chosen compartments, each byte for byte", arguments: [ArchiveMode.portable, .secure])
+    func selectionAcrossPages(mode: ArchiveMode) throws {
+        try withTemporaryDirectory { dir in
+            let now = Date()
+            let (store, vault, byID) = try Self.mixedVault(in: dir, now: now)
+            let path = dir + "/mixed.nu11vlt"
+            var request = ArchiveCreator.Request(mode: mode, compartments: [.vault, .fade], output: path, replaceExisting: false,
+                                                 kdf: fastKDF, now: now, formatVersion: 3)
+            request.packTarget = 2048
+            let report = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let all = try vault.items(includeExpired: true, now: now)
+            let expected = all.filter { [.vault, .fade].contains($0.compartment) && !$0.isExpired(at: now) }
+            let expired = all.filter { $0.compartment == .fade && $0.isExpired(at: now) }
+            #expect(report.items == expected.count && report.newItems == expected.count)
+            #expect(report.plaintextBytes == expected.reduce(0) { $0 + $1.size })
+            #expect(Set(report.skippedExpired) == Set(expired.map(\.id)) && !expired.isEmpty)
+            #expect(report.shipped.isEmpty, "no record asked for: no per-item list kept")
+
+            let archive = try unlock(path, keyStore: store)
+            #expect(archive.manifest.items.map(\.id) == expected.map(\.id).sorted())
+            let pages = try RawZip.entries(of: readBytes(path)).filter { $0.nameString.hasSuffix(".n11page") }
+            // Pages end where the writer's rule says, whatever the random IDs (often 2 or 3 here).
+            let ids = try expected.map { try #require(ManifestRecord.idBytes($0.id)) }.sorted { $0.lexicographicallyPrecedes($1) }
+            #expect(pages.count == (try ids.dropLast().filter { try PackedLayout.endsPage(after: $0) }.count) + 1)
+            let exported = dir + "/export"
+            let restored = try ArchiveExporter.export(archive, to: exported, keyStore: store, .init(overwrite: false, dryRun: false))
+            #expect(restored.restored.count == expected.count)
+            for item in expected {
+                #expect(try readBytes(exported + "/Notes/" + item.name) == byID[item.id], "\(item.name)")
+            }
+        }
+    }
+
+    @Test("the record's list of what was shipped, when asked for, names every item where the archive holds it")
+    func shipmentWhenAsked() throws {
+        try withTemporaryDirectory { dir in
+            let now = Date()
+            let (_, vault, _) = try Self.mixedVault(in: dir, now: now)
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.backup], output: dir + "/b.nu11vlt",
+                                                 replaceExisting: false, kdf: fastKDF, now: now, formatVersion: 3)
+            request.packTarget = 2048
+            request.recordsShipment = true
+            let report = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let backup = try vault.items(now: now).filter { $0.compartment == .backup }
+            #expect(Set(report.shipped.keys) == Set(backup.map(\.id)))
+            #expect(report.shipped.values.allSatisfy { $0.archive == report.archiveID })
+            for item in backup { #expect(report.shipped[item.id]?.sha256 == item.sha256) }
+        }
+    }
+
+    @Test("a page that comes out otherwise the second time (the vault changed between the passes) is refused")
+    func changedBetweenPasses() throws {
+        try withTemporaryDirectory { dir in
+            let now = Date()
+            let (_, vault, byID) = try Self.mixedVault(in: dir, now: now)
+            let selection = PackedLayout.Selection(compartments: [.vault, .fade, .backup], now: now, mode: .portable,
+                                                   packTarget: 2048, reused: [:])
+            let layout = try PackedLayout(vault: vault, selection)
+            #expect(layout.itemCount == byID.count - layout.skippedExpired.count)
+            let last = try #require(layout.pages.last)
+            #expect(try PackedPages(vault: vault, layout: layout, selection: selection).takePage(last.number).records.count == last.itemCount,
+                    "made again as planned")
+            // An item added within the last page changes it (the same vault object holds the
+            // lock; nothing else could).
+            var extra: ItemMetadata
+            repeat { extra = try vault.add(note(Array("late".utf8), name: "late.txt")) } while extra.id < last.firstID
+            let pages = PackedPages(vault: vault, layout: layout, selection: selection)
+            #expect(throws: ArchiveError.self) { _ = try pages.takePage(last.number) }
+        }
+    }
+}
