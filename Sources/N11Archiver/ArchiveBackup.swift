@@ -78,18 +78,14 @@ public enum ArchiveBackup {
     /// after the vault was read and before anything is written.
     public static func run(from vault: Vault, _ request: Request, progress: ArchiveProgress?,
                            access: @escaping () throws -> ArchiveAccess) throws -> Report {
+        // The catalogue is streamed, a batch at a time, here and by every pass after it: memory
+        // does not grow with the vault (issue 34).
         var leftOut: [Compartment: Int] = [:]
-        // An incremental night compares every item with the record (read once: the catalogue
-        // of a large vault costs a decryption an item); otherwise the catalogue is streamed,
-        // holding a batch at a time (issue 34).
-        let live = request.incremental == nil ? [] : try vault.items(now: request.now)
-        func leaveOut(_ item: ItemMetadata) {
-            if !request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) { leftOut[item.compartment, default: 0] += 1 }
-        }
-        if request.incremental == nil {
-            try vault.forEachItemInIDOrder { batch, _ in batch.forEach(leaveOut); return true }
-        } else {
-            live.forEach(leaveOut)
+        try vault.forEachItemInIDOrder { batch, _ in
+            for item in batch where !request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) {
+                leftOut[item.compartment, default: 0] += 1
+            }
+            return true
         }
         // An incremental night: what the destination holds, and this home's record of it.
         var base: IncrementalBase? = nil, fullBecause: String? = nil, recordWarning: String? = nil
@@ -105,7 +101,7 @@ public enum ArchiveBackup {
             // otherwise under the store's lock, from the listing the lock made (on a remote,
             // one rclone start less).
             if let incremental = request.incremental, incremental.skipIfUnchanged {
-                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, items: live, vault: vault, request)
+                (base, fullBecause) = try decide(incremental, store: store, recorded: recorded, vault: vault, request)
                 if base?.sameAs != nil {
                     return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: recordWarning)
                 }
@@ -114,7 +110,7 @@ public enum ArchiveBackup {
         func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
             // (Again under the lock when an unchanged night was to be skipped: the night did change.)
             if let incremental = request.incremental, case .store(let store, _, _) = request.destination {
-                (base, fullBecause) = try decide(incremental, store: store, state: recorded?.state, items: live, vault: vault, request)
+                (base, fullBecause) = try decide(incremental, store: store, recorded: recorded, vault: vault, request)
             }
             // An incremental night's password slot keeps its chain's salt and cost, so that a
             // restore derives the key once for every archive it reads (DESIGN.md §8.3); and
@@ -141,9 +137,15 @@ public enum ArchiveBackup {
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
-            creation.recordsShipment = recorded != nil
-            return try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
+            creation.shipmentRecord = recorded?.record
+            let report = try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
+            created = report.archiveID
+            return report
         }
+        // The rows staged for an archive that is then not published are dropped.
+        var created: String? = nil
+        var published = false
+        defer { if !published, let created { recorded?.record.discard(night: created) } }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
         switch request.destination {
         case let .file(path, replaceExisting):
@@ -156,27 +158,47 @@ public enum ArchiveBackup {
             report = try toStandardOutput(spool: spool) { try create(at: $0) }
             (location, upload) = ("-", nil)
         }
+        published = true
         try WrittenArchives.record(report, created: request.now, location: location, in: request.home)
         var recordProblem: String? = nil
         if let recorded {
             do {
                 try recorded.record.replace(Self.storeLocation(request), with: try state(after: report, at: location, request: request,
                                                                                          vault: vault, before: recorded.state),
-                                            previous: recorded.state)
-            } catch { recordProblem = "\(error)" }
+                                            stagedNight: base?.sameAs == nil ? report.archiveID : nil)
+            } catch {
+                recorded.record.discard(night: report.archiveID)
+                recordProblem = "\(error)"
+            }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
         return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,
                       recordProblem: recordProblem)
     }
 
-    /// What the night builds on, or why it is a full archive.
-    private static func decide(_ incremental: Request.Incremental, store: any ArchiveStore, state: ShipmentRecord.Destination?,
-                               items live: [ItemMetadata], vault: Vault, _ request: Request) throws -> (IncrementalBase?, String?) {
-        let items = live.filter { request.compartments.contains($0.compartment) && !$0.isExpired(at: request.now) }
-        switch IncrementalBase.decide(record: state, objects: try store.list(), items: items, mode: request.mode,
-                                      access: request.access, vaultKeys: try vaultKeys(of: vault, request),
-                                      now: request.now, fullEvery: incremental.fullEvery) {
+    /// What the night builds on, or why it is a full archive: the vault's catalogue and the
+    /// record's items walked side by side in ID order.
+    private static func decide(_ incremental: Request.Incremental, store: any ArchiveStore,
+                               recorded: (record: ShipmentRecord, state: ShipmentRecord.Destination?)?,
+                               vault: Vault, _ request: Request) throws -> (IncrementalBase?, String?) {
+        let location = store.location
+        let shipped: ShippedItems.Walk = { from, through in
+            guard let record = recorded?.record else { throw ArchiveError.damaged(archive: location, what: "no record") }
+            return try record.items(of: location, from: from, through: through)
+        }
+        let decision = try IncrementalBase.decide(
+            record: recorded?.state, shipped: shipped, objects: try store.list(),
+            items: { body in
+                try vault.forEachItemInIDOrder { batch, _ in
+                    for item in batch where request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) {
+                        try body(item)
+                    }
+                    return true
+                }
+            },
+            mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
+            now: request.now, fullEvery: incremental.fullEvery)
+        switch decision {
         case .incremental(let decided): return (decided, nil)
         case .full(let why): return (nil, why)
         }
@@ -211,13 +233,15 @@ public enum ArchiveBackup {
         var archives: [String: ShipmentRecord.Archive] = [:]
         archives[report.archiveID] = .init(id: report.archiveID, name: SignerTrust.lastComponent(of: location), size: report.archiveBytes,
                                            created: request.now)
-        for id in Set(report.shipped.values.map(\.archive)).union([report.listArchive]) where archives[id] == nil {
+        // The archives its items and its page list are in: its dependencies (each holds some
+        // item, or the list) and itself.
+        for id in Set(report.dependsOn).union([report.listArchive]) where archives[id] == nil {
             guard let known = before?.archives[id] else { throw ArchiveError.damaged(archive: location, what: "the record lost archive \(id)") }
             archives[id] = known
         }
         var state = ShipmentRecord.Destination(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
                                                lastArchive: report.archiveID, listArchive: report.listArchive,
-                                               listRootSHA256: report.listRootSHA256, archives: archives, items: report.shipped)
+                                               listRootSHA256: report.listRootSHA256, archives: archives)
         if report.passwordKDFs.count == 1, let kdf = report.passwordKDFs.first, let wrap = report.firstPasswordWrap {
             state.passwordKDF = "\(kdf.opsLimit):\(kdf.memoryKiB):\(kdf.salt):\(wrap.hex):\(report.archiveID)"
         }

@@ -26,9 +26,10 @@ public enum ArchiveCreator {
         /// Version 3: an incremental archive's base (DESIGN.md §8.3): the archives it depends
         /// on and where its reused items are, or the manifest it is the same as.
         public var incremental: IncrementalBase?
-        /// Version 3: the report lists every item and where its bytes are (`Report.shipped`),
-        /// for the record of what was shipped; otherwise it is left empty.
-        var recordsShipment = false
+        /// Version 3: the record of what was shipped, into which every item and where its
+        /// bytes are is staged (`ShipmentRecord.stage`, under the archive's ID) a page at a
+        /// time as the archive is written; nil: none kept.
+        var shipmentRecord: ShipmentRecord?
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -49,10 +50,9 @@ public enum ArchiveCreator {
         public let sha256: String
         /// The key that signed its header; nil for an unsigned archive.
         public let signer: Ed25519PublicKey?
-        /// Version 3: every item of its manifest and where its bytes are (for the record of
-        /// what was shipped), and which archive's root holds its page list, with that root's
-        /// SHA-256 (its own, or the one its "same as" root names).
-        public let shipped: [String: ShipmentRecord.Item]
+        /// Version 3: which archive's root holds its page list, with that root's SHA-256 (its
+        /// own, or the one its "same as" root names). Where each item's bytes are was staged
+        /// in `Request.shipmentRecord`, unless the root is "same as".
         public let listArchive: String
         public let listRootSHA256: String
         public let dependsOn: [String]
@@ -94,7 +94,7 @@ public enum ArchiveCreator {
             progress?.finish()
             return Report(path: output, archiveID: keys.header.archiveIDHex, mode: request.mode, items: plan.items.count,
                           plaintextBytes: plan.plaintextBytes, skippedExpired: plan.skippedExpired, archiveBytes: archiveBytes,
-                          sha256: sha256, signer: nil, shipped: [:], listArchive: keys.header.archiveIDHex, listRootSHA256: "",
+                          sha256: sha256, signer: nil, listArchive: keys.header.archiveIDHex, listRootSHA256: "",
                           dependsOn: [], passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
                           newItems: plan.items.count, newBytes: plan.plaintextBytes)
         } catch { throw ArchiveError.creating(output, error) }
@@ -207,16 +207,26 @@ public enum ArchiveCreator {
     private static func createPacked(from vault: Vault, _ request: Request, keys: NewArchiveKeys, output: String,
                                      progress: ArchiveProgress?) throws -> Report {
         let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
-                                               packTarget: request.packTarget, reused: request.incremental?.reused ?? [:])
+                                               packTarget: request.packTarget, reused: request.incremental?.reused)
         let layout = try PackedLayout(vault: vault, selection)
+        let made = PackedPages(vault: vault, layout: layout, selection: selection)
+        // Rows staged for an archive that is not written are dropped (the caller drops them
+        // too if it is not published).
+        do { return try writePacked(vault, request, keys: keys, layout: layout, made: made, output: output, progress: progress) }
+        catch {
+            request.shipmentRecord?.discard(night: keys.header.archiveIDHex)
+            throw error
+        }
+    }
+
+    private static func writePacked(_ vault: Vault, _ request: Request, keys: NewArchiveKeys, layout: PackedLayout, made: PackedPages,
+                                    output: String, progress: ArchiveProgress?) throws -> Report {
         let id = keys.header.archiveIDHex
         let dependsOn = keys.header.dependsOn.map(\.hex)
         // An unchanged night writes no page and no pack: its root names the manifest it is the
         // same as (FORMAT.md §10.6).
         let sameAs = request.incremental?.sameAs
         let pages = sameAs == nil ? layout.pages : []
-        let made = PackedPages(vault: vault, layout: layout, selection: selection)
-        var shipped: [String: ShipmentRecord.Item] = [:]
         var pageDigests: [[UInt8]] = []
 
         let file = try AtomicFile(path: output, mode: 0o600)
@@ -253,13 +263,11 @@ public enum ArchiveCreator {
                 // libzip takes the entries in order on this thread: page n is sealed when it is written.
                 let madePage = try made.takePage(page.number)
                 pageDigests.append(try SHA256Digest.hash(madePage.plaintext))
-                if request.recordsShipment {
-                    for record in madePage.records {
-                        let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
-                        shipped[record.idString] = .init(archive: holder, sha256: record.sha256.hex, size: record.size,
-                                                         pack: Int64(record.location.pack), offset: record.location.offset)
-                    }
-                }
+                try request.shipmentRecord?.stage(night: id, madePage.records.map { record in
+                    let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
+                    return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
+                                                   pack: Int64(record.location.pack), offset: record.location.offset))
+                })
                 return MemorySource(try ChunkedStream.seal(madePage.plaintext, key: keys.entryKey(pageName)))
             }
             for pack in page.packs {
@@ -291,7 +299,6 @@ public enum ArchiveCreator {
         return Report(path: output, archiveID: id, mode: request.mode, items: layout.itemCount,
                       plaintextBytes: layout.plaintextBytes, skippedExpired: layout.skippedExpired, archiveBytes: archiveBytes,
                       sha256: sha256, signer: keys.header.signer.flatMap { try? Ed25519PublicKey(bytes: $0) },
-                      shipped: sameAs == nil ? shipped : request.incremental?.sameAsItems ?? [:],
                       listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
                       listRootSHA256: try sameAs.map { $0.rootSHA256.hex } ?? SHA256Digest.hash(rootPlaintext).hex,
                       dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),

@@ -6,12 +6,13 @@ import N11Vault
 /// What an incremental archive builds on (DESIGN.md §8.3), decided from this home's record of
 /// what it shipped to the destination and what the destination holds now, before anything
 /// is written: the archives it depends on, and for each item already there, where.
-public struct IncrementalBase: Sendable {
+public struct IncrementalBase {
     /// Sorted, unique, at most `ManifestV3.dependencies`.
     public let dependsOn: [[UInt8]]
-    /// By item ID: the location in `dependsOn[holder − 1]`'s packs, and the size and SHA-256
-    /// the item had there (an item changed since is packed again, whatever the record says).
-    public let reused: [String: Reused]
+    /// Where the items already shipped are, looked up a page at a time (DESIGN.md §8.3): the
+    /// location in `dependsOn[holder − 1]`'s packs, and the size and SHA-256 the item had
+    /// there (an item changed since is packed again, whatever the record says).
+    let reused: any ReusedItems
 
     public struct Reused: Sendable {
         public let location: ItemLocation
@@ -20,30 +21,51 @@ public struct IncrementalBase: Sendable {
     }
     /// An unchanged night: the manifest it is the same as (`dependsOn[holder − 1]`'s root).
     public let sameAs: (holder: Int, rootSHA256: [UInt8])?
-    /// For an unchanged night, the record's items as they stay.
-    let sameAsItems: [String: ShipmentRecord.Item]?
 
     /// The base, or why the night is a full archive.
-    public enum Decision: Sendable {
+    public enum Decision {
         case incremental(IncrementalBase)
         case full(why: String)
     }
 
-    /// Decides. `record`: the destination's state (nil: none); `objects`: what it holds now;
-    /// `items`: the live items the archive will list; `fullEvery`: the oldest a dependency
-    /// may be (so prune can free space).
-    public static func decide(record: ShipmentRecord.Destination?, objects: [StoredObject], items: [ItemMetadata],
-                              mode: ArchiveMode, access: String, vaultKeys: String, now: Date, fullEvery: TimeInterval) -> Decision {
+    /// Decides. `record`: the destination's state (nil: none); `shipped`: its items from an
+    /// ID through an ID (nil: to the last), in ID order; `objects`: what the destination holds now; `items`: walks the live items the
+    /// archive will list, in ID order; `fullEvery`: the oldest a dependency may be (so prune
+    /// can free space). The two walks go side by side, holding one item of each: memory
+    /// does not grow with the vault (issue 34).
+    public static func decide(record: ShipmentRecord.Destination?, shipped: @escaping ShippedItems.Walk, objects: [StoredObject],
+                              items: ((ItemMetadata) throws -> Void) throws -> Void,
+                              mode: ArchiveMode, access: String, vaultKeys: String, now: Date, fullEvery: TimeInterval) throws -> Decision {
         guard let record else { return .full(why: "there is no record of what this home has shipped there") }
         guard record.mode == mode else { return .full(why: "the last archive there was \(record.mode.rawValue)") }
         guard record.access == access else { return .full(why: "the passwords or recipients it opens with changed since the last archive") }
         guard record.vaultKeys == vaultKeys else { return .full(why: "the vault's keys were rotated since the last archive") }
-        var reused: [String: ShipmentRecord.Item] = [:]
-        for item in items {
-            if let shipped = record.items[item.id], shipped.sha256 == item.sha256, shipped.size == item.size { reused[item.id] = shipped }
+        let cursor = try shipped("", nil)
+        var pending = try cursor.next()
+        var counts = (items: 0, reused: 0, recorded: 0), unreadable = false
+        var needed = Set<String>()
+        try items { item in
+            counts.items += 1
+            // Recorded items no longer in the vault come before it (IDs compare as bytes, in
+            // the catalogue's and the record's order alike).
+            while let row = pending, row.id < item.id {
+                counts.recorded += 1
+                pending = try cursor.next()
+            }
+            guard let row = pending, row.id == item.id else { return }
+            counts.recorded += 1
+            pending = try cursor.next()
+            guard row.item.sha256 == item.sha256, row.item.size == item.size else { return }
+            counts.reused += 1
+            needed.insert(row.item.archive)
+            if UInt32(exactly: row.item.pack) == nil || row.item.offset < 0 || row.item.offset > ManifestV3.packPayload { unreadable = true }
         }
-        let unchanged = reused.count == items.count && Set(items.map(\.id)) == Set(record.items.keys)
-        var needed = Set(reused.values.map(\.archive))
+        while pending != nil {
+            counts.recorded += 1
+            pending = try cursor.next()
+        }
+        if unreadable { return .full(why: "the record does not read") }
+        let unchanged = counts.reused == counts.items && counts.recorded == counts.items
         if unchanged { needed.insert(record.listArchive) }
         let present = Dictionary(objects.map { ($0.name, $0.size) }, uniquingKeysWith: { first, _ in first })
         for id in needed {
@@ -61,17 +83,46 @@ public struct IncrementalBase: Sendable {
         }
         guard needed.count <= ManifestV3.dependencies else { return .full(why: "it would need more than \(ManifestV3.dependencies) archives") }
         let dependsOn = needed.compactMap { [UInt8](hex: $0, length: 16) }.sorted { $0.lexicographicallyPrecedes($1) }
-        let index = Dictionary(uniqueKeysWithValues: dependsOn.enumerated().map { ($1.hex, $0 + 1) })
-        var locations: [String: Reused] = [:]
-        for (id, shipped) in reused {
-            guard let holder = index[shipped.archive], let pack = UInt32(exactly: shipped.pack), shipped.offset >= 0,
-                  shipped.offset <= ManifestV3.packPayload else { return .full(why: "the record does not read") }
-            locations[id] = Reused(location: ItemLocation(holder: holder, pack: pack, offset: shipped.offset), size: shipped.size, sha256: shipped.sha256)
-        }
-        let sameAs = unchanged ? index[record.listArchive].flatMap { holder in
+        let holders = Dictionary(uniqueKeysWithValues: dependsOn.enumerated().map { ($1.hex, $0 + 1) })
+        let sameAs = unchanged ? holders[record.listArchive].flatMap { holder in
             [UInt8](hex: record.listRootSHA256, length: 32).map { (holder: holder, rootSHA256: $0) }
         } : nil
         if unchanged && sameAs == nil { return .full(why: "the record does not read") }
-        return .incremental(IncrementalBase(dependsOn: dependsOn, reused: locations, sameAs: sameAs, sameAsItems: unchanged ? record.items : nil))
+        return .incremental(IncrementalBase(dependsOn: dependsOn, reused: RecordedItems(shipped: shipped, holders: holders), sameAs: sameAs))
+    }
+}
+
+/// What a destination's record holds, one item at a time in ID order.
+public protocol ShippedItems: AnyObject {
+    /// The items from an ID through an ID (nil: to the last).
+    typealias Walk = (_ from: String, _ through: String?) throws -> any ShippedItems
+    func next() throws -> (id: String, item: ShipmentRecord.Item)?
+}
+
+extension ShipmentRecord.ItemCursor: ShippedItems {}
+
+/// The record's items of one page (`items` sorted by ID): those that can be reused, by ID.
+protocol ReusedItems {
+    func forPage(_ items: [ItemMetadata]) throws -> [String: IncrementalBase.Reused]
+}
+
+/// The items shipped before, read from the record a page's ID range at a time: `shipped`
+/// walks from an ID (the page's first) on, in ID order.
+struct RecordedItems: ReusedItems {
+    let shipped: ShippedItems.Walk
+    /// Archive (hex ID) → its number in the night's `dependsOn` (from 1).
+    let holders: [String: Int]
+
+    func forPage(_ items: [ItemMetadata]) throws -> [String: IncrementalBase.Reused] {
+        guard let first = items.first?.id, let last = items.last?.id else { return [:] }
+        let rows = try shipped(first, last)
+        var found: [String: IncrementalBase.Reused] = [:]
+        while let (id, row) = try rows.next() {
+            // An archive the night does not depend on, or a place no pack has: packed anew.
+            guard let holder = holders[row.archive], let pack = UInt32(exactly: row.pack), row.offset >= 0,
+                  row.offset <= ManifestV3.packPayload else { continue }
+            found[id] = .init(location: ItemLocation(holder: holder, pack: pack, offset: row.offset), size: row.size, sha256: row.sha256)
+        }
+        return found
     }
 }

@@ -49,8 +49,9 @@ struct PackedLayout {
         let now: Date
         let mode: ArchiveMode
         let packTarget: Int64
-        /// An incremental archive's items already shipped, by ID (DESIGN.md §8.3).
-        let reused: [String: IncrementalBase.Reused]
+        /// An incremental archive's items already shipped (DESIGN.md §8.3), looked up a page
+        /// at a time.
+        let reused: (any ReusedItems)?
 
         func lists(_ item: ItemMetadata) -> Bool { compartments.contains(item.compartment) && !item.isExpired(at: now) }
     }
@@ -122,13 +123,14 @@ struct PackedLayout {
         var records: [ManifestRecord] = [], packs: [Pack] = [], packItems: [[ItemMetadata]] = []
         records.reserveCapacity(items.count)
         var current: [ItemMetadata] = [], bytes: Int64 = 0
+        let reused = try selection.reused?.forPage(items) ?? [:]
         func closePack() {
             packs.append(Pack(number: firstPack + packs.count, payloadBytes: bytes, itemCount: current.count))
             packItems.append(current)
             (current, bytes) = ([], 0)
         }
         for item in items {
-            if let shipped = selection.reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
+            if let shipped = reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
                 records.append(try record(item, location: shipped.location))
                 continue
             }

@@ -56,17 +56,41 @@ public final class ShipmentRecord {
         public let listRootSHA256: String
         /// Every archive an item or the page list is held by, and the last one.
         public let archives: [String: Archive]
-        /// By item ID (canonical text).
-        public let items: [String: Item]
+        /// Its items (by ID, canonical text) are rows of the record, read in ID order with
+        /// `items(of:from:through:)`: a night holds a page of them at a time, not the vault's.
+        public let itemCount: Int
 
         public init(mode: ArchiveMode, access: String, vaultKeys: String, lastArchive: String, listArchive: String,
-                    listRootSHA256: String, archives: [String: Archive], items: [String: Item]) {
+                    listRootSHA256: String, archives: [String: Archive], itemCount: Int = 0) {
             self.mode = mode; self.access = access; self.vaultKeys = vaultKeys; self.lastArchive = lastArchive
-            self.listArchive = listArchive; self.listRootSHA256 = listRootSHA256; self.archives = archives; self.items = items
+            self.listArchive = listArchive; self.listRootSHA256 = listRootSHA256; self.archives = archives; self.itemCount = itemCount
+        }
+    }
+
+    /// The record's items of one destination in ID order, pulled one at a time (a night
+    /// walks them beside the vault's catalogue, which is in the same order).
+    public final class ItemCursor {
+        private let rows: SQLiteStatement
+        private let lock: NSLock
+
+        fileprivate init(_ rows: SQLiteStatement, lock: NSLock) {
+            self.rows = rows
+            self.lock = lock
+        }
+
+        public func next() throws -> (id: String, item: Item)? {
+            lock.lock()
+            defer { lock.unlock() }
+            guard try rows.step() else { return nil }
+            return (rows.text(0), Item(archive: rows.text(3), sha256: rows.text(1), size: rows.int64(2),
+                                       pack: rows.int64(4), offset: rows.int64(5)))
         }
     }
 
     private let database: SQLiteDatabase
+    /// The connection is SQLite's multi-thread kind: one user at a time. A night reads items
+    /// on the pack workers and stages rows on libzip's thread.
+    private let lock = NSLock()
 
     private init(_ database: SQLiteDatabase) { self.database = database }
 
@@ -98,13 +122,23 @@ public final class ShipmentRecord {
                 created INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS items(location TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
                 archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS staged_items(night TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+                archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, started INTEGER NOT NULL,
+                PRIMARY KEY(night, id)) WITHOUT ROWID;
             """)
+        // A night killed while it wrote its archive leaves its staged rows: gone after a day
+        // (a night that runs now is younger).
+        let stale = try record.database.prepare("DELETE FROM staged_items WHERE started < ?")
+        try stale.bind(1, Int64(Date().timeIntervalSince1970) - 86_400)
+        _ = try stale.step()
         return record
     }
 
     /// The destination's state, or nil if there is none; a record that contradicts itself
     /// (an item held by an archive it does not list) is none.
     public func destination(_ location: String) throws -> Destination? {
+        lock.lock()
+        defer { lock.unlock() }
         let head = try database.prepare("SELECT mode, access, vault_keys, last_archive, list_archive, list_root_sha256, password_kdf FROM destinations WHERE location = ?")
         try head.bind(1, location)
         guard try head.step(), let mode = ArchiveMode(rawValue: head.text(0)) else { return nil }
@@ -116,38 +150,95 @@ public final class ShipmentRecord {
             archives[rows.text(0)] = Archive(id: rows.text(0), name: rows.text(1), size: rows.int64(2),
                                              created: Date(timeIntervalSince1970: TimeInterval(rows.int64(3)) / 1000))
         }
-        var items: [String: Item] = [:]
-        let itemRows = try database.prepare("SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ?")
-        try itemRows.bind(1, location)
-        while try itemRows.step() {
-            items[itemRows.text(0)] = Item(archive: itemRows.text(3), sha256: itemRows.text(1), size: itemRows.int64(2),
-                                           pack: itemRows.int64(4), offset: itemRows.int64(5))
-        }
-        guard archives[last] != nil, archives[list] != nil, items.values.allSatisfy({ archives[$0.archive] != nil }) else { return nil }
+        // Every item held by an archive the record lists, or the record contradicts itself.
+        let orphans = try database.prepare("SELECT count(*) FROM items WHERE location = ?1 AND archive NOT IN (SELECT id FROM archives WHERE location = ?1)")
+        try orphans.bind(1, location)
+        guard try orphans.step(), orphans.int64(0) == 0 else { return nil }
+        let count = try database.prepare("SELECT count(*) FROM items WHERE location = ?")
+        try count.bind(1, location)
+        guard try count.step() else { return nil }
+        guard archives[last] != nil, archives[list] != nil else { return nil }
         var destination = Destination(mode: mode, access: access, vaultKeys: vaultKeys, lastArchive: last, listArchive: list,
-                                      listRootSHA256: rootSHA, archives: archives, items: items)
+                                      listRootSHA256: rootSHA, archives: archives, itemCount: Int(count.int64(0)))
         destination.passwordKDF = passwordKDF
         return destination
     }
 
-    /// Replaces what is recorded of `location`, in one transaction. Given the state it
-    /// replaces (as `destination` read it), only the items that changed are written: a night
-    /// of a large vault that changed little rewrites little.
-    public func replace(_ location: String, with state: Destination, previous: Destination? = nil) throws {
+    /// The items of `location` from ID `start` through ID `end` (nil: to the last), in ID order.
+    public func items(of location: String, from start: String = "", through end: String? = nil) throws -> ItemCursor {
+        lock.lock()
+        defer { lock.unlock() }
+        let rows = try database.prepare(end == nil
+            ? "SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ? AND id >= ? ORDER BY id"
+            : "SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ? AND id >= ? AND id <= ? ORDER BY id")
+        try rows.bind(1, location); try rows.bind(2, start)
+        if let end { try rows.bind(3, end) }
+        return ItemCursor(rows, lock: lock)
+    }
+
+    /// Keeps rows of the archive being written (`night`: its ID) until `replace` takes them
+    /// into the destination's record, or `discard` drops them: the archive's items are
+    /// written out a page at a time while it is made, never held all at once.
+    public func stage(night: String, _ rows: [(id: String, item: Item)]) throws {
+        lock.lock()
+        defer { lock.unlock() }
         try database.execute("BEGIN IMMEDIATE")
         do {
-            for table in ["destinations", "archives"] + (previous == nil ? ["items"] : []) {
+            let insert = try database.prepare("INSERT OR REPLACE INTO staged_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            let started = Int64(Date().timeIntervalSince1970)
+            for (id, i) in rows {
+                insert.reset()
+                try insert.bind(1, night); try insert.bind(2, id); try insert.bind(3, i.sha256); try insert.bind(4, i.size)
+                try insert.bind(5, i.archive); try insert.bind(6, i.pack); try insert.bind(7, i.offset); try insert.bind(8, started)
+                _ = try insert.step()
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Drops what `stage` kept for `night` (its archive was not published).
+    public func discard(night: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let delete = try? database.prepare("DELETE FROM staged_items WHERE night = ?") else { return }
+        try? delete.bind(1, night)
+        _ = try? delete.step()
+    }
+
+    /// Replaces what is recorded of `location`, in one transaction: its head and archives by
+    /// `state`, its items by the rows staged for `night` (nil: an unchanged night, whose
+    /// items stay as they are). Only the items that changed are written: a night of a large
+    /// vault that changed little rewrites little.
+    public func replace(_ location: String, with state: Destination, stagedNight night: String?) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            for table in ["destinations", "archives"] {
                 let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
                 try delete.bind(1, location)
                 _ = try delete.step()
             }
-            if let previous {
-                let delete = try database.prepare("DELETE FROM items WHERE location = ? AND id = ?")
-                for id in previous.items.keys where state.items[id] == nil {
-                    delete.reset()
-                    try delete.bind(1, location); try delete.bind(2, id)
-                    _ = try delete.step()
-                }
+            if let night {
+                let gone = try database.prepare("""
+                    DELETE FROM items WHERE location = ?1 AND id NOT IN (SELECT id FROM staged_items WHERE night = ?2)
+                    """)
+                try gone.bind(1, location); try gone.bind(2, night)
+                _ = try gone.step()
+                let changed = try database.prepare("""
+                    INSERT OR REPLACE INTO items SELECT ?1, s.id, s.sha256, s.size, s.archive, s.pack, s.offset
+                    FROM staged_items s LEFT JOIN items i ON i.location = ?1 AND i.id = s.id
+                    WHERE s.night = ?2 AND (i.id IS NULL OR i.sha256 != s.sha256 OR i.size != s.size
+                                            OR i.archive != s.archive OR i.pack != s.pack OR i.offset != s.offset)
+                    """)
+                try changed.bind(1, location); try changed.bind(2, night)
+                _ = try changed.step()
+                let taken = try database.prepare("DELETE FROM staged_items WHERE night = ?")
+                try taken.bind(1, night)
+                _ = try taken.step()
             }
             let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             for (n, value) in [location, state.mode.rawValue, state.access, state.vaultKeys, state.lastArchive, state.listArchive,
@@ -162,13 +253,6 @@ public final class ShipmentRecord {
                 try archive.bind(4, a.size); try archive.bind(5, Int64((a.created.timeIntervalSince1970 * 1000).rounded()))
                 _ = try archive.step()
             }
-            let item = try database.prepare("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?)")
-            for (id, i) in state.items where previous?.items[id] != i {
-                item.reset()
-                try item.bind(1, location); try item.bind(2, id); try item.bind(3, i.sha256); try item.bind(4, i.size)
-                try item.bind(5, i.archive); try item.bind(6, i.pack); try item.bind(7, i.offset)
-                _ = try item.step()
-            }
             try database.execute("COMMIT")
         } catch {
             try? database.execute("ROLLBACK")
@@ -178,6 +262,8 @@ public final class ShipmentRecord {
 
     /// Forgets a destination (its next archive is a full one).
     public func forget(_ location: String) throws {
+        lock.lock()
+        defer { lock.unlock() }
         for table in ["destinations", "archives", "items"] {
             let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
             try delete.bind(1, location)

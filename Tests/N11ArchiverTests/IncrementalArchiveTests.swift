@@ -177,14 +177,14 @@ struct IncrementalArchiveTests {
             // lists A there, and reading A finds B's bytes.
             let record = try ShipmentRecord.open(in: w.home)
             let state = try #require(try record.destination(w.directory.location))
-            let ids = state.items.keys.sorted()
-            let (a, b) = (ids[0], ids[1])
-            var items = state.items
-            let bItem = items[b]!
-            items[a] = .init(archive: bItem.archive, sha256: items[a]!.sha256, size: items[a]!.size, pack: bItem.pack, offset: bItem.offset)
-            try record.replace(w.directory.location, with: .init(mode: state.mode, access: state.access, vaultKeys: state.vaultKeys,
-                                                                lastArchive: state.lastArchive, listArchive: state.listArchive,
-                                                                listRootSHA256: state.listRootSHA256, archives: state.archives, items: items))
+            let rows = try record.items(of: w.directory.location)
+            var items: [(id: String, item: ShipmentRecord.Item)] = []
+            while let row = try rows.next() { items.append(row) }
+            #expect(items.count == state.itemCount && items.map(\.id) == items.map(\.id).sorted(), "the record's items, in ID order")
+            let (a, b) = (items[0], items[1])
+            items[0] = (a.id, .init(archive: b.item.archive, sha256: a.item.sha256, size: a.item.size, pack: b.item.pack, offset: b.item.offset))
+            try record.stage(night: "edited", items)
+            try record.replace(w.directory.location, with: state, stagedNight: "edited")
             try w.add()
             try w.backUp()
             let archive = try w.open(w.nights[1].path)
@@ -284,29 +284,48 @@ struct IncrementalArchiveTests {
         func item(_ id: String, _ sha: String) throws -> ItemMetadata {
             ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5, contentTag: "", sha256: sha)
         }
-        let ids = (0..<3).map { _ in UUID().uuidString }
+        let ids = (0..<3).map { _ in UUID().uuidString }.sorted()
         let sha = { (c: Character) in String(repeating: c, count: 64) }
         let record = ShipmentRecord.Destination(
             mode: .portable, access: "password", vaultKeys: "", lastArchive: archiveB, listArchive: archiveB, listRootSHA256: sha("c"),
             archives: [archiveA: .init(id: archiveA, name: "a.nu11vlt", size: 10, created: now), archiveB: .init(id: archiveB, name: "b.nu11vlt", size: 20, created: now)],
-            items: [ids[0]: .init(archive: archiveA, sha256: sha("1"), size: 5, pack: 0, offset: 0),
-                    ids[1]: .init(archive: archiveB, sha256: sha("2"), size: 5, pack: 0, offset: 0),
-                    ids[2]: .init(archive: archiveB, sha256: sha("3"), size: 5, pack: 0, offset: 5)])
+            itemCount: 3)
+        let rows: [(id: String, item: ShipmentRecord.Item)] = [
+            (ids[0], .init(archive: archiveA, sha256: sha("1"), size: 5, pack: 0, offset: 0)),
+            (ids[1], .init(archive: archiveB, sha256: sha("2"), size: 5, pack: 0, offset: 0)),
+            (ids[2], .init(archive: archiveB, sha256: sha("3"), size: 5, pack: 0, offset: 5))]
         let objects = [StoredObject(name: "a.nu11vlt", size: 10), StoredObject(name: "b.nu11vlt", size: 20)]
+        func decide(_ items: [ItemMetadata], access: String = "password") throws -> IncrementalBase.Decision {
+            try IncrementalBase.decide(record: record, shipped: { from, through in
+                ShippedRows(rows.filter { row in row.id >= from && (through.map { row.id <= $0 } ?? true) })
+            }, objects: objects, items: { body in try items.forEach(body) },
+            mode: .portable, access: access, vaultKeys: "", now: now, fullEvery: 86_400)
+        }
         // ids[1] has new content under the same ID; ids[2] was removed.
-        let decision = IncrementalBase.decide(record: record, objects: objects, items: [try item(ids[0], sha("1")), try item(ids[1], sha("9"))],
-                                              mode: .portable, access: "password", vaultKeys: "", now: now, fullEvery: 86_400)
-        guard case .incremental(let base) = decision else { Issue.record("not incremental: \(decision)"); return }
-        #expect(Set(base.reused.keys) == [ids[0]] && base.sameAs == nil)
+        let changed = [try item(ids[0], sha("1")), try item(ids[1], sha("9"))]
+        guard case .incremental(let base) = try decide(changed) else { Issue.record("not incremental"); return }
+        let reusedNow = try base.reused.forPage(changed)
+        #expect(Set(reusedNow.keys) == [ids[0]] && base.sameAs == nil)
         #expect(base.dependsOn == [[UInt8](hex: archiveA, length: 16)!], "only the archive still needed")
         // Everything as recorded: a "same as" night, which needs the list's archive too.
-        let same = IncrementalBase.decide(record: record, objects: objects, items: try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) },
-                                          mode: .portable, access: "password", vaultKeys: "", now: now, fullEvery: 86_400)
-        guard case .incremental(let unchanged) = same else { Issue.record("not incremental: \(same)"); return }
+        guard case .incremental(let unchanged) = try decide(try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }) else {
+            Issue.record("not incremental"); return
+        }
         #expect(unchanged.sameAs?.holder == 2 && unchanged.dependsOn.count == 2)
+        // One more item than recorded, the others as recorded: not the same manifest.
+        let extra = (try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) } + [try item("FFFFFFFF-0000-0000-0000-000000000000", sha("4"))])
+        guard case .incremental(let grown) = try decide(extra) else { Issue.record("not incremental"); return }
+        let reusedGrown = try grown.reused.forPage(extra)
+        #expect(grown.sameAs == nil && Set(reusedGrown.keys) == Set(ids))
         // Other recipients: full.
-        guard case .full = IncrementalBase.decide(record: record, objects: objects, items: [], mode: .portable, access: "recipient",
-                                                  vaultKeys: "", now: now, fullEvery: 86_400) else { Issue.record("not full"); return }
+        guard case .full = try decide([], access: "recipient") else { Issue.record("not full"); return }
+    }
+
+    /// Rows of a record, as a walk.
+    final class ShippedRows: ShippedItems {
+        var rows: ArraySlice<(id: String, item: ShipmentRecord.Item)>
+        init(_ rows: [(id: String, item: ShipmentRecord.Item)]) { self.rows = rows[...] }
+        func next() throws -> (id: String, item: ShipmentRecord.Item)? { rows.popFirst() }
     }
 
     /// A local directory whose deletions stop (as a kill would) after `deletesLeft`.

@@ -70,7 +70,6 @@ struct StreamingCreateTests {
             #expect(report.items == expected.count && report.newItems == expected.count)
             #expect(report.plaintextBytes == expected.reduce(0) { $0 + $1.size })
             #expect(Set(report.skippedExpired) == Set(expired.map(\.id)) && !expired.isEmpty)
-            #expect(report.shipped.isEmpty, "no record asked for: no per-item list kept")
 
             let archive = try unlock(path, keyStore: store)
             #expect(archive.manifest.items.map(\.id) == expected.map(\.id).sorted())
@@ -87,20 +86,41 @@ struct StreamingCreateTests {
         }
     }
 
-    @Test("the record's list of what was shipped, when asked for, names every item where the archive holds it")
-    func shipmentWhenAsked() throws {
+    @Test("where each item is goes into the record a page at a time, staged under the archive's ID until the night is recorded")
+    func shipmentStaged() throws {
         try withTemporaryDirectory { dir in
             let now = Date()
             let (_, vault, _) = try Self.mixedVault(in: dir, now: now)
+            let record = try ShipmentRecord.open(in: N11Home(root: dir + "/home"))
             var request = ArchiveCreator.Request(mode: .portable, compartments: [.backup], output: dir + "/b.nu11vlt",
                                                  replaceExisting: false, kdf: fastKDF, now: now, formatVersion: 3)
             request.packTarget = 2048
-            request.recordsShipment = true
+            request.shipmentRecord = record
             let report = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let state = ShipmentRecord.Destination(mode: .portable, access: "password", vaultKeys: "", lastArchive: report.archiveID,
+                                                   listArchive: report.archiveID, listRootSHA256: report.listRootSHA256,
+                                                   archives: [report.archiveID: .init(id: report.archiveID, name: "b.nu11vlt",
+                                                                                      size: report.archiveBytes, created: now)])
+            try record.replace("/backups", with: state, stagedNight: report.archiveID)
+            let rows = try record.items(of: "/backups")
+            var recorded: [String: ShipmentRecord.Item] = [:]
+            while let (id, item) = try rows.next() { recorded[id] = item }
             let backup = try vault.items(now: now).filter { $0.compartment == .backup }
-            #expect(Set(report.shipped.keys) == Set(backup.map(\.id)))
-            #expect(report.shipped.values.allSatisfy { $0.archive == report.archiveID })
-            for item in backup { #expect(report.shipped[item.id]?.sha256 == item.sha256) }
+            #expect(Set(recorded.keys) == Set(backup.map(\.id)))
+            #expect(recorded.values.allSatisfy { $0.archive == report.archiveID })
+            for item in backup { #expect(recorded[item.id]?.sha256 == item.sha256 && recorded[item.id]?.size == item.size) }
+            #expect(try record.destination("/backups")?.itemCount == backup.count)
+            // Taken: a second replace from the same night finds nothing staged, and keeps nothing.
+            try record.replace("/backups", with: state, stagedNight: report.archiveID)
+            #expect(try record.destination("/backups")?.itemCount == 0)
+            // A night that is not published leaves nothing staged behind.
+            request = ArchiveCreator.Request(mode: .portable, compartments: [.backup], output: dir + "/c.nu11vlt",
+                                             replaceExisting: false, kdf: fastKDF, now: now, formatVersion: 3)
+            request.shipmentRecord = record
+            let other = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            record.discard(night: other.archiveID)
+            try record.replace("/other", with: state, stagedNight: other.archiveID)
+            #expect(try record.destination("/other")?.itemCount == 0)
         }
     }
 
@@ -110,7 +130,7 @@ struct StreamingCreateTests {
             let now = Date()
             let (_, vault, byID) = try Self.mixedVault(in: dir, now: now)
             let selection = PackedLayout.Selection(compartments: [.vault, .fade, .backup], now: now, mode: .portable,
-                                                   packTarget: 2048, reused: [:])
+                                                   packTarget: 2048, reused: nil)
             let layout = try PackedLayout(vault: vault, selection)
             #expect(layout.itemCount == byID.count - layout.skippedExpired.count)
             let last = try #require(layout.pages.last)
