@@ -53,10 +53,10 @@ public enum ArchiveExporter {
         do {
             // Names are given over the whole archive, selected or not, so an item's file name
             // does not depend on which others were asked for.
-            for (index, item) in archive.manifest.items.enumerated() {
+            try archive.items.forEach { index, item in
                 let (folder, name) = exportName(for: item, avoiding: &taken)
-                guard selected.contains(index) else { continue }
-                if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
+                guard selected.contains(index) else { return }
+                if item.isExpired(at: now) { report.skippedExpired.append(item.id); return }
                 switch try destination.existing(at: folder, name, size: item.size, sha256: item.sha256Bytes) {
                 case .nothing: targets.append(Target(index: index, folder: folder, name: name, conflicts: false))
                 case .identical: report.skippedIdentical.append(item.id)
@@ -65,16 +65,17 @@ public enum ArchiveExporter {
                     targets.append(Target(index: index, folder: folder, name: name, conflicts: true))
                 }
             }
+        } catch let error as ArchiveError {
+            throw error   // a page that no longer reads
         } catch { throw ArchiveError.writing(root, error) }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
 
-        let salvage = options.salvage ? { (n: Int, error: ArchiveError) in
-            report.damaged.append(.init(archive.manifest.items[targets[n].index], error))
+        let salvage = options.salvage ? { (_: Int, item: Manifest.Item, error: ArchiveError) in
+            report.damaged.append(.init(item, error))
         } : nil
         if dryRun {
             try ArchiveVerifier.checkAll(archive, targets.map(\.index), keyStore: keyStore, salvage: salvage,
-                                         progress: progress) { n in
-                let item = archive.manifest.items[targets[n].index]
+                                         progress: progress) { _, item in
                 report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }
@@ -86,12 +87,11 @@ public enum ArchiveExporter {
         do { staging = try destination.makeStaging(folders: Set(targets.map(\.folder))) } catch { throw ArchiveError.writing(root, error) }
         defer { staging.remove() }
         var verified: [Target] = []
-        try ArchiveVerifier.forEachItem(archive, targets.map(\.index), progress: progress, salvage: salvage) { n, payload in
+        try ArchiveVerifier.forEachItem(archive, targets.map(\.index), progress: progress, salvage: salvage) { n, item, payload in
             let target = targets[n]
-            let item = archive.manifest.items[target.index]
             let file = try staging.createFile(target.name, in: target.folder)
             do {
-                try ArchiveVerifier.checkItem(archive, index: target.index, payload: payload, keyStore: keyStore,
+                try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
                                               into: FileStagingSink(file), progress: progress)
                 // A photo keeps the time it was taken (added), not the time of the export.
                 try file.setModificationTime(secondsSince1970: Int64(item.created.timeIntervalSince1970.rounded(.down)))
@@ -125,11 +125,11 @@ public enum ArchiveExporter {
     /// again as it is read) writes it. Returns the item.
     public static func exportOne(_ archive: UnlockedArchive, index: Int, keyStore: KeyStore?,
                                  to sink: UnverifiedPlaintextSink) throws(ArchiveError) -> Manifest.Item {
-        try ArchiveVerifier.checkAll(archive, [index], keyStore: keyStore, salvage: nil, progress: nil) { _ in }
-        try ArchiveVerifier.forEachItem(archive, [index], progress: nil, salvage: nil) { _, payload in
-            try ArchiveVerifier.checkItem(archive, index: index, payload: payload, keyStore: keyStore, into: sink)
+        try ArchiveVerifier.checkAll(archive, [index], keyStore: keyStore, salvage: nil, progress: nil) { _, _ in }
+        try ArchiveVerifier.forEachItem(archive, [index], progress: nil, salvage: nil) { _, item, payload in
+            try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore, into: sink)
         }
-        return archive.manifest.items[index]
+        return try archive.items.item(index)
     }
 
     /// Refuses an export directory that is a link or another user's, or whose `Photos` or

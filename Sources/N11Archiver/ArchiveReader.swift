@@ -270,7 +270,7 @@ public final class ArchiveReader {
             if let packed = packedEntries {
                 let contents = try PackedContents(reading: packed, of: self, contentKey: contentKey,
                                                   dependencies: header.dependsOn.isEmpty ? [] : try dependencies?() ?? [])
-                return UnlockedArchive(reader: self, manifest: contents.manifest, contentKey: contentKey, entryIndices: [],
+                return UnlockedArchive(reader: self, items: ArchiveItems(contents), contentKey: contentKey, entryIndices: [],
                                        packed: contents)
             }
             let manifestKey = try ArchiveKeys.entryKey(contentKey: contentKey, header: header, entryName: EntryName.manifest)
@@ -278,7 +278,7 @@ public final class ArchiveReader {
             let manifest = try Manifest(parsing: try manifestSource.readAll(limit: Int(FormatLimits.manifestBytes)), header: header)
             let byName = toleratingMissingItems || foundByLocalHeaders
             let entryIndices = byName ? entriesByName(for: manifest) : try entriesInOrder(for: manifest)
-            return UnlockedArchive(reader: self, manifest: manifest, contentKey: contentKey, entryIndices: entryIndices,
+            return UnlockedArchive(reader: self, items: ArchiveItems(manifest), contentKey: contentKey, entryIndices: entryIndices,
                                    version1PasswordSlot: opened.version1PasswordSlot)
         } catch { throw ArchiveError.reading(name, error, salvaging: toleratingMissingItems) }
     }
@@ -330,10 +330,68 @@ extension ArchiveReader {
 
 }
 
+/// An archive's items in manifest order: version 1 and 2's manifest, held whole (it is one
+/// document, bounded by FORMAT.md §8), or version 3's pages, read one at a time when an item
+/// of theirs is asked for (issue 34). Safe to use from the payload reader's thread and the
+/// caller's at once.
+public final class ArchiveItems: @unchecked Sendable {
+    private enum Storage {
+        case whole([Manifest.Item])
+        case paged(PackedContents)
+    }
+    private let storage: Storage
+    public let count: Int
+    public let plaintextBytes: Int64
+    /// Secure archives: the compartment key each compartment's item files are sealed under.
+    public let vaultKeys: [Compartment: [UInt8]]?
+
+    init(_ manifest: Manifest) {
+        storage = .whole(manifest.items)
+        count = manifest.items.count
+        plaintextBytes = manifest.items.reduce(0) { $0 + $1.size }
+        vaultKeys = manifest.vaultKeys
+    }
+
+    init(_ contents: PackedContents) {
+        storage = .paged(contents)
+        count = contents.itemCount
+        plaintextBytes = contents.plaintextBytes
+        vaultKeys = contents.vaultKeys
+    }
+
+    public var isEmpty: Bool { count == 0 }
+    public var indices: Range<Int> { 0..<count }
+
+    /// Item `index`. A version 3 page is read again and checked against the root.
+    public func item(_ index: Int) throws(ArchiveError) -> Manifest.Item {
+        switch storage {
+        case .whole(let items): return items[index]
+        case .paged(let contents):
+            do { return try contents.item(at: index).item }
+            catch let error as ArchiveError { throw error }
+            catch { throw ArchiveError.damaged(archive: contents.header.archiveIDHex, what: "\(error)") }
+        }
+    }
+
+    /// Each item in order, a page at a time.
+    public func forEach(_ body: (Int, Manifest.Item) throws -> Void) throws {
+        for index in indices { try body(index, try item(index)) }
+    }
+
+    /// Every item at once: for what needs them all (a selection by pattern, a listing).
+    public func all() throws(ArchiveError) -> [Manifest.Item] {
+        if case .whole(let items) = storage { return items }
+        var items: [Manifest.Item] = []
+        items.reserveCapacity(count)
+        for index in indices { items.append(try item(index)) }
+        return items
+    }
+}
+
 /// An archive whose content key and manifest are authenticated.
 public final class UnlockedArchive {
     public let reader: ArchiveReader
-    public let manifest: Manifest
+    public let items: ArchiveItems
     let contentKey: SecureBytes
     /// Each manifest item's ZIP entry; nil for one missing from a salvaged archive.
     let entryIndices: [Int?]
@@ -342,10 +400,10 @@ public final class UnlockedArchive {
     /// Version 3: where each item's payload is in the packs.
     let packed: PackedContents?
 
-    init(reader: ArchiveReader, manifest: Manifest, contentKey: SecureBytes, entryIndices: [Int?],
+    init(reader: ArchiveReader, items: ArchiveItems, contentKey: SecureBytes, entryIndices: [Int?],
          version1PasswordSlot: ArchiveHeader.KeySlot? = nil, packed: PackedContents? = nil) {
         self.reader = reader
-        self.manifest = manifest
+        self.items = items
         self.contentKey = contentKey
         self.entryIndices = entryIndices
         self.version1PasswordSlot = version1PasswordSlot
@@ -357,23 +415,23 @@ public final class UnlockedArchive {
     /// The payloads of items `indices`, in that order, read and decrypted on a second thread
     /// while the caller hashes and writes them on its own (see `ReadAhead`). From `start()`
     /// until `finish()` only the worker may use this archive's ZIP reader.
-    func payloads(_ indices: [Int]) -> ReadAhead {
+    func payloads<Indices: RandomAccessCollection<Int>>(_ indices: Indices) -> ReadAhead where Indices.Index == Int {
         // Each entry key goes into one reused locked buffer: the opener copies it into its
         // cipher context when it is made, before the next derivation.
         if let packed {
             let cursor = PackCursor(packed, archive: self)
-            return ReadAhead(count: indices.count) { n in try cursor.payload(of: indices[n]) }
+            return ReadAhead(count: indices.count) { n in try cursor.payload(of: indices[indices.startIndex + n]) }
         }
         let keySlot = try? SecureBytes(count: 32)
         return ReadAhead(count: indices.count) { [self] n in
             guard let keySlot else { throw CryptoError.library("sodium_malloc") }
-            return try payload(of: indices[n], keySlot: keySlot)
+            return try payload(of: indices[indices.startIndex + n], keySlot: keySlot)
         }
     }
 
     /// An item's payload, released chunk by chunk only as each chunk's tag verifies.
     private func payload(of index: Int, keySlot: SecureBytes) throws -> ByteSource {
-        let item = manifest.items[index]
+        let item = try items.item(index)
         guard let entryIndex = entryIndices[index] else {
             throw ArchiveError.damaged(archive: reader.name, what: "the entry '\(item.entry)' is missing or has the wrong size")
         }

@@ -42,7 +42,10 @@ extension UnlockedArchive {
     /// The manifest positions `selection` picks, in order; a pattern that picks nothing is an
     /// error naming it.
     public func indices(of selection: ItemSelection) throws(ArchiveError) -> [Int] {
-        do { return try selection.indices(in: manifest.items, id: \.id, name: \.name) }
+        // Everything needs no item read; a pattern is matched against them all.
+        if selection.isEverything { return Array(items.indices) }
+        let all = try items.all()
+        do { return try selection.indices(in: all, id: \.id, name: \.name) }
         catch { throw .selection(archive: reader.name, error) }
     }
 }
@@ -83,7 +86,7 @@ public enum ArchiveRestorer {
         var plan: [(index: Int, replaces: ItemMetadata?, repairs: Bool)] = []
         var conflicts: [String] = []
         for index in selected {
-            let item = archive.manifest.items[index]
+            let item = try archive.items.item(index)
             if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
             if damaged.contains(item.id) {
                 // Its record is damaged: the archive's version repairs it.
@@ -106,14 +109,14 @@ public enum ArchiveRestorer {
         }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
 
-        let salvage = options.salvage ? { (n: Int, error: ArchiveError) in
-            report.damaged.append(.init(archive.manifest.items[plan[n].index], error))
+        let salvage = options.salvage ? { (_: Int, item: Manifest.Item, error: ArchiveError) in
+            report.damaged.append(.init(item, error))
         } : nil
         if dryRun {
             try ArchiveVerifier.checkAll(archive, plan.map(\.index), keyStore: vault.keyStore, salvage: salvage,
-                                         progress: progress) { n in
+                                         progress: progress) { n, item in
                 let step = plan[n]
-                record(archive.manifest.items[step.index], replaces: step.replaces, repairs: step.repairs, in: &report)
+                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
             progress?.finish()
             return report
@@ -122,10 +125,9 @@ public enum ArchiveRestorer {
         let staging: VaultStaging
         do { staging = try VaultStaging(vault: vault) } catch { throw .vault(error) }
         do {
-            try ArchiveVerifier.forEachItem(archive, plan.map(\.index), progress: progress, salvage: salvage) { n, payload in
+            try ArchiveVerifier.forEachItem(archive, plan.map(\.index), progress: progress, salvage: salvage) { n, item, payload in
                 let step = plan[n]
-                let item = archive.manifest.items[step.index]
-                try stage(archive, index: step.index, payload: payload, replaces: step.replaces, in: staging, progress: progress)
+                try stage(archive, item, payload: payload, replaces: step.replaces, in: staging, progress: progress)
                 if step.repairs && step.replaces == nil { try staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
                 record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
             }
@@ -147,9 +149,8 @@ public enum ArchiveRestorer {
     /// Stages item `index` from its payload. Portable: verified plaintext sealed into a vault
     /// file. Secure: the vault file as archived, its inner tag and plaintext digest verified
     /// on the way.
-    private static func stage(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, replaces: ItemMetadata?,
+    private static func stage(_ archive: UnlockedArchive, _ item: Manifest.Item, payload source: ByteSource, replaces: ItemMetadata?,
                               in staging: VaultStaging, progress: ArchiveProgress?) throws {
-        let item = archive.manifest.items[index]
         let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
         case .portable: try staging.stage(item.vaultDescription, replaces: replaces, sealing: payload)

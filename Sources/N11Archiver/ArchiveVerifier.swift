@@ -17,59 +17,66 @@ public enum ArchiveVerifier {
     /// `progress` counts each item's plaintext as its chunks verify.
     public static func verify(_ archive: UnlockedArchive, keyStore: KeyStore?,
                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
-        let indices = Array(archive.manifest.items.indices)
-        try checkAll(archive, indices, keyStore: keyStore, salvage: nil, progress: progress) { _ in }
+        try checkAll(archive, archive.items.indices, keyStore: keyStore, salvage: nil, progress: progress) { _, _ in }
         progress?.finish()
-        return Report(items: indices.count, plaintextBytes: archive.manifest.items.reduce(0) { $0 + $1.size })
+        return Report(items: archive.items.count, plaintextBytes: archive.items.plaintextBytes)
     }
 
-    /// Runs `body(n, payload)` for items `indices`, in order, their payloads read on a worker
-    /// (see `UnlockedArchive.payloads`), after announcing their totals to `progress`. Without
-    /// `salvage` the first failure is thrown. With it, an item whose payload or checks fail as
-    /// damaged (or whose entry is missing) goes to `salvage` and the pass goes on from the
-    /// next item on a fresh reader; `body` must leave nothing of a failed item behind. Other
-    /// failures (a full disk, say) are thrown either way.
-    static func forEachItem(_ archive: UnlockedArchive, _ indices: [Int], progress: ArchiveProgress?,
-                            salvage: ((Int, ArchiveError) -> Void)?,
-                            _ body: (Int, ByteSource) throws -> Void) throws(ArchiveError) {
-        progress?.begin(items: indices.count, bytes: indices.reduce(0) { $0 + archive.manifest.items[$1].size })
+    /// Runs `body(n, item, payload)` for items `indices`, in order, their payloads read on a
+    /// worker (see `UnlockedArchive.payloads`), after announcing their totals to `progress`.
+    /// Without `salvage` the first failure is thrown. With it, an item whose payload or checks
+    /// fail as damaged (or whose entry is missing) goes to `salvage` and the pass goes on from
+    /// the next item on a fresh reader; `body` must leave nothing of a failed item behind.
+    /// Other failures (a full disk, say) are thrown either way. Items are taken from the
+    /// archive one at a time (a version 3 page at a time), never all at once.
+    static func forEachItem<Indices: RandomAccessCollection<Int>>(
+        _ archive: UnlockedArchive, _ indices: Indices, progress: ArchiveProgress?,
+        salvage: ((Int, Manifest.Item, ArchiveError) -> Void)?,
+        _ body: (Int, Manifest.Item, ByteSource) throws -> Void) throws(ArchiveError) where Indices.Index == Int {
+        if let progress {
+            var bytes: Int64 = 0
+            if indices.count == archive.items.count { bytes = archive.items.plaintextBytes }
+            else { for index in indices { bytes += try archive.items.item(index).size } }
+            progress.begin(items: indices.count, bytes: bytes)
+        }
+        let start = indices.startIndex
         var next = 0
         while next < indices.count {
             let first = next
-            let payloads = archive.payloads(Array(indices[first...]))
+            let payloads = archive.payloads(indices[(start + first)...])
             defer { payloads.finish() }
             do { try payloads.start() } catch { throw .system(error) }
             while next < indices.count {
                 let n = next
                 next += 1
-                do { try body(n, payloads.stream(n - first)) } catch {
-                    let failure = ArchiveError.itemFailed(archive: archive.reader.name, id: archive.manifest.items[indices[n]].id, error)
+                let item = try archive.items.item(indices[start + n])
+                do { try body(n, item, payloads.stream(n - first)) } catch {
+                    let failure = ArchiveError.itemFailed(archive: archive.reader.name, id: item.id, error)
                     guard let salvage, failure.kind == .damaged else { throw failure }
-                    salvage(n, failure)
+                    salvage(n, item, failure)
                     break   // the reader stops at a failed stream: start another after it
                 }
             }
         }
     }
 
-    /// Checks items `indices`, in order, writing nothing; `verified(n)` follows each item that
-    /// held (see `forEachItem` for `salvage`).
-    static func checkAll(_ archive: UnlockedArchive, _ indices: [Int], keyStore: KeyStore?,
-                         salvage: ((Int, ArchiveError) -> Void)?, progress: ArchiveProgress?,
-                         verified: (Int) -> Void) throws(ArchiveError) {
-        try forEachItem(archive, indices, progress: progress, salvage: salvage) { n, payload in
-            try checkItem(archive, index: indices[n], payload: payload, keyStore: keyStore, into: DiscardingSink(),
-                          progress: progress)
-            verified(n)
+    /// Checks items `indices`, in order, writing nothing; `verified(n, item)` follows each
+    /// item that held (see `forEachItem` for `salvage`).
+    static func checkAll<Indices: RandomAccessCollection<Int>>(
+        _ archive: UnlockedArchive, _ indices: Indices, keyStore: KeyStore?,
+        salvage: ((Int, Manifest.Item, ArchiveError) -> Void)?, progress: ArchiveProgress?,
+        verified: (Int, Manifest.Item) -> Void) throws(ArchiveError) where Indices.Index == Int {
+        try forEachItem(archive, indices, progress: progress, salvage: salvage) { n, item, payload in
+            try checkItem(archive, item, payload: payload, keyStore: keyStore, into: DiscardingSink(), progress: progress)
+            verified(n, item)
         }
     }
 
-    /// Reads item `index` fully from `payload` (its verified payload, see
+    /// Reads `item` fully from `payload` (its verified payload, see
     /// `UnlockedArchive.payloads`), verifying every tag, its size and digest; the plaintext goes
     /// to `sink`, which must stage it (see `UnverifiedPlaintextSink`) until this returns.
-    static func checkItem(_ archive: UnlockedArchive, index: Int, payload source: ByteSource, keyStore: KeyStore?,
+    static func checkItem(_ archive: UnlockedArchive, _ item: Manifest.Item, payload source: ByteSource, keyStore: KeyStore?,
                           into sink: UnverifiedPlaintextSink, progress: ArchiveProgress? = nil) throws {
-        let item = archive.manifest.items[index]
         let digest = item.sha256Bytes
         let payload = progress.counting(source, size: item.size)
         switch archive.header.mode {
@@ -96,6 +103,6 @@ extension UnlockedArchive {
     /// manifest names (current or retired), or for an archive from before key IDs the
     /// compartment's first key.
     func compartmentKey(of item: Manifest.Item, in keyStore: KeyStore) throws -> SecureBytes {
-        try keyStore.key(for: item.compartment, id: manifest.vaultKeys?[item.compartment])
+        try keyStore.key(for: item.compartment, id: items.vaultKeys?[item.compartment])
     }
 }

@@ -50,11 +50,11 @@ public enum HomeRestorer {
             var report = ArchiveRestorer.Report()
             report.dryRun = true
             report.destination = destination.vaultPath
-            try ArchiveVerifier.checkAll(archive, selected, keyStore: nil, salvage: options.salvage ? { n, error in
-                report.damaged.append(DamagedItem(archive.manifest.items[selected[n]], error))
-            } : nil, progress: progress) { n in
-                report.restored.append(archive.manifest.items[selected[n]].id)
-                report.plaintextBytes += archive.manifest.items[selected[n]].size
+            try ArchiveVerifier.checkAll(archive, selected, keyStore: nil, salvage: options.salvage ? { _, item, error in
+                report.damaged.append(DamagedItem(item, error))
+            } : nil, progress: progress) { _, item in
+                report.restored.append(item.id)
+                report.plaintextBytes += item.size
             }
             progress?.finish()
             var result = Report(restore: report, createdKeyStore: nil)

@@ -88,8 +88,11 @@ final class OpenedDependency {
 }
 
 /// What a version 3 archive's authenticated manifest says: every item, and where its payload
-/// is. Made from the root and every page (each checked against its descriptor), after the
-/// items were checked to fill each pack exactly, in order, with nothing left over.
+/// is. Opening reads the root and every page once (each checked against its descriptor) and
+/// checks that the items fill each pack exactly, in order, with nothing left over, keeping a
+/// few numbers per page and per pack, not per item (issue 34). Items are then read a page at
+/// a time (`item(at:)`), each page checked again against the root's SHA-256 for it, so what
+/// is read is what was checked.
 ///
 /// An incremental archive's root may be another archive's ("the same manifest as"), a page
 /// may be held by one of its dependencies, and an item's payload may be in a dependency's
@@ -97,20 +100,52 @@ final class OpenedDependency {
 /// is renumbered to this archive's `dependsOn`, which must name every archive reached (no
 /// chains: FORMAT.md §10.4, §10.6). An item held by a dependency is checked against this
 /// archive's manifest (size, SHA-256) when it is read.
-final class PackedContents {
-    let manifest: Manifest
+final class PackedContents: @unchecked Sendable {
     /// Per archive (0 this one, k its `dependsOn[k − 1]`): its packs, entry key material and
     /// reader; nil for a dependency missing in a salvage.
     let archives: [Holder?]
-    /// Per item (manifest order): its archive, pack and offset there, and whether it is the
-    /// pack's last; nil in a salvage for an item whose pack (or archive) is missing.
-    let locations: [PackLocation?]
+    let itemCount: Int
+    let plaintextBytes: Int64
+    /// Secure archives: the compartment key IDs (FORMAT.md §10.6).
+    let vaultKeys: [Compartment: [UInt8]]?
 
     struct Holder {
         let reader: ArchiveReader
         let packs: [Int: ZipEntryInfo]
         let contentKey: SecureBytes
         var header: ArchiveHeader { reader.header }
+    }
+
+    /// A page of the list: which archive holds it, its entry there, what the root says of it,
+    /// and the manifest position of its first item.
+    private struct Page {
+        let holder: Int
+        let entry: ZipEntryInfo
+        let descriptor: PageDescriptor
+        let firstIndex: Int
+    }
+
+    private let pages: [Page]
+    /// This archive's packs that hold exactly their items: the position of each one's last item.
+    private let packEnds: [Int: Int]
+    /// A salvage: items whose archive is missing, or whose place there no pack has.
+    private let unplaced: Set<Int>
+    /// Per archive: its `dependsOn` numbers in this archive's numbering.
+    private let renumbering: [[Int]]
+    private let mode: ArchiveMode
+    private let dependsOn: [[UInt8]]
+    private let archiveName: String
+
+    /// Pages read again, the few used last; the archive's reader thread and the caller's
+    /// take items at once.
+    private let lock = NSLock()
+    private var loaded: [Int: LoadedPage] = [:]
+    private var lastUsed: [Int] = []
+    private static let pagesKept = 8
+
+    private struct LoadedPage {
+        let items: [Manifest.Item]
+        let locations: [PackLocation?]
     }
 
     init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes,
@@ -124,36 +159,32 @@ final class PackedContents {
             archives.append(dependency.map { Holder(reader: $0.reader, packs: $0.entries.packs, contentKey: $0.contentKey) })
         }
         self.archives = archives
+        mode = header.mode
+        dependsOn = header.dependsOn
+        archiveName = reader.name
         let pagesOf: [[Int: ZipEntryInfo]?] = [entries.pages] + dependencies.map { $0?.entries.pages }
         let rootOf: [ZipEntryInfo?] = [entries.root] + dependencies.map { $0?.entries.root }
-        func open(_ entry: ZipEntryInfo, of holder: Holder, limit: Int) throws -> [UInt8] {
-            let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
-            return try BoundedReader(try ChunkedOpeningSource(holder.reader.zip.open(entry), key: key)).readAll(limit: limit)
-        }
         func present(_ index: Int, _ what: String) throws -> Holder {
             guard let holder = archives[index] else {
                 throw FormatError.invalidManifest("\(what) is in archive \(header.dependsOn[index - 1].hex), which is missing")
             }
             return holder
         }
-        /// Holder `h` as numbered by archive `a`, in this archive's numbering.
-        func renumber(_ h: Int, from a: Int) throws -> Int {
-            if a == 0 || h == 0 { return h == 0 ? a : h }
-            let id = try present(a, "a page").header.dependsOn[h - 1]
-            guard let index = header.dependsOn.firstIndex(of: id) else {
-                throw FormatError.invalidManifest("archive \(header.dependsOn[a - 1].hex) refers to archive \(id.hex), which this archive's header does not list")
-            }
-            return index + 1
+        // Each archive's numbering in this archive's; 0 for an archive this one's header does
+        // not list, refused where a page or item is found to be held by it.
+        self.renumbering = [[]] + archives.dropFirst().map { holder in
+            (holder?.header.dependsOn ?? []).map { id in header.dependsOn.firstIndex(of: id).map { $0 + 1 } ?? 0 }
         }
+        let renumbering = self.renumbering
 
         // The page list: this archive's root, or the one its root names.
         var listHolder = 0
-        var root = try ManifestRoot(parsing: try open(entries.root, of: own, limit: Int(FormatLimits.manifestBytes)),
+        var root = try ManifestRoot(parsing: try Self.open(entries.root, of: own, limit: Int(FormatLimits.manifestBytes)),
                                     mode: header.mode, dependencies: header.dependsOn.count)
         if case let .sameAs(holder, digest) = root {
             let other = try present(holder, "the manifest")
             guard let otherRoot = rootOf[holder] else { throw FormatError.invalidManifest("archive \(holder) has no root") }
-            let plaintext = try open(otherRoot, of: other, limit: Int(FormatLimits.manifestBytes))
+            let plaintext = try Self.open(otherRoot, of: other, limit: Int(FormatLimits.manifestBytes))
             guard try SHA256Digest.hash(plaintext) == digest else {
                 throw FormatError.invalidManifest("archive \(other.header.archiveIDHex)'s manifest is not the one this archive names")
             }
@@ -161,11 +192,24 @@ final class PackedContents {
             listHolder = holder
         }
         guard case .pages(let list) = root else { throw FormatError.invalidManifest("a root names a root that names another") }
+        vaultKeys = header.mode == .secure ? list.vaultKeys : nil
 
-        var items: [Manifest.Item] = [], records: [ManifestRecord] = [], pageOf: [Int] = [], holders: [Int] = []
-        var ownPages = 0
+        // Every page once, in order: its checks, and the packs' tiling by this archive's own
+        // items (FORMAT.md §10.5) as a running state: the pack being filled, and how far.
+        var pages: [Page] = [], packEnds: [Int: Int] = [:], unplaced = Set<Int>()
+        var ownPages = 0, index = 0, sum: Int64 = 0, lastID: [UInt8]? = nil
+        var filling: (pack: Int, filled: Int64, last: Int)? = nil, expectedPack = 0
+        func closePack() throws {
+            guard let (pack, filled, last) = filling else { return }
+            let holds = entries.packs[pack].flatMap { FormatLimits.payloadLength(sealedLength: $0.size) }
+            if holds == filled {
+                packEnds[pack] = last
+            } else if !entries.salvaging {
+                throw FormatError.invalidManifest("pack \(pack) does not hold exactly the items the manifest puts there")
+            }
+        }
         for (number, descriptor) in list.pages.enumerated() {
-            let pageHolder = try renumber(descriptor.holder, from: listHolder)
+            let pageHolder = try Self.renumber(descriptor.holder, from: listHolder, renumbering, dependsOn: header.dependsOn)
             if pageHolder == 0 {
                 // This archive's own pages come in root order, numbered from 0.
                 guard descriptor.page == ownPages else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
@@ -173,63 +217,166 @@ final class PackedContents {
             }
             let holder = try present(pageHolder, "page \(number)")
             guard let entry = pagesOf[pageHolder]?[descriptor.page] else { throw FormatError.invalidManifest("page \(number) is missing") }
-            let plaintext = try open(entry, of: holder, limit: descriptor.plaintextLength)
-            guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
-                throw FormatError.invalidManifest("page \(number) is not the page the root lists")
-            }
-            let page = try ManifestPage.parse(plaintext, mode: header.mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
-            guard page.count == descriptor.itemCount, page.first?.id == descriptor.firstID else {
-                throw FormatError.invalidManifest("page \(number) does not hold the items the root lists")
-            }
-            if let previous = records.last, let first = page.first, !previous.id.lexicographicallyPrecedes(first.id) {
+            let page = Page(holder: pageHolder, entry: entry, descriptor: descriptor, firstIndex: index)
+            let records = try Self.records(of: page, number: number, from: holder, mode: header.mode)
+            if let lastID, let first = records.first, !lastID.lexicographicallyPrecedes(first.id) {
                 throw FormatError.invalidManifest("page \(number) does not follow the page before it")
             }
-            for record in page {
+            lastID = records.last?.id
+            for record in records {
                 guard header.mode == .portable || list.vaultKeys[record.compartment] != nil else {
                     throw FormatError.invalidManifest("item \(record.idString): no key ID for its compartment")
                 }
-                let itemHolder = try renumber(record.location.holder, from: pageHolder)
-                records.append(record)
-                holders.append(itemHolder)
-                pageOf.append(pageHolder == 0 ? descriptor.page : -1)
-                items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
-                                           created: Timestamp.date(milliseconds: record.created),
-                                           expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
-                                           sha256: record.sha256.hex, mode: header.mode,
-                                           pack: (EntryName.pack(Int(record.location.pack)), record.location.offset),
-                                           heldBy: itemHolder == 0 ? nil : header.dependsOn[itemHolder - 1].hex))
+                sum += record.size
+                let itemHolder = try Self.renumber(record.location.holder, from: pageHolder, renumbering, dependsOn: header.dependsOn)
+                let pack = Int(record.location.pack)
+                if itemHolder == 0 {
+                    // This archive's own items tile its packs: each starts where the one
+                    // before it in its pack ended, packs in order from 0, each pack after the
+                    // page that lists its items (so a streaming reader meets the page first).
+                    if filling?.pack != pack {
+                        try closePack()
+                        guard pack == expectedPack else { throw FormatError.invalidManifest("item \(record.idString) is not where the packs continue") }
+                        expectedPack += 1
+                        filling = (pack, 0, index)
+                    }
+                    guard record.location.offset == filling?.filled else {
+                        throw FormatError.invalidManifest("item \(record.idString) is not where the pack continues")
+                    }
+                    guard entries.salvaging || entries.pageOfPack[pack] == (pageHolder == 0 ? descriptor.page : -1) else {
+                        throw FormatError.invalidManifest("item \(record.idString) is in a pack that does not follow its page")
+                    }
+                    filling?.filled += record.payloadSize(header.mode)
+                    filling?.last = index
+                } else if let itemArchive = archives[itemHolder] {
+                    // An item held by another archive is found in that archive's pack, and
+                    // checked by its size and digest when it is read.
+                    guard let packEntry = itemArchive.packs[pack], let payload = FormatLimits.payloadLength(sealedLength: packEntry.size),
+                          record.location.offset + record.payloadSize(header.mode) <= payload else {
+                        guard entries.salvaging else {
+                            throw FormatError.invalidManifest("item \(record.idString) is not in archive \(itemArchive.header.archiveIDHex)'s pack \(pack)")
+                        }
+                        unplaced.insert(index)
+                        index += 1
+                        continue
+                    }
+                } else {
+                    unplaced.insert(index)   // a salvage: its archive is missing
+                }
+                index += 1
             }
+            pages.append(page)
         }
+        try closePack()
         guard entries.salvaging || ownPages == entries.pages.count else {
             throw FormatError.invalidManifest("the root lists \(ownPages) of this archive's pages but it holds \(entries.pages.count)")
         }
-        guard records.reduce(Int64(0), { $0 + $1.size }) == list.plaintextBytes else {
+        guard sum == list.plaintextBytes else {
             throw FormatError.invalidManifest("the root's plaintext size is not the sum of the items' sizes")
         }
-        // This archive's own items tile its packs; an item held by another archive is found
-        // in that archive's pack and checked by its size and digest when it is read.
-        let ownItems = records.indices.filter { holders[$0] == 0 }
-        let ownLocations = try PackTiling.locate(ownItems.map { records[$0] }, pageOf: ownItems.map { pageOf[$0] }, in: entries, mode: header.mode)
-        var locations = [PackLocation?](repeating: nil, count: records.count)
-        for (n, index) in ownItems.enumerated() { locations[index] = ownLocations[n] }
-        for index in records.indices where holders[index] != 0 {
-            guard let holder = archives[holders[index]] else { continue }   // a salvage: its archive is missing
-            let pack = Int(records[index].location.pack)
-            guard let entry = holder.packs[pack], let payload = FormatLimits.payloadLength(sealedLength: entry.size),
-                  records[index].location.offset + records[index].payloadSize(header.mode) <= payload else {
-                if entries.salvaging { continue }
-                throw FormatError.invalidManifest("item \(records[index].idString) is not in archive \(holder.header.archiveIDHex)'s pack \(pack)")
-            }
-            locations[index] = PackLocation(archive: holders[index], pack: pack, offset: records[index].location.offset, endsPack: false)
+        guard entries.salvaging || expectedPack == entries.packs.count else {
+            throw FormatError.invalidManifest("\(entries.packs.count - expectedPack) pack(s) hold no item")
         }
-        self.locations = locations
-        manifest = Manifest(header: header, items: items, vaultKeys: header.mode == .secure ? list.vaultKeys : nil)
+        self.pages = pages
+        self.packEnds = packEnds
+        self.unplaced = unplaced
+        itemCount = index
+        plaintextBytes = sum
     }
 
     /// The archive read (`archives[0]`).
     let own: Holder
     var contentKey: SecureBytes { own.contentKey }
     var header: ArchiveHeader { own.header }
+
+    /// Item `index` (manifest order) and where its payload is: nil in a salvage for an item
+    /// whose pack (or archive) is missing.
+    func item(at index: Int) throws -> (item: Manifest.Item, location: PackLocation?) {
+        guard (0..<itemCount).contains(index) else { throw FormatError.invalidManifest("no item \(index)") }
+        // The page whose first item is the last one at or before `index`.
+        var low = 0, high = pages.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if pages[middle].firstIndex <= index { low = middle } else { high = middle - 1 }
+        }
+        let page = try loadedPage(low)
+        let offset = index - pages[low].firstIndex
+        return (page.items[offset], page.locations[offset])
+    }
+
+    private func loadedPage(_ n: Int) throws -> LoadedPage {
+        lock.lock()
+        defer { lock.unlock() }
+        if let page = loaded[n] {
+            if lastUsed.last != n { lastUsed.removeAll { $0 == n }; lastUsed.append(n) }
+            return page
+        }
+        let page = pages[n]
+        guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(n)'s archive is missing") }
+        let records: [ManifestRecord]
+        do { records = try Self.records(of: page, number: n, from: holder, mode: mode) } catch {
+            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
+        }
+        var items: [Manifest.Item] = [], locations: [PackLocation?] = []
+        items.reserveCapacity(records.count)
+        locations.reserveCapacity(records.count)
+        for (offset, record) in records.enumerated() {
+            let index = page.firstIndex + offset
+            let itemHolder = try renumber(record.location.holder, from: page.holder)
+            let pack = Int(record.location.pack)
+            if itemHolder == 0 {
+                locations.append(packEnds[pack].map { PackLocation(pack: pack, offset: record.location.offset, endsPack: $0 == index) })
+            } else {
+                locations.append(unplaced.contains(index) ? nil
+                                 : PackLocation(archive: itemHolder, pack: pack, offset: record.location.offset, endsPack: false))
+            }
+            items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
+                                       created: Timestamp.date(milliseconds: record.created),
+                                       expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
+                                       sha256: record.sha256.hex, mode: mode,
+                                       pack: (EntryName.pack(pack), record.location.offset),
+                                       heldBy: itemHolder == 0 ? nil : dependsOn[itemHolder - 1].hex))
+        }
+        let made = LoadedPage(items: items, locations: locations)
+        loaded[n] = made
+        lastUsed.append(n)
+        if lastUsed.count > Self.pagesKept { loaded[lastUsed.removeFirst()] = nil }
+        return made
+    }
+
+    /// A page's records, checked against its descriptor: length, SHA-256, count, first ID.
+    private static func records(of page: Page, number: Int, from holder: Holder, mode: ArchiveMode) throws -> [ManifestRecord] {
+        let descriptor = page.descriptor
+        let plaintext = try open(page.entry, of: holder, limit: descriptor.plaintextLength)
+        guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
+            throw FormatError.invalidManifest("page \(number) is not the page the root lists")
+        }
+        let records = try ManifestPage.parse(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
+        guard records.count == descriptor.itemCount, records.first?.id == descriptor.firstID else {
+            throw FormatError.invalidManifest("page \(number) does not hold the items the root lists")
+        }
+        return records
+    }
+
+    private static func open(_ entry: ZipEntryInfo, of holder: Holder, limit: Int) throws -> [UInt8] {
+        let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
+        return try BoundedReader(try ChunkedOpeningSource(holder.reader.zip.open(entry), key: key)).readAll(limit: limit)
+    }
+
+    /// Holder `h` as numbered by archive `a`, in this archive's numbering: every archive
+    /// reached must be one this archive's header lists (no chains).
+    private func renumber(_ h: Int, from a: Int) throws -> Int { try Self.renumber(h, from: a, renumbering, dependsOn: dependsOn) }
+
+    private static func renumber(_ h: Int, from a: Int, _ renumbering: [[Int]], dependsOn: [[UInt8]]) throws -> Int {
+        if a == 0 || h == 0 { return h == 0 ? a : h }
+        guard renumbering.indices.contains(a), renumbering[a].indices.contains(h - 1) else {
+            throw FormatError.invalidManifest("a holder past archive \(dependsOn[a - 1].hex)'s dependsOn")
+        }
+        guard renumbering[a][h - 1] > 0 else {
+            throw FormatError.invalidManifest("archive \(dependsOn[a - 1].hex) refers to an archive which this archive's header does not list")
+        }
+        return renumbering[a][h - 1]
+    }
 }
 
 /// Where an item's payload is: its archive (0 the one read, k its `dependsOn[k − 1]`), its
@@ -239,50 +386,6 @@ struct PackLocation {
     let pack: Int
     let offset: Int64
     let endsPack: Bool
-}
-
-/// Checks that the items, in manifest order, fill the packs one after another: each starts
-/// where the one before it in its pack ended, each pack holds exactly its payload, no pack
-/// holds nothing, and each pack comes after the page that lists its items (so a streaming
-/// reader meets the page first). In a salvage, the items of a pack that is missing or has
-/// another size are left without a location (missing), as version 2's entries are.
-enum PackTiling {
-    static func locate(_ records: [ManifestRecord], pageOf: [Int], in entries: PackedEntries,
-                       mode: ArchiveMode) throws -> [PackLocation?] {
-        var locations: [PackLocation?] = []
-        locations.reserveCapacity(records.count)
-        var start = 0
-        var expectedPack = 0
-        while start < records.count {
-            let pack = Int(records[start].location.pack)
-            var end = start, filled: Int64 = 0
-            while end < records.count && Int(records[end].location.pack) == pack {
-                guard records[end].location.offset == filled else {
-                    throw FormatError.invalidManifest("item \(records[end].idString) is not where the pack continues")
-                }
-                guard entries.salvaging || entries.pageOfPack[pack] == pageOf[end] else {
-                    throw FormatError.invalidManifest("item \(records[end].idString) is in a pack that does not follow its page")
-                }
-                filled += records[end].payloadSize(mode)
-                end += 1
-            }
-            guard pack == expectedPack else { throw FormatError.invalidManifest("item \(records[start].idString) is not where the packs continue") }
-            expectedPack += 1
-            let holds = entries.packs[pack].flatMap { FormatLimits.payloadLength(sealedLength: $0.size) }
-            if holds == filled {
-                for n in start..<end { locations.append(PackLocation(pack: pack, offset: records[n].location.offset, endsPack: n == end - 1)) }
-            } else if entries.salvaging {
-                locations += Array(repeating: nil, count: end - start)
-            } else {
-                throw FormatError.invalidManifest("pack \(pack) does not hold exactly the items the manifest puts there")
-            }
-            start = end
-        }
-        guard entries.salvaging || expectedPack == entries.packs.count else {
-            throw FormatError.invalidManifest("\(entries.packs.count - expectedPack) pack(s) hold no item")
-        }
-        return locations
-    }
 }
 
 /// Reads items' payloads out of their packs, in manifest order: a pack is opened once and
@@ -312,8 +415,8 @@ final class PackCursor {
     }
 
     func payload(of index: Int) throws -> ByteSource {
-        let item = archive.manifest.items[index]
-        guard let location = contents.locations[index], let holder = contents.archives[location.archive],
+        let (item, place) = try contents.item(at: index)
+        guard let location = place, let holder = contents.archives[location.archive],
               let entry = holder.packs[location.pack] else {
             let place = item.heldBy.map { "archive \($0), which holds it, or its pack" } ?? "the pack of item \(item.id)"
             throw ArchiveError.damaged(archive: archive.reader.name, what: "\(place) is missing or has the wrong size")

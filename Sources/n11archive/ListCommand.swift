@@ -36,7 +36,7 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
 
     func run() throws {
         let (archive, _) = try input.unlock()
-        let items = archive.manifest.items.filter { item in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
+        let items = try archive.items.all().filter { item in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
         if json {
             try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, formatVersion: archive.header.version,
                                      mode: archive.header.mode.rawValue,

@@ -166,7 +166,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
             throw CLIError(.usage, "--export - writes one item, and that selection names \(selected.count)",
                            hint: "`n11archive list \(input.file)` shows the IDs and names")
         }
-        let item = archive.manifest.items[selected[0]]
+        let item = try archive.items.item(selected[0])
         try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: false, what: "item \(item.id)",
                                                       alternatives: "give a directory: --export DIR")
         _ = try ArchiveExporter.exportOne(archive, index: selected[0], keyStore: keyStore, to: StandardOutputSink())

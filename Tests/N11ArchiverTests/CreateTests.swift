@@ -109,11 +109,11 @@ struct CreateTests {
             #expect(report.plaintextBytes == 100 + 2000)
 
             let archive = try unlock(output, keyStore: mode == .secure ? store : nil)
-            #expect(Set(archive.manifest.items.map(\.id)) == [kept.id, later.id])
-            let entry = try #require(archive.manifest.items.first { $0.id == later.id })
+            #expect(Set((try archive.items.all()).map(\.id)) == [kept.id, later.id])
+            let entry = try #require((try archive.items.all()).first { $0.id == later.id })
             #expect(entry.compartment == .fade)
             #expect(entry.expires == stored[later.id]?.expires)
-            #expect(archive.manifest.items.first { $0.id == kept.id }?.expires == nil)
+            #expect((try archive.items.all()).first { $0.id == kept.id }?.expires == nil)
 
             let destStore = mode == .secure ? store : try KeyStore.create(in: N11Home(root: dir + "/other"), pin: nil)
             let destination = try Vault.open(at: dir + "/restored", keyStore: destStore, forWriting: true)

@@ -45,7 +45,7 @@ struct GoldenArchiveTests {
             let home = N11Home(root: dir + "/home")
             let keyStore = try KeyStore.create(in: home, pin: nil)
             let archive = try reader.unlock(password: { try password() }, keyStore: { keyStore })
-            #expect(archive.manifest.items.count == 2)
+            #expect(archive.items.count == 2)
             _ = try ArchiveVerifier.verify(archive, keyStore: nil)
             let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
             let report = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))

@@ -47,7 +47,7 @@ struct HostileDirectoryTests {
         /// The archive with one byte of the photo's ciphertext flipped: its export fails.
         func damagedArchive() throws -> String {
             var bytes = try readBytes(archive)
-            let photoID = try unlock(archive, keyStore: nil).manifest.items.first { $0.kind == .photo }!.id
+            let photoID = try unlock(archive, keyStore: nil).items.all().first { $0.kind == .photo }!.id
             let entry = try #require(try RawZip.parse(bytes).entry(named: EntryName.item(id: photoID, kind: .photo)))
             bytes[entry.dataOffset + 100] ^= 0x01
             let path = dir + "/damaged.nu11vlt"

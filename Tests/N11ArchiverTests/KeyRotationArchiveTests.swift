@@ -28,7 +28,7 @@ struct KeyRotationArchiveTests {
             let archivePath = dir + "/before.nu11vlt"
             try createArchive(from: vault, mode: .secure, to: archivePath, compartments: [.vault, .backup])
             let firstIDs = try Dictionary(uniqueKeysWithValues: [Compartment.vault, .backup].map { ($0, try store.currentKeyID(for: $0)) })
-            #expect(try unlock(archivePath, keyStore: store).manifest.vaultKeys == firstIDs, "the manifest names the keys")
+            #expect(try unlock(archivePath, keyStore: store).items.vaultKeys == firstIDs, "the manifest names the keys")
 
             _ = try vault.rotateKeys(of: Set(Compartment.allCases))
             try vault.remove([photoItem, noteItem])
@@ -46,7 +46,7 @@ struct KeyRotationArchiveTests {
             // A secure archive made now names the new keys and needs no retired one.
             let after = dir + "/after.nu11vlt"
             try createArchive(from: vault, mode: .secure, to: after, compartments: [.vault, .backup])
-            #expect(try unlock(after, keyStore: store).manifest.vaultKeys?[.vault] == (try store.currentKeyID(for: .vault)))
+            #expect(try unlock(after, keyStore: store).items.vaultKeys?[.vault] == (try store.currentKeyID(for: .vault)))
 
             try store.forgetRetiredKeys(of: Set(Compartment.allCases))
             #expect(failureKind { _ = try ArchiveVerifier.verify(try unlock(archivePath, keyStore: store), keyStore: store) } == .authentication)
@@ -62,7 +62,7 @@ struct KeyRotationArchiveTests {
             _ = try vault.rotateKeys(of: Set(Compartment.allCases))
 
             let archive = try ArchiveReader(path: GoldenArchiveTests.golden + "/secure-v1.nu11vlt").unlock(password: { nil }, keyStore: { store })
-            #expect(archive.manifest.vaultKeys == nil)
+            #expect(archive.items.vaultKeys == nil)
             _ = try ArchiveVerifier.verify(archive, keyStore: store)
             _ = try ArchiveRestorer.restore(archive, into: vault)
             #expect(try GoldenArchiveTests().restoredItems(vault) == (try GoldenArchiveTests().originals()))

@@ -66,20 +66,20 @@ struct PackedArchiveTests {
             let packs = names.filter { $0.hasPrefix("Packs/") }
             #expect(pages == (0..<pages.count).map(EntryName.page) && packs == (0..<packs.count).map(EntryName.pack))
             // Pages end where the writer's rule says (DESIGN.md §8.2), whatever the random IDs.
-            let ids = try unlock(w.path, keyStore: w.store).manifest.items.map { try #require(ManifestRecord.idBytes($0.id)) }
+            let ids = try unlock(w.path, keyStore: w.store).items.all().map { try #require(ManifestRecord.idBytes($0.id)) }
             let boundaries = try ids.dropLast().filter { try PackedLayout.endsPage(after: $0) }.count
             #expect(pages.count == boundaries + 1)
             #expect(packs.count > 5, "4 KiB packs: \(packs.count)")
             #expect(names.count == 3 + pages.count + packs.count, "nothing but header, MAC, pages, packs and root")
 
             let archive = try w.open()
-            #expect(archive.manifest.items.map(\.id) == archive.manifest.items.map(\.id).sorted(), "items in ID order")
+            #expect((try archive.items.all()).map(\.id) == (try archive.items.all()).map(\.id).sorted(), "items in ID order")
             #expect(try ArchiveVerifier.verify(archive, keyStore: w.store).items == w.plaintexts.count)
 
             let exported = dir + "/export"
             let report = try ArchiveExporter.export(try w.open(), to: exported, keyStore: w.store, .init(overwrite: false, dryRun: false))
             #expect(report.restored.count == w.plaintexts.count)
-            let byName = Dictionary(uniqueKeysWithValues: archive.manifest.items.map { ($0.name, $0.id) })
+            let byName = Dictionary(uniqueKeysWithValues: (try archive.items.all()).map { ($0.name, $0.id) })
             for (name, id) in byName {
                 let folder = name == "big.jpg" ? "Photos/" : "Notes/"
                 #expect(try readBytes(exported + "/" + folder + name) == w.plaintexts[id], "\(name)")
@@ -99,7 +99,7 @@ struct PackedArchiveTests {
             for (n, index) in picks.enumerated() {
                 var bytes = [UInt8](repeating: 0, count: 300_000)
                 let count = try payloads.stream(n).readFully(into: &bytes, count: bytes.count)
-                let item = archive.manifest.items[index]
+                let item = (try archive.items.item(index))
                 #expect(Array(bytes.prefix(count)) == w.plaintexts[item.id], "item \(index)")
             }
         }
@@ -222,9 +222,8 @@ struct PackedArchiveTests {
         let archive = try ArchiveReader(path: path, salvaging: true).unlock(password: { try secret(testPassword) },
                                                                             keyStore: { w.store }, toleratingMissingItems: true)
         var verified: Set<String> = [], failed: Set<String> = []
-        let indices = Array(archive.manifest.items.indices)
-        try ArchiveVerifier.checkAll(archive, indices, keyStore: w.store, salvage: { n, _ in failed.insert(archive.manifest.items[n].id) },
-                                     progress: nil) { n in verified.insert(archive.manifest.items[n].id) }
+        try ArchiveVerifier.checkAll(archive, archive.items.indices, keyStore: w.store, salvage: { _, item, _ in failed.insert(item.id) },
+                                     progress: nil) { _, item in verified.insert(item.id) }
         return (verified, failed)
     }
 
@@ -241,12 +240,13 @@ struct PackedArchiveTests {
             let packed = try #require(archive.packed)
             // A pack of more than two chunks whose second chunk holds several items (not the
             // 200 KB photo alone); damage that chunk.
+            let placed = try archive.items.indices.map { try packed.item(at: $0) }
             func items(inSecondChunkOf pack: Int) -> Set<String> {
-                Set(archive.manifest.items.indices.filter { n in
-                    guard let location = packed.locations[n], location.pack == pack else { return false }
-                    let end = location.offset + archive.manifest.items[n].payloadSize
+                Set(placed.filter { item, place in
+                    guard let location = place, location.pack == pack else { return false }
+                    let end = location.offset + item.payloadSize
                     return location.offset < 2 * 65536 && end > 65536
-                }.map { archive.manifest.items[$0].id })
+                }.map(\.item.id))
             }
             let target = try #require(entries.indices.first { index in
                 guard entries[index].data.count > 2 * 65552,
@@ -266,7 +266,7 @@ struct PackedArchiveTests {
             var dropped = entries
             dropped.remove(at: target)
             try writeBytes(RawZip.build(dropped), to: dir + "/pack-missing.nu11vlt")
-            let inPack = Set(archive.manifest.items.indices.filter { packed.locations[$0]?.pack == packNumber }.map { archive.manifest.items[$0].id })
+            let inPack = Set(placed.filter { $0.location?.pack == packNumber }.map(\.item.id))
             let afterDrop = try salvage(w, dir + "/pack-missing.nu11vlt")
             #expect(afterDrop.failed == inPack && afterDrop.verified.count == w.plaintexts.count - inPack.count)
         }
@@ -344,8 +344,9 @@ struct PackedArchiveTests {
                 let path = dir + "/a\(attempt).nu11vlt"
                 _ = try createArchive(from: vault, mode: .portable, to: path, compartments: [.vault], formatVersion: 3)
                 let archive = try unlock(path, keyStore: store)
-                let index = try #require(archive.manifest.items.firstIndex { $0.id == empty.id })
-                #expect(archive.packed?.locations[index]?.offset == 65536 && archive.packed?.locations[index]?.endsPack == true)
+                let index = try #require((try archive.items.all()).firstIndex { $0.id == empty.id })
+                let location = try #require(try archive.packed?.item(at: index).location)
+                #expect(location.offset == 65536 && location.endsPack)
                 let payloads = archive.payloads([index])
                 try payloads.start()
                 defer { payloads.finish() }

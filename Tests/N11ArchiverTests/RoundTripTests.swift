@@ -94,8 +94,8 @@ struct RoundTripTests {
             for kdf in reader.header.passwordKDFs { #expect(kdf.opsLimit == 1 && kdf.memoryKiB == 8192) }
 
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
-            #expect(Set(archive.manifest.items.map(\.id)) == Set(ids))
-            for item in archive.manifest.items {
+            #expect(Set((try archive.items.all()).map(\.id)) == Set(ids))
+            for item in (try archive.items.all()) {
                 let expectedPayload = mode == .portable ? item.size : item.size + 28
                 #expect(item.payloadSize == expectedPayload)
             }
@@ -130,9 +130,9 @@ struct RoundTripTests {
             #expect(created.items == 300)
 
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
-            #expect(archive.manifest.items.count == 300)
+            #expect(archive.items.count == 300)
             // Version 2: each note in its own entry; version 3: in a pack, at an offset.
-            #expect(archive.manifest.items.allSatisfy { $0.kind == .note && $0.entry.hasPrefix(version == 2 ? "Notes/" : "Packs/")
+            #expect((try archive.items.all()).allSatisfy { $0.kind == .note && $0.entry.hasPrefix(version == 2 ? "Notes/" : "Packs/")
                 && ($0.offset == nil) == (version == 2) })
             let verified = try ArchiveVerifier.verify(archive, keyStore: mode == .secure ? store : nil)
             #expect(verified.items == 300)
@@ -177,7 +177,7 @@ struct RoundTripTests {
             let archivePath = dir + "/empty.nu11vlt"
             #expect(try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: version).items == 0)
             let archive = try unlock(archivePath, keyStore: mode == .secure ? store : nil)
-            #expect(archive.manifest.items.isEmpty)
+            #expect(archive.items.isEmpty)
             #expect(try ArchiveVerifier.verify(archive, keyStore: store).items == 0)
             _ = try Self.restoreIntoFreshVault(archivePath, mode: mode, sourceStore: store, dir: dir, expectedIDs: [])
         }
