@@ -358,21 +358,37 @@ public final class Vault: @unchecked Sendable {
         return (found, damaged)
     }
 
-    /// Every item of a vault opened for writing, in ID order from `start` on (all when nil),
-    /// expired fade items included, in batches to `body` until it returns false: memory for a
-    /// batch, not for the vault (issue 34), and no cache. Records that do not open are given
-    /// as damaged IDs beside each batch; a caller that refuses them asks `damagedItemErrors()`,
-    /// which first tries keys another process may have rotated in meanwhile.
+    /// Every item, in ID order from `start` on (all when nil), expired fade items included, in
+    /// batches to `body` until it returns false: memory for a batch, not for the vault (issue
+    /// 34), and no cache. One call reads one state of the vault (one read transaction); a
+    /// caller that reads it again and needs the same state holds the vault lock (opened for
+    /// writing). Records that do not open are given as damaged IDs beside each batch; a
+    /// caller that refuses or reports them asks `damagedItemErrors()`, which first tries keys
+    /// another process may have rotated in meanwhile. A version 1 vault read without the
+    /// lock (not yet migrated) is read whole and given in the same batches.
     public func forEachItemInIDOrder(from start: String? = nil, batchSize: Int = 1024,
                                      _ body: (_ items: [ItemMetadata], _ damaged: [String]) throws -> Bool) throws {
-        precondition(lock != nil, "streaming reads need the vault lock: one state of the vault across passes")
-        guard let catalogue else { throw VaultError.notAVault(path: path) }
+        guard let catalogue else {
+            let all = try items(includeExpired: true).filter { $0.id >= start ?? "" }.sorted { $0.id < $1.id }
+            let damaged = try damagedItemIDs()
+            for first in stride(from: 0, to: max(all.count, 1), by: max(1, batchSize)) {
+                let batch = Array(all[first..<min(all.count, first + max(1, batchSize))])
+                guard try body(batch, first == 0 ? damaged : []) else { return }
+            }
+            return
+        }
         var stoppedBy: (any Error)?
         do {
             let keys = try Compartment.allCases.flatMap { compartment in
                 try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
             }
-            try catalogue.readInIDOrder(from: start, batchSize: max(1, batchSize)) { batch in
+            try catalogue.readInIDOrder(from: start, batchSize: max(1, batchSize), pending: { lines in
+                // A reader takes a pending move's source as the item's file until it has moved.
+                pendingMoves = [:]
+                for line in lines {
+                    if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
+                }
+            }) { batch in
                 let opened = Self.openRecords(batch.map { ($0.id, $0.sealed) }, keys: keys)
                 // The parts come back in order, each in its records' order: the batch stays sorted.
                 do { return try body(opened.found, opened.damaged) } catch { stoppedBy = error; return false }

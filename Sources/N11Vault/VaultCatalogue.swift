@@ -155,11 +155,13 @@ final class VaultCatalogue {
     /// `batchSize`, until `body` says to stop: one read transaction, one state of the vault,
     /// and memory for one batch whatever the vault's size (issue 34). IDs are canonical
     /// upper-case text, so SQLite's byte order on them is the manifest's ID order.
-    func readInIDOrder(from start: String?, batchSize: Int = 1024,
+    /// `pending` gets the pending file steps of the same state first.
+    func readInIDOrder(from start: String?, batchSize: Int = 1024, pending: ([String]) -> Void = { _ in },
                        _ body: ([(id: String, sealed: [UInt8])]) throws -> Bool) throws {
         let inTransaction = database.inTransaction
         if !inTransaction { try database.execute("BEGIN") }
         defer { if !inTransaction { try? database.execute("COMMIT") } }
+        pending(try pendingOperations())
         let rows = try database.prepare("SELECT id, record FROM items WHERE id >= ? ORDER BY id")
         try rows.bind(1, start ?? "")
         var batch: [(id: String, sealed: [UInt8])] = []

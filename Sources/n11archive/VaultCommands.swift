@@ -412,20 +412,36 @@ extension VaultCommand {
 
         func run() throws {
             let vault = try vaultOptions.open(with: store, forWriting: false)
-            let items = try vault.items(includeExpired: true)
-            var damaged: [VaultError] = try vault.damagedItemErrors()
-            damaged.forEach { Console.error($0.description) }
-            for item in items {
-                do { try vault.verify(item) } catch {
-                    Console.error(error.description)
-                    damaged.append(error)
+            // The catalogue a batch at a time: memory does not grow with the vault (issue 34).
+            var count = 0, failed: [VaultError] = [], damagedSeen = 0
+            func pass() throws {
+                (count, failed, damagedSeen) = (0, [], 0)
+                try vault.forEachItemInIDOrder { batch, damagedIDs in
+                    damagedSeen += damagedIDs.count
+                    for item in batch {
+                        count += 1
+                        do throws(VaultError) { try vault.verify(item) } catch {
+                            Console.error(error.description)
+                            failed.append(error)
+                        }
+                    }
+                    return true
                 }
             }
-            if let first = damaged.first {
-                throw CLIError(first.kind, "\(damaged.count) of \(items.count + (try vault.damagedItemIDs()).count) item(s) failed verification",
+            try pass()
+            // Records that did not open are tried with the key store read again (another
+            // process may have rotated the keys meanwhile); if that opens some, once more.
+            var damaged = damagedSeen > 0 ? try vault.damagedItemErrors() : []
+            if damaged.count < damagedSeen {
+                try pass()
+                damaged = damagedSeen > 0 ? try vault.damagedItemErrors() : []
+            }
+            damaged.forEach { Console.error($0.description) }
+            if let first = (damaged + failed).first {
+                throw CLIError(first.kind, "\(damaged.count + failed.count) of \(count + damaged.count) item(s) failed verification",
                                hint: first.hint)
             }
-            Console.out("ok: \(items.count) item(s) in \(vault.path) verified")
+            Console.out("ok: \(count) item(s) in \(vault.path) verified")
         }
     }
 }

@@ -352,6 +352,23 @@ func coreLimitWhileWaitingForPIN(home: String, pin: String) throws -> (String, I
 
 @Suite("n11archive CLI: damage, repair and clean failure")
 struct RepairCLITests {
+    @Test("vault verify names a damaged record and a damaged content file, counts every item, and exits 65")
+    func vaultVerifyNamesBoth() throws {
+        try withSandbox { s in
+            let originals = try s.fillVault()
+            let victim = try #require(s.contentFiles().max { (fileSize($0) ?? 0) < (fileSize($1) ?? 0) })
+            try flipByte(in: victim, at: 30_000)
+            let records = try TestCatalogue.records(in: s.vault)
+            let badRecord = try #require(records.first { !victim.contains($0.id) })
+            try TestCatalogue.flipRecordByte(id: badRecord.id, at: 30, in: s.vault)
+            let verify = try s.run(["vault", "verify"])
+            expectExit(verify, 65)
+            #expect(verify.err.contains(badRecord.id), "the damaged record is named: \(verify)")
+            #expect(verify.err.contains("2 of \(originals.count) item(s) failed verification"), "\(verify)")
+            #expect(verify.out.isEmpty, "no ok line: \(verify)")
+        }
+    }
+
     @Test("restore repairs an item whose content was damaged instead of skipping it as identical")
     func restoreRepairs() throws {
         try withSandbox { s in
