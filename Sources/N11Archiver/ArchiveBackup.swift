@@ -142,10 +142,10 @@ public enum ArchiveBackup {
             created = report.archiveID
             return report
         }
-        // The rows staged for an archive that is then not published are dropped.
+        // Rows staged for an archive are taken by `replace`; whatever else happens (not
+        // published, not recorded), they are dropped.
         var created: String? = nil
-        var published = false
-        defer { if !published, let created { recorded?.record.discard(night: created) } }
+        defer { if let created { recorded?.record.discard(night: created) } }
         let report: ArchiveCreator.Report, location: String, upload: Publication.Upload?
         switch request.destination {
         case let .file(path, replaceExisting):
@@ -158,18 +158,14 @@ public enum ArchiveBackup {
             report = try toStandardOutput(spool: spool) { try create(at: $0) }
             (location, upload) = ("-", nil)
         }
-        published = true
         try WrittenArchives.record(report, created: request.now, location: location, in: request.home)
-        var recordProblem: String? = nil
-        if let recorded {
+        var recordProblem: String? = report.stagingProblem
+        if let recorded, recordProblem == nil {
             do {
                 try recorded.record.replace(Self.storeLocation(request), with: try state(after: report, at: location, request: request,
                                                                                          vault: vault, before: recorded.state),
-                                            stagedNight: base?.sameAs == nil ? report.archiveID : nil)
-            } catch {
-                recorded.record.discard(night: report.archiveID)
-                recordProblem = "\(error)"
-            }
+                                            stagedNight: base?.sameAs == nil ? report.archiveID : nil, items: report.items)
+            } catch { recordProblem = "\(error)" }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
         return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,

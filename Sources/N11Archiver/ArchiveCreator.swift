@@ -63,6 +63,9 @@ public enum ArchiveCreator {
         /// Items and plaintext bytes written into this archive (the rest are its dependencies').
         public let newItems: Int
         public let newBytes: Int64
+        /// Why where its items are could not be staged in `Request.shipmentRecord` (the
+        /// archive is whole; the night is not recorded).
+        public var stagingProblem: String? = nil
     }
 
     /// A portable archive that opens with one password (`request.kdf` sets its cost).
@@ -228,6 +231,7 @@ public enum ArchiveCreator {
         let sameAs = request.incremental?.sameAs
         let pages = sameAs == nil ? layout.pages : []
         var pageDigests: [[UInt8]] = []
+        var stagingProblem: String? = nil
 
         let file = try AtomicFile(path: output, mode: 0o600)
         let writer = try ZipWriter(writingTo: file.descriptor, named: output)
@@ -263,11 +267,20 @@ public enum ArchiveCreator {
                 // libzip takes the entries in order on this thread: page n is sealed when it is written.
                 let madePage = try made.takePage(page.number)
                 pageDigests.append(try SHA256Digest.hash(madePage.plaintext))
-                try request.shipmentRecord?.stage(night: id, madePage.records.map { record in
-                    let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
-                    return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
-                                                   pack: Int64(record.location.pack), offset: record.location.offset))
-                })
+                // A record that cannot be written costs the record, not the archive: staging
+                // stops, and the night is not recorded (the next one builds on the last recorded).
+                if let record = request.shipmentRecord, stagingProblem == nil {
+                    do {
+                        try record.stage(night: id, madePage.records.map { record in
+                            let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
+                            return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
+                                                           pack: Int64(record.location.pack), offset: record.location.offset))
+                        })
+                    } catch {
+                        stagingProblem = "\(error)"
+                        record.discard(night: id)
+                    }
+                }
                 return MemorySource(try ChunkedStream.seal(madePage.plaintext, key: keys.entryKey(pageName)))
             }
             for pack in page.packs {
@@ -302,7 +315,8 @@ public enum ArchiveCreator {
                       listArchive: sameAs.map { dependsOn[$0.holder - 1] } ?? id,
                       listRootSHA256: try sameAs.map { $0.rootSHA256.hex } ?? SHA256Digest.hash(rootPlaintext).hex,
                       dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
-                      newItems: sameAs == nil ? layout.newItems : 0, newBytes: sameAs == nil ? layout.newBytes : 0)
+                      newItems: sameAs == nil ? layout.newItems : 0, newBytes: sameAs == nil ? layout.newBytes : 0,
+                      stagingProblem: stagingProblem)
     }
 
     /// The first password slot's wrap (what the next incremental night reuses).

@@ -369,7 +369,7 @@ public final class ArchiveItems: @unchecked Sendable {
         case .paged(let contents):
             do { return try contents.item(at: index).item }
             catch let error as ArchiveError { throw error }
-            catch { throw ArchiveError.damaged(archive: contents.header.archiveIDHex, what: "\(error)") }
+            catch { throw ArchiveError.reading(contents.own.reader.name, error, salvaging: false) }
         }
     }
 

@@ -140,6 +140,9 @@ final class PackedContents: @unchecked Sendable {
     /// take items at once.
     private let lock = NSLock()
     private var loaded: [Int: LoadedPage] = [:]
+    /// Per archive, the ZIP reader pages are read again through: not the one the payload
+    /// worker reads packs through at the same time (libzip's handle is one thread's).
+    private var pageReaders: [Int: ZipReader] = [:]
     private var lastUsed: [Int] = []
     private static let pagesKept = 8
 
@@ -314,7 +317,13 @@ final class PackedContents: @unchecked Sendable {
         let page = pages[n]
         guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(n)'s archive is missing") }
         let records: [ManifestRecord]
-        do { records = try Self.records(of: page, number: n, from: holder, mode: mode) } catch {
+        do {
+            let zip = try pageReaders[page.holder] ?? holder.reader.zip.independent()
+            pageReaders[page.holder] = zip
+            records = try Self.records(of: page, number: n, from: holder, through: zip, mode: mode)
+        } catch let error as FormatError {
+            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
+        } catch let error as CryptoError {
             throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
         }
         var items: [Manifest.Item] = [], locations: [PackLocation?] = []
@@ -345,9 +354,10 @@ final class PackedContents: @unchecked Sendable {
     }
 
     /// A page's records, checked against its descriptor: length, SHA-256, count, first ID.
-    private static func records(of page: Page, number: Int, from holder: Holder, mode: ArchiveMode) throws -> [ManifestRecord] {
+    private static func records(of page: Page, number: Int, from holder: Holder, through zip: ZipReader? = nil,
+                                mode: ArchiveMode) throws -> [ManifestRecord] {
         let descriptor = page.descriptor
-        let plaintext = try open(page.entry, of: holder, limit: descriptor.plaintextLength)
+        let plaintext = try open(page.entry, of: holder, through: zip, limit: descriptor.plaintextLength)
         guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
             throw FormatError.invalidManifest("page \(number) is not the page the root lists")
         }
@@ -358,9 +368,9 @@ final class PackedContents: @unchecked Sendable {
         return records
     }
 
-    private static func open(_ entry: ZipEntryInfo, of holder: Holder, limit: Int) throws -> [UInt8] {
+    private static func open(_ entry: ZipEntryInfo, of holder: Holder, through zip: ZipReader? = nil, limit: Int) throws -> [UInt8] {
         let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
-        return try BoundedReader(try ChunkedOpeningSource(holder.reader.zip.open(entry), key: key)).readAll(limit: limit)
+        return try BoundedReader(try ChunkedOpeningSource((zip ?? holder.reader.zip).open(entry), key: key)).readAll(limit: limit)
     }
 
     /// Holder `h` as numbered by archive `a`, in this archive's numbering: every archive

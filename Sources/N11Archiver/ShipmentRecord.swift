@@ -70,15 +70,24 @@ public final class ShipmentRecord {
     /// The record's items of one destination in ID order, pulled one at a time (a night
     /// walks them beside the vault's catalogue, which is in the same order).
     public final class ItemCursor {
-        private let rows: SQLiteStatement
+        private let rows: SQLiteStatement?
+        private var read: ArraySlice<(id: String, item: Item)>
         private let lock: NSLock
 
         fileprivate init(_ rows: SQLiteStatement, lock: NSLock) {
             self.rows = rows
             self.lock = lock
+            read = []
+        }
+
+        fileprivate init(read: [(id: String, item: Item)]) {
+            rows = nil
+            lock = NSLock()
+            self.read = read[...]
         }
 
         public func next() throws -> (id: String, item: Item)? {
+            guard let rows else { return read.popFirst() }
             lock.lock()
             defer { lock.unlock() }
             guard try rows.step() else { return nil }
@@ -123,15 +132,28 @@ public final class ShipmentRecord {
             CREATE TABLE IF NOT EXISTS items(location TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
                 archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY(location, id)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS staged_items(night TEXT NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
-                archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, started INTEGER NOT NULL,
+                archive TEXT NOT NULL, pack INTEGER NOT NULL, offset INTEGER NOT NULL, pid INTEGER NOT NULL,
                 PRIMARY KEY(night, id)) WITHOUT ROWID;
             """)
-        // A night killed while it wrote its archive leaves its staged rows: gone after a day
-        // (a night that runs now is younger).
-        let stale = try record.database.prepare("DELETE FROM staged_items WHERE started < ?")
-        try stale.bind(1, Int64(Date().timeIntervalSince1970) - 86_400)
-        _ = try stale.step()
+        record.dropDeadNights()
         return record
+    }
+
+    /// A night killed while it wrote its archive leaves its staged rows: those of processes
+    /// no longer running go (a night that runs now, however long, keeps its own). Best
+    /// effort: a record busy elsewhere is not damaged.
+    private func dropDeadNights() {
+        guard let pids = try? database.prepare("SELECT DISTINCT pid FROM staged_items") else { return }
+        var dead: [Int64] = []
+        while (try? pids.step()) == true {
+            let pid = pids.int64(0)
+            if !AtomicFile.isRunning(Int32(truncatingIfNeeded: pid)) { dead.append(pid) }
+        }
+        for pid in dead {
+            guard let delete = try? database.prepare("DELETE FROM staged_items WHERE pid = ?") else { return }
+            try? delete.bind(1, pid)
+            _ = try? delete.step()
+        }
     }
 
     /// The destination's state, or nil if there is none; a record that contradicts itself
@@ -165,6 +187,9 @@ public final class ShipmentRecord {
     }
 
     /// The items of `location` from ID `start` through ID `end` (nil: to the last), in ID order.
+    /// A range (`end` given: a page's) is read whole here, under the lock, so that its
+    /// statement is done with before another thread uses the connection; the whole list is
+    /// walked a row at a time (a night's decision, while nothing else uses the record).
     public func items(of location: String, from start: String = "", through end: String? = nil) throws -> ItemCursor {
         lock.lock()
         defer { lock.unlock() }
@@ -172,8 +197,14 @@ public final class ShipmentRecord {
             ? "SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ? AND id >= ? ORDER BY id"
             : "SELECT id, sha256, size, archive, pack, offset FROM items WHERE location = ? AND id >= ? AND id <= ? ORDER BY id")
         try rows.bind(1, location); try rows.bind(2, start)
-        if let end { try rows.bind(3, end) }
-        return ItemCursor(rows, lock: lock)
+        guard let end else { return ItemCursor(rows, lock: lock) }
+        try rows.bind(3, end)
+        var read: [(id: String, item: Item)] = []
+        while try rows.step() {
+            read.append((rows.text(0), Item(archive: rows.text(3), sha256: rows.text(1), size: rows.int64(2),
+                                            pack: rows.int64(4), offset: rows.int64(5))))
+        }
+        return ItemCursor(read: read)
     }
 
     /// Keeps rows of the archive being written (`night`: its ID) until `replace` takes them
@@ -185,11 +216,11 @@ public final class ShipmentRecord {
         try database.execute("BEGIN IMMEDIATE")
         do {
             let insert = try database.prepare("INSERT OR REPLACE INTO staged_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            let started = Int64(Date().timeIntervalSince1970)
+            let pid = Int64(getpid())
             for (id, i) in rows {
                 insert.reset()
                 try insert.bind(1, night); try insert.bind(2, id); try insert.bind(3, i.sha256); try insert.bind(4, i.size)
-                try insert.bind(5, i.archive); try insert.bind(6, i.pack); try insert.bind(7, i.offset); try insert.bind(8, started)
+                try insert.bind(5, i.archive); try insert.bind(6, i.pack); try insert.bind(7, i.offset); try insert.bind(8, pid)
                 _ = try insert.step()
             }
             try database.execute("COMMIT")
@@ -212,11 +243,22 @@ public final class ShipmentRecord {
     /// `state`, its items by the rows staged for `night` (nil: an unchanged night, whose
     /// items stay as they are). Only the items that changed are written: a night of a large
     /// vault that changed little rewrites little.
-    public func replace(_ location: String, with state: Destination, stagedNight night: String?) throws {
+    /// `items`: how many the archive lists; rows staged for fewer (some lost) are refused,
+    /// and the record stays as it was.
+    public func replace(_ location: String, with state: Destination, stagedNight night: String?, items: Int) throws {
         lock.lock()
         defer { lock.unlock() }
         try database.execute("BEGIN IMMEDIATE")
         do {
+            if let night {
+                let staged = try database.prepare("SELECT count(*) FROM staged_items WHERE night = ?")
+                try staged.bind(1, night)
+                let count = try staged.step() ? staged.int64(0) : 0
+                guard count == Int64(items) else {
+                    throw SystemError("\(count) of the archive's \(items) item(s) were staged in the record of what was shipped; it was kept as it was",
+                                      path: location, errno: EIO)
+                }
+            }
             for table in ["destinations", "archives"] {
                 let delete = try database.prepare("DELETE FROM \(table) WHERE location = ?")
                 try delete.bind(1, location)

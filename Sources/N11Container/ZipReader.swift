@@ -61,6 +61,15 @@ public final class ZipReader {
         return .libzip(code: zip_error_code_zip(error), errno: errno, message: entry.map { "entry \($0): " + message } ?? message)
     }
 
+    /// A reader of the same file that another thread may use while this one is read:
+    /// libzip's handle is one reader's. Entries found by their local headers are read with
+    /// positioned reads, which threads may share, so that reader is itself. The file is opened
+    /// again by path: what is read through it must be checked as if it were another file.
+    public func independent() throws(ContainerError) -> ZipReader {
+        if case .localHeaders = backend { return self }
+        return try ZipReader(path: path)
+    }
+
     /// Whether the entries were found by their local headers (the central directory unused).
     public var foundByLocalHeaders: Bool {
         if case .localHeaders = backend { return true } else { return false }

@@ -135,6 +135,12 @@ public final class AtomicFile: @unchecked Sendable {
     public static func isLive(_ name: String) -> Bool {
         let digits = name.dropFirst(tempPrefix.count).prefix { $0.isASCII && $0.isNumber }
         guard let pid = Int32(digits), pid > 0, name.dropFirst(tempPrefix.count + digits.count).first == "-" else { return false }
-        return kill(pid, 0) == 0 || errno == EPERM
+        return isRunning(pid)
+    }
+
+    /// Whether process `pid` is running (kill(pid, 0) succeeds or is refused for lack of
+    /// permission).
+    public static func isRunning(_ pid: Int32) -> Bool {
+        pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
     }
 }

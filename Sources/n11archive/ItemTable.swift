@@ -25,10 +25,14 @@ struct ItemTable {
     static let header = ["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]
 
     static func print(_ rows: [Row]) {
-        // Names as a file manager sorts them ("DSC 2" before "DSC 10", "é" with "e").
+        // Names as a file manager sorts them ("DSC 2" before "DSC 10", "é" with "e"): what
+        // `localizedStandardCompare` does, with the locale made once, not once a comparison
+        // (making it was half of `vault list` of 100,000 items made in one second).
+        let locale = Locale.current
         let sorted = rows.sorted { a, b in
             if a.created != b.created { return a.created < b.created }
-            let order = a.name.localizedStandardCompare(b.name)
+            let order = a.name == b.name ? .orderedSame
+                : a.name.compare(b.name, options: [.caseInsensitive, .numeric, .widthInsensitive, .forcedOrdering], range: nil, locale: locale)
             return order != .orderedSame ? order == .orderedAscending : a.id < b.id
         }
         let full = [header] + sorted.map { row in

@@ -184,7 +184,7 @@ struct IncrementalArchiveTests {
             let (a, b) = (items[0], items[1])
             items[0] = (a.id, .init(archive: b.item.archive, sha256: a.item.sha256, size: a.item.size, pack: b.item.pack, offset: b.item.offset))
             try record.stage(night: "edited", items)
-            try record.replace(w.directory.location, with: state, stagedNight: "edited")
+            try record.replace(w.directory.location, with: state, stagedNight: "edited", items: items.count)
             try w.add()
             try w.backUp()
             let archive = try w.open(w.nights[1].path)

@@ -101,7 +101,7 @@ struct StreamingCreateTests {
                                                    listArchive: report.archiveID, listRootSHA256: report.listRootSHA256,
                                                    archives: [report.archiveID: .init(id: report.archiveID, name: "b.nu11vlt",
                                                                                       size: report.archiveBytes, created: now)])
-            try record.replace("/backups", with: state, stagedNight: report.archiveID)
+            try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items)
             let rows = try record.items(of: "/backups")
             var recorded: [String: ShipmentRecord.Item] = [:]
             while let (id, item) = try rows.next() { recorded[id] = item }
@@ -110,17 +110,44 @@ struct StreamingCreateTests {
             #expect(recorded.values.allSatisfy { $0.archive == report.archiveID })
             for item in backup { #expect(recorded[item.id]?.sha256 == item.sha256 && recorded[item.id]?.size == item.size) }
             #expect(try record.destination("/backups")?.itemCount == backup.count)
-            // Taken: a second replace from the same night finds nothing staged, and keeps nothing.
-            try record.replace("/backups", with: state, stagedNight: report.archiveID)
-            #expect(try record.destination("/backups")?.itemCount == 0)
-            // A night that is not published leaves nothing staged behind.
+            // Taken: replacing again from the same night finds fewer rows staged than the
+            // archive lists, is refused, and the record stays as it was.
+            #expect(throws: (any Error).self) {
+                try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items)
+            }
+            #expect(try record.destination("/backups")?.itemCount == backup.count)
+            // A night whose rows were dropped (not published) records nothing either.
             request = ArchiveCreator.Request(mode: .portable, compartments: [.backup], output: dir + "/c.nu11vlt",
                                              replaceExisting: false, kdf: fastKDF, now: now, formatVersion: 3)
             request.shipmentRecord = record
             let other = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
             record.discard(night: other.archiveID)
-            try record.replace("/other", with: state, stagedNight: other.archiveID)
-            #expect(try record.destination("/other")?.itemCount == 0)
+            #expect(throws: (any Error).self) {
+                try record.replace("/other", with: state, stagedNight: other.archiveID, items: other.items)
+            }
+            #expect(try record.destination("/other") == nil)
+        }
+    }
+
+    @Test("items read out of order over more pages than are kept: each is the item at its place, and every payload verifies")
+    func manyPagesOutOfOrder() throws {
+        try withTemporaryDirectory { dir in
+            let (store, vault) = try makeVault(in: dir, name: "home")
+            _ = try vault.add((0..<6000).map { note(Array("note \($0)".utf8), name: "n\($0).txt") })
+            let path = dir + "/many.nu11vlt"
+            _ = try createArchive(from: vault, mode: .portable, to: path, compartments: [.vault], formatVersion: 3)
+            let archive = try unlock(path, keyStore: store)
+            let all = try archive.items.all()
+            let pages = try RawZip.entries(of: readBytes(path)).filter { $0.nameString.hasSuffix(".n11page") }.count
+            #expect(pages > 8, "more pages than the reader keeps: \(pages)")
+            // Back and forth across the archive, so kept pages are let go and read again.
+            for index in [5999, 0, 3000, 5998, 1, 4500, 10, 5000, 2, 5999] {
+                #expect(try archive.items.item(index) == all[index], "item \(index)")
+            }
+            #expect(Set(all.map(\.name)).count == 6000)
+            // Every payload while the main thread takes items page by page (the worker reads
+            // packs at the same time through its own reader).
+            #expect(try ArchiveVerifier.verify(archive, keyStore: store).items == 6000)
         }
     }
 
