@@ -1,6 +1,7 @@
 import Foundation
 import N11Crypto
 import N11Format
+import N11System
 import N11Vault
 
 /// Where each item of a version 3 archive goes (DESIGN.md §8.2): items in ID order, cut into
@@ -234,11 +235,14 @@ final class PackedPages: @unchecked Sendable {
             }
             return damaged.isEmpty
         }
-        if let id = damaged.first { throw VaultError.itemDamaged(id: id, path: vault.path) }
+        if let id = damaged.first {
+            throw try vault.damagedItemErrors().first ?? VaultError.itemDamaged(id: id, path: Path.join(vault.path, "Catalogue.sqlite"))
+        }
         let page = try PackedLayout.make(page: items, number: n, firstPack: planned.firstPack, selection)
         // The vault is locked for the whole run: a page that comes out otherwise is a bug.
         guard page.page == planned else {
-            throw ArchiveError.damaged(archive: vault.path, what: "manifest page \(n) came out otherwise than planned; the vault changed while it was read")
+            throw SystemError("the vault changed while the archive was written (manifest page \(n) came out otherwise than planned); nothing was written, run create again",
+                              path: vault.path, errno: EAGAIN)
         }
         return page
     }
