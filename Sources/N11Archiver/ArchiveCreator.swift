@@ -300,8 +300,10 @@ public enum ArchiveCreator {
         var rootPlaintext: [UInt8] = []
         try writer.addEntry(name: EntryName.manifestRoot, size: FormatLimits.sealedLength(payloadSize: Int64(rootLength)), modified: mtime) {
             rootPlaintext = try root()
+            // libzip takes entries in order: every page is written by now, and a digest is 32
+            // bytes whatever it is. Otherwise nothing is published.
             guard rootPlaintext.count == rootLength, pageDigests.count == pages.count else {
-                preconditionFailure("the root is written after every page, at the length planned")
+                throw SystemError("the manifest root came out otherwise than planned; nothing was written", path: output, errno: EIO)
             }
             return MemorySource(try ChunkedStream.seal(rootPlaintext, key: keys.entryKey(EntryName.manifestRoot)))
         }
