@@ -18,24 +18,15 @@ import N11Vault
 ///   so a replaced file can be put back. A failure part-way moves everything back;
 /// - leftovers of killed exports are removed only if they are real directories of ours.
 public enum ArchiveExporter {
-    /// One file to write: the item, its folder and its name there.
-    struct Target {
-        let index: Int
-        let folder: String
-        let name: String
-        /// Something is already at the target (replaced only with `--overwrite`).
-        var conflicts: Bool
-    }
-
     public static func export(_ archive: UnlockedArchive, to directory: String, keyStore: KeyStore?,
                               _ options: RestoreOptions = .init(),
                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> ArchiveRestorer.Report {
         let (overwrite, dryRun, now) = (options.overwrite, options.dryRun, options.now)
-        var report = ArchiveRestorer.Report()
+        var report = ArchiveRestorer.Report(for: archive)
         let root = Path.withoutTrailingSlashes(Path.absolute(directory))
         report.destination = root
         report.dryRun = dryRun
-        let selected = Set(try archive.indices(of: options.selection))
+        let selected = try archive.selected(options.selection)
 
         let destination: ExportDestination
         do { destination = try ExportDestination(root, creating: !dryRun) } catch { throw ArchiveError.writing(root, error) }
@@ -47,22 +38,25 @@ public enum ArchiveExporter {
             if !published { destination.removeIfCreated() }
         }
 
-        var targets: [Target] = []
-        var taken = Set<String>()
+        // Nothing per item but a byte or two (issue 34): the outcome in the report, and which
+        // of its candidate names each item got; names are made again from those.
+        var names = ExportNames(count: archive.items.count)
         var conflicts: [String] = []
         do {
             // Names are given over the whole archive, selected or not, so an item's file name
             // does not depend on which others were asked for.
+            var next = selected.startIndex
             try archive.items.forEach { index, item in
-                let (folder, name) = exportName(for: item, avoiding: &taken)
-                guard selected.contains(index) else { return }
-                if item.isExpired(at: now) { report.skippedExpired.append(item.id); return }
+                let (folder, name) = names.give(index: index, item)
+                guard next < selected.endIndex, selected[next] == index else { return }
+                next += 1
+                if item.isExpired(at: now) { report.record(.skippedExpired, index: index); return }
                 switch try destination.existing(at: folder, name, size: item.size, sha256: item.sha256Bytes) {
-                case .nothing: targets.append(Target(index: index, folder: folder, name: name, conflicts: false))
-                case .identical: report.skippedIdentical.append(item.id)
+                case .nothing: report.record(.restored, index: index)
+                case .identical: report.record(.skippedIdentical, index: index)
                 case .different:
                     conflicts.append(Path.join(Path.join(root, folder), name))
-                    targets.append(Target(index: index, folder: folder, name: name, conflicts: true))
+                    report.record(.restored, index: index)
                 }
             }
         } catch let error as ArchiveError {
@@ -70,13 +64,16 @@ public enum ArchiveExporter {
         } catch { throw ArchiveError.writing(root, error) }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
 
-        let salvage = options.salvage ? { (_: Int, item: Manifest.Item, error: ArchiveError) in
+        let writing = report.written == archive.items.count
+            ? SelectedItems.all(archive.items.indices)
+            : .some(selected.filter { report.outcome(of: $0) == .restored })
+        let salvage = options.salvage ? { (n: Int, item: Manifest.Item, error: ArchiveError) in
+            report.forget(index: writing[n])
             report.damaged.append(.init(item, error))
         } : nil
         if dryRun {
-            try ArchiveVerifier.checkAll(archive, targets.map(\.index), keyStore: keyStore, salvage: salvage,
+            try ArchiveVerifier.checkAll(archive, writing, keyStore: keyStore, salvage: salvage,
                                          progress: progress) { _, item in
-                report.restored.append(item.id)
                 report.plaintextBytes += item.size
             }
             progress?.finish()
@@ -84,12 +81,12 @@ public enum ArchiveExporter {
         }
 
         let staging: ExportStaging
-        do { staging = try destination.makeStaging(folders: Set(targets.map(\.folder))) } catch { throw ArchiveError.writing(root, error) }
+        do { staging = try destination.makeStaging(folders: Set(ItemKind.allCases.map(\.directory))) } catch { throw ArchiveError.writing(root, error) }
         defer { staging.remove() }
-        var verified: [Target] = []
-        try ArchiveVerifier.forEachItem(archive, targets.map(\.index), progress: progress, salvage: salvage) { n, item, payload in
-            let target = targets[n]
-            let file = try staging.createFile(target.name, in: target.folder)
+        var stagedPerFolder: [String: Int] = [:]
+        try ArchiveVerifier.forEachItem(archive, writing, progress: progress, salvage: salvage) { n, item, payload in
+            let (folder, name) = names.name(index: writing[n], item)
+            let file = try staging.createFile(name, in: folder)
             do {
                 try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
                                               into: FileStagingSink(file), progress: progress)
@@ -98,22 +95,29 @@ public enum ArchiveExporter {
                 try file.close()
             } catch {
                 // Nothing unverified stays, even in staging: a salvage goes on without it.
-                staging.removeFile(target.name, in: target.folder)
+                staging.removeFile(name, in: folder)
                 throw error
             }
-            verified.append(target)
-            report.restored.append(item.id)
+            stagedPerFolder[folder, default: 0] += 1
             report.plaintextBytes += item.size
         }
         do {
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
+            // The verified files, again from the archive's pages, in its order.
+            let report = report
+            let files = { (body: (String, String) throws -> Void) throws in
+                try report.forEachIndex(.restored) { index in
+                    let (folder, name) = names.name(index: index, try archive.items.item(index))
+                    try body(folder, name)
+                }
+            }
             // Ctrl-C waits for the moves (and, on failure, their undoing) to end.
             try Interruption.critical {
-                try destination.publish(staging, verified, overwrite: overwrite)
+                try destination.publish(staging, folders: Set(stagedPerFolder.keys), files: files, overwrite: overwrite)
                 Interruption.committed("the export")
             }
-        } catch { throw ArchiveError.writing(root, error) }
+        } catch let error as ArchiveError { throw error } catch { throw ArchiveError.writing(root, error) }
         published = true
         progress?.finish()
         return report
@@ -146,31 +150,24 @@ public enum ArchiveExporter {
     /// The longest file name Linux file systems take (NAME_MAX), in bytes.
     static let nameMax = 255
 
-    /// The folder (`Photos` or `Notes`) and file name for an item. A name the manifest gives
-    /// is a label, so "." and ".." become the item ID, and a second item of the same name gets
-    /// `~ID8` before its extension, its stem shortened (at a character boundary) so the name
-    /// stays within NAME_MAX.
-    static func exportName(for item: Manifest.Item, avoiding taken: inout Set<String>) -> (folder: String, name: String) {
+    /// The folder (`Photos` or `Notes`) and file name for an item, its `attempt`th
+    /// candidate. A name the manifest gives is a label, so "." and ".." become the item ID;
+    /// the first candidate is the name itself, the next `~ID8` before its extension, then
+    /// `~ID8-2`, `~ID8-3`, …, the stem shortened (at a character boundary) so the name stays
+    /// within NAME_MAX. `ExportNames` gives each item the first candidate no earlier item has.
+    static func exportName(for item: Manifest.Item, attempt: Int) -> (folder: String, name: String) {
         let folder = item.kind.directory
         var name = item.name
         if name == "." || name == ".." || name.hasPrefix(".n11") { name = item.id }
+        guard attempt > 0 else { return (folder, name) }
         var (stem, dotExtension): (String, String) = {
             guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
             return (String(name[..<dot]), String(name[dot...]))
         }()
         // An "extension" that leaves no room for the suffix is part of the stem.
         if dotExtension.utf8.count > nameMax / 2 { (stem, dotExtension) = (name, "") }
-        // The name itself, then `~ID8`, then (should even that be taken) `~ID8-2`, `~ID8-3`, ….
-        let short = String(item.id.prefix(8))
-        var candidate = name
-        var attempt = 1
-        while taken.contains("\(folder)/\(candidate)") {
-            let suffix = "~\(short)\(attempt == 1 ? "" : "-\(attempt)")\(dotExtension)"
-            candidate = shortened(stem, toBytes: nameMax - suffix.utf8.count) + suffix
-            attempt += 1
-        }
-        taken.insert("\(folder)/\(candidate)")
-        return (folder, candidate)
+        let suffix = "~\(item.id.prefix(8))\(attempt == 1 ? "" : "-\(attempt)")\(dotExtension)"
+        return (folder, shortened(stem, toBytes: nameMax - suffix.utf8.count) + suffix)
     }
 
     /// `text` cut to at most `limit` UTF-8 bytes, whole characters only.
@@ -281,32 +278,43 @@ final class ExportDestination {
         return try ExportStaging(in: root, folders: folders)
     }
 
-    /// Moves the staged files into place; on any failure moves back what was moved.
-    func publish(_ staging: ExportStaging, _ targets: [ArchiveExporter.Target], overwrite: Bool) throws {
+    /// Moves the staged files into place; on any failure moves back what was moved. `files`
+    /// gives each verified file's folder and name, the same each time it is called: it is
+    /// walked again to undo, instead of keeping a list of moves (issue 34).
+    func publish(_ staging: ExportStaging, folders staged: Set<String>,
+                 files: ((String, String) throws -> Void) throws -> Void, overwrite: Bool) throws {
         guard let root else { preconditionFailure("publishing needs the directory") }
-        var undo: [ExportStaging.Move] = []
+        var movedFolders: [String] = []
+        var movedFiles = 0
         do {
             // A folder none of whose files verified (a salvage) is not published empty.
-            for folder in staging.folders.sorted() where targets.contains(where: { $0.folder == folder }) {
-                if try self.folder(folder) == nil {
-                    // New folder: one rename publishes all of its files at once.
-                    do {
-                        try DirectoryHandle.rename(folder, in: staging.directory, to: folder, in: root, .noReplace)
-                        undo.append(.folder(folder))
-                        continue
-                    } catch let error as SystemError where error.errno == EEXIST {
-                        folders[folder] = nil   // created meanwhile: publish file by file into it
-                    }
-                }
-                guard let target = try self.folder(folder) else { throw SystemError("cannot open directory", path: Path.join(path, folder), errno: ENOENT) }
-                for file in targets where file.folder == folder {
-                    undo.append(try staging.publish(file.name, of: folder, into: target, replacing: overwrite))
+            for folder in staged.sorted() where try self.folder(folder) == nil {
+                // New folder: one rename publishes all of its files at once.
+                do {
+                    try DirectoryHandle.rename(folder, in: staging.directory, to: folder, in: root, .noReplace)
+                    movedFolders.append(folder)
+                } catch let error as SystemError where error.errno == EEXIST {
+                    folders[folder] = nil   // created meanwhile: publish file by file into it
                 }
             }
-            for folder in staging.folders { try self.folder(folder)?.sync() }
+            try files { folder, name in
+                guard !movedFolders.contains(folder) else { return }
+                guard let target = try self.folder(folder) else { throw SystemError("cannot open directory", path: Path.join(path, folder), errno: ENOENT) }
+                try staging.publish(name, of: folder, into: target, replacing: overwrite)
+                movedFiles += 1
+            }
+            for folder in staged { try self.folder(folder)?.sync() }
             try root.sync()
         } catch {
-            for move in undo.reversed() { staging.takeBack(move, from: root, folders: folders) }
+            for folder in movedFolders.reversed() { staging.takeBack(folder: folder, from: root) }
+            var undone = 0
+            struct Done: Error {}
+            try? files { folder, name in
+                guard undone < movedFiles else { throw Done() }
+                guard !movedFolders.contains(folder) else { return }
+                undone += 1
+                if let target = folders[folder] ?? nil { staging.takeBack(name, of: folder, from: target) }
+            }
             throw error
         }
     }
@@ -327,12 +335,6 @@ final class ExportStaging {
     private var folderHandles: [String: DirectoryHandle] = [:]
     /// Removes the staged plaintext if Ctrl-C or SIGTERM ends the export.
     private var interruptCleanup: Interruption.Token?
-
-    /// One move into the export directory, as it is undone.
-    enum Move {
-        case folder(String)
-        case file(folder: String, name: String, exchanged: Bool)
-    }
 
     init(in parent: DirectoryHandle, folders: Set<String>) throws {
         self.parent = parent
@@ -367,11 +369,10 @@ final class ExportStaging {
     /// Moves one staged file into `target`. Never replaces a file that appeared since the
     /// conflict check unless `replacing`; a replaced file is exchanged into staging, not
     /// lost, until the export has succeeded.
-    func publish(_ file: String, of folder: String, into target: DirectoryHandle, replacing: Bool) throws -> Move {
+    func publish(_ file: String, of folder: String, into target: DirectoryHandle, replacing: Bool) throws {
         let staged = folderHandles[folder]!
         do {
             try DirectoryHandle.rename(file, in: staged, to: file, in: target, .noReplace)
-            return .file(folder: folder, name: file, exchanged: false)
         } catch let error as SystemError where error.errno == EEXIST {
             let path = Path.join(target.path, file)
             guard replacing else { throw ExportRefusal.conflicts(paths: [path]) }
@@ -382,19 +383,20 @@ final class ExportStaging {
                 try? DirectoryHandle.rename(file, in: staged, to: file, in: target, .exchange)
                 throw ExportRefusal.conflicts(paths: [path])
             }
-            return .file(folder: folder, name: file, exchanged: true)
         }
     }
 
-    /// Undoes one move (best effort: a failure here leaves that file where it is).
-    func takeBack(_ move: Move, from root: DirectoryHandle, folders: [String: DirectoryHandle?]) {
-        switch move {
-        case .folder(let folder):
-            try? DirectoryHandle.rename(folder, in: root, to: folder, in: directory, .noReplace)
-        case let .file(folder, file, exchanged):
-            guard let target = folders[folder] ?? nil else { return }
-            try? DirectoryHandle.rename(file, in: target, to: file, in: folderHandles[folder]!, exchanged ? .exchange : .noReplace)
-        }
+    /// Undoes a folder's move (best effort: a failure here leaves it where it is).
+    func takeBack(folder: String, from root: DirectoryHandle) {
+        try? DirectoryHandle.rename(folder, in: root, to: folder, in: directory, .noReplace)
+    }
+
+    /// Undoes one file's move (best effort). A file replaced by it is in staging under the
+    /// same name (exchanged): exchanged back; else the file is moved back.
+    func takeBack(_ file: String, of folder: String, from target: DirectoryHandle) {
+        guard let staged = folderHandles[folder] else { return }
+        let exchanged = ((try? staged.status(of: file)) ?? nil) != nil
+        try? DirectoryHandle.rename(file, in: target, to: file, in: staged, exchanged ? .exchange : .noReplace)
     }
 
     /// Removes the staging directory and what is left in it (files replaced by the export,
@@ -416,4 +418,45 @@ final class FileStagingSink: UnverifiedPlaintextSink {
     private let file: FileDescriptor
     init(_ file: FileDescriptor) { self.file = file }
     func stage(_ bytes: ArraySlice<UInt8>) throws { try file.write(bytes) }
+}
+
+/// The names an export gives, over the whole archive in its order (ArchiveExporter.
+/// exportName): which candidate each item got, a byte an item, and the names taken as 64-bit
+/// digests, not strings (issue 34). Two names with the same digest count as one: the later
+/// item gets its next candidate, a longer name but never a clash (the odds are about 10^-7
+/// at 3,000,000 names, and differ from run to run).
+struct ExportNames {
+    private var attempts: [UInt8]
+    /// Attempts of 255 and more (an archive with that many items of one name).
+    private var manyAttempts: [Int: Int] = [:]
+    private var taken = Set<UInt64>()
+
+    init(count: Int) { attempts = [UInt8](repeating: 0, count: count) }
+
+    /// Gives item `index` the first candidate no earlier item took.
+    mutating func give(index: Int, _ item: Manifest.Item) -> (folder: String, name: String) {
+        var attempt = 0
+        while true {
+            let candidate = ArchiveExporter.exportName(for: item, attempt: attempt)
+            if taken.insert(Self.digest(candidate)).inserted {
+                if attempt < 255 { attempts[index] = UInt8(attempt) } else { attempts[index] = 255; manyAttempts[index] = attempt }
+                return candidate
+            }
+            attempt += 1
+        }
+    }
+
+    /// The name `give` gave item `index`.
+    func name(index: Int, _ item: Manifest.Item) -> (folder: String, name: String) {
+        let attempt = attempts[index] == 255 ? manyAttempts[index] ?? 255 : Int(attempts[index])
+        return ArchiveExporter.exportName(for: item, attempt: attempt)
+    }
+
+    /// SipHash, keyed afresh by each process: an archive cannot be made to collide on purpose.
+    private static func digest(_ candidate: (folder: String, name: String)) -> UInt64 {
+        var hasher = Hasher()
+        hasher.combine(candidate.folder)
+        hasher.combine(candidate.name)
+        return UInt64(bitPattern: Int64(hasher.finalize()))
+    }
 }

@@ -4,10 +4,6 @@ import N11Format
 import N11System
 import N11Vault
 
-/// Restores an unlocked archive all or nothing. Conflicts are found from the manifest
-/// before anything is written; every item is then decrypted, verified and staged out of
-/// sight; only when all verified does one commit make them visible. Any failure before the
-/// commit leaves the destination exactly as it was.
 /// What a restore (into a vault or as an export) may do.
 public struct RestoreOptions: Sendable {
     /// Replace items (or export files) that differ from the archive's.
@@ -48,75 +44,157 @@ extension UnlockedArchive {
         do { return try selection.indices(in: all, id: \.id, name: \.name) }
         catch { throw .selection(archive: reader.name, error) }
     }
+
+    /// The positions `selection` picks: everything as a range (nothing per item, issue 34),
+    /// else as `indices(of:)` gives them.
+    func selected(_ selection: ItemSelection) throws(ArchiveError) -> SelectedItems {
+        selection.isEverything ? .all(items.indices) : .some(try indices(of: selection))
+    }
 }
 
+/// The archive positions a restore works on, in order.
+enum SelectedItems: RandomAccessCollection {
+    case all(Range<Int>)
+    case some([Int])
+
+    var startIndex: Int { 0 }
+    var endIndex: Int {
+        switch self {
+        case .all(let range): return range.count
+        case .some(let list): return list.count
+        }
+    }
+    subscript(position: Int) -> Int {
+        switch self {
+        case .all(let range): return range.lowerBound + position
+        case .some(let list): return list[position]
+        }
+    }
+}
+
+/// What a restore (or an export) did with an item it was asked for.
+public enum RestoreOutcome: UInt8, CaseIterable, Sendable {
+    case restored = 1, replaced, repaired, skippedIdentical, skippedExpired
+}
+
+/// Restores an unlocked archive all or nothing. Conflicts are found from the manifest
+/// before anything is written; every item is then decrypted, verified and staged out of
+/// sight; only when all verified does one commit make them visible. Any failure before the
+/// commit leaves the destination exactly as it was.
 public enum ArchiveRestorer {
+    /// What a restore did: a byte per archive item (its `RestoreOutcome`), and counts. A
+    /// report of millions of items holds no ID (issue 34): the IDs are read again from the
+    /// archive, in its order, when asked for.
     public struct Report: Sendable {
-        public var restored: [String] = []
-        public var replaced: [String] = []
-        /// Items already in the vault whose record or content was damaged, restored again.
-        public var repaired: [String] = []
-        public var skippedIdentical: [String] = []
-        public var skippedExpired: [String] = []
+        private var outcomes: [UInt8]
+        private var counts = [Int](repeating: 0, count: RestoreOutcome.allCases.count + 1)
+        private let items: ArchiveItems
         /// Items a salvage could not restore (damaged or missing), nothing of them written.
         public var damaged: [DamagedItem] = []
         public var plaintextBytes: Int64 = 0
         public var destination = ""
         public var dryRun = false
-        public init() {}
+
+        public init(for archive: UnlockedArchive) {
+            items = archive.items
+            outcomes = [UInt8](repeating: 0, count: archive.items.count)
+        }
+
+        /// Records what became of archive item `index`; each item has one outcome.
+        mutating func record(_ outcome: RestoreOutcome, index: Int) {
+            let old = outcomes[index]
+            if old != 0 { counts[Int(old)] -= 1 }
+            outcomes[index] = outcome.rawValue
+            counts[Int(outcome.rawValue)] += 1
+        }
+
+        /// A salvage's item that did not verify: it has no outcome but its place in `damaged`.
+        mutating func forget(index: Int) {
+            let old = outcomes[index]
+            if old != 0 { counts[Int(old)] -= 1 }
+            outcomes[index] = 0
+        }
+
+        func outcome(of index: Int) -> RestoreOutcome? { RestoreOutcome(rawValue: outcomes[index]) }
+
+        public func count(_ outcome: RestoreOutcome) -> Int { counts[Int(outcome.rawValue)] }
+
+        /// Items written: restored, replaced and repaired.
+        public var written: Int { count(.restored) + count(.replaced) + count(.repaired) }
+
+        /// The archive positions with `outcome`, in order.
+        func forEachIndex(_ outcome: RestoreOutcome, _ body: (Int) throws -> Void) rethrows {
+            guard count(outcome) > 0 else { return }
+            for index in outcomes.indices where outcomes[index] == outcome.rawValue { try body(index) }
+        }
+
+        /// The IDs with `outcome`, in archive order, each read again from the archive.
+        public func forEachID(_ outcome: RestoreOutcome, _ body: (String) throws -> Void) throws {
+            try forEachIndex(outcome) { try body(try items.item($0).id) }
+        }
+
+        public func ids(_ outcome: RestoreOutcome) throws -> [String] {
+            var ids: [String] = []
+            try forEachID(outcome) { ids.append($0) }
+            return ids
+        }
+
+        public var restored: [String] { get throws { try ids(.restored) } }
+        public var replaced: [String] { get throws { try ids(.replaced) } }
+        /// Items already in the vault whose record or content was damaged, restored again.
+        public var repaired: [String] { get throws { try ids(.repaired) } }
+        public var skippedIdentical: [String] { get throws { try ids(.skippedIdentical) } }
+        public var skippedExpired: [String] { get throws { try ids(.skippedExpired) } }
     }
 
     /// Restore into `vault` (opened for writing unless `dryRun`). `progress` counts the
-    /// items to be written (not those skipped) as their chunks verify.
+    /// items to be written (not those skipped) as their chunks verify. Nothing is held per
+    /// item but a byte (issue 34): the vault is asked item by item, and what an item
+    /// replaces is read again when it is staged.
     public static func restore(_ archive: UnlockedArchive, into vault: Vault, _ options: RestoreOptions = .init(),
                                progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
         let (overwrite, dryRun, now) = (options.overwrite, options.dryRun, options.now)
-        var report = Report()
+        var report = Report(for: archive)
         report.destination = vault.path
-        let selected = try archive.indices(of: options.selection)
         report.dryRun = dryRun
-        let existing: [String: ItemMetadata]
-        let damaged: Set<String>
-        do {
-            existing = Dictionary(try vault.items(includeExpired: true, now: now).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-            damaged = Set(try vault.damagedItemIDs())
-        } catch { throw .vault(error) }
+        let selected = try archive.selected(options.selection)
 
         // Plan from the manifest (and, for items already there, their state in the vault).
-        var plan: [(index: Int, replaces: ItemMetadata?, repairs: Bool)] = []
         var conflicts: [String] = []
-        for index in selected {
-            let item = try archive.items.item(index)
-            if item.isExpired(at: now) { report.skippedExpired.append(item.id); continue }
-            if damaged.contains(item.id) {
-                // Its record is damaged: the archive's version repairs it.
-                plan.append((index, nil, true))
-                continue
-            }
-            if let old = existing[item.id] {
-                if old.sha256 == item.sha256 && old.kind == item.kind && old.compartment == item.compartment {
-                    // The same item; skip it only if its content is intact, else repair it.
-                    if (try? vault.verify(old)) != nil {
-                        report.skippedIdentical.append(item.id)
-                    } else {
-                        plan.append((index, old, true))
+        do {
+            for index in selected {
+                let item = try archive.items.item(index)
+                if item.isExpired(at: now) { report.record(.skippedExpired, index: index); continue }
+                switch try vault.lookUp(id: item.id) {
+                case .absent: report.record(.restored, index: index)
+                case .damaged:
+                    // Its record is damaged: the archive's version repairs it.
+                    report.record(.repaired, index: index)
+                case .item(let old):
+                    if old.sha256 == item.sha256 && old.kind == item.kind && old.compartment == item.compartment {
+                        // The same item; skip it only if its content is intact, else repair it.
+                        report.record((try? vault.verify(old)) != nil ? .skippedIdentical : .repaired, index: index)
+                        continue
                     }
-                    continue
+                    conflicts.append(item.id)
+                    report.record(.replaced, index: index)
                 }
-                conflicts.append(item.id)
             }
-            plan.append((index, existing[item.id], false))
-        }
+        } catch let error as ArchiveError { throw error } catch let error as VaultError { throw .vault(error) } catch { throw ArchiveError.wrap(error) }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
-
-        let salvage = options.salvage ? { (_: Int, item: Manifest.Item, error: ArchiveError) in
+        // The positions to write, as a range when that is all of them (nothing per item).
+        let writing = report.written == archive.items.count
+            ? SelectedItems.all(archive.items.indices)
+            : .some(selected.filter { index in [RestoreOutcome.restored, .replaced, .repaired].contains { report.outcome(of: index) == $0 } })
+        // A salvage's damaged item was planned as written: it is counted as damaged instead.
+        let salvage = options.salvage ? { (n: Int, item: Manifest.Item, error: ArchiveError) in
+            report.forget(index: writing[n])
             report.damaged.append(.init(item, error))
         } : nil
         if dryRun {
-            try ArchiveVerifier.checkAll(archive, plan.map(\.index), keyStore: vault.keyStore, salvage: salvage,
-                                         progress: progress) { n, item in
-                let step = plan[n]
-                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
+            try ArchiveVerifier.checkAll(archive, writing, keyStore: vault.keyStore, salvage: salvage,
+                                         progress: progress) { _, item in
+                report.plaintextBytes += item.size
             }
             progress?.finish()
             return report
@@ -125,11 +203,15 @@ public enum ArchiveRestorer {
         let staging: VaultStaging
         do { staging = try VaultStaging(vault: vault) } catch { throw .vault(error) }
         do {
-            try ArchiveVerifier.forEachItem(archive, plan.map(\.index), progress: progress, salvage: salvage) { n, item, payload in
-                let step = plan[n]
-                try stage(archive, item, payload: payload, replaces: step.replaces, in: staging, progress: progress)
-                if step.repairs && step.replaces == nil { try staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind) }
-                record(item, replaces: step.replaces, repairs: step.repairs, in: &report)
+            try ArchiveVerifier.forEachItem(archive, writing, progress: progress, salvage: salvage) { n, item, payload in
+                // What it replaces, read again (the vault is locked: the same as planned).
+                let replaces: ItemMetadata?
+                if case .item(let old) = try vault.lookUp(id: item.id) { replaces = old } else { replaces = nil }
+                try stage(archive, item, payload: payload, replaces: replaces, in: staging, progress: progress)
+                if replaces == nil && report.outcome(of: writing[n]) == .repaired {
+                    try staging.stageRepair(ofDamagedID: item.id, restoredKind: item.kind)
+                }
+                report.plaintextBytes += item.size
             }
         } catch {
             staging.discard()
@@ -138,12 +220,6 @@ public enum ArchiveRestorer {
         do { try staging.commit(committing: "the restore") } catch { throw .vault(error) }
         progress?.finish()
         return report
-    }
-
-    private static func record(_ item: Manifest.Item, replaces: ItemMetadata?, repairs: Bool, in report: inout Report) {
-        if repairs { report.repaired.append(item.id) }
-        else if replaces == nil { report.restored.append(item.id) } else { report.replaced.append(item.id) }
-        report.plaintextBytes += item.size
     }
 
     /// Stages item `index` from its payload. Portable: verified plaintext sealed into a vault

@@ -46,14 +46,14 @@ public enum HomeRestorer {
         let (archive, unlockedStore) = try unlock()
         let portable = archive.header.mode == .portable
         func verifyOnly() throws -> Report {
-            let selected = try archive.indices(of: options.selection)
-            var report = ArchiveRestorer.Report()
+            let selected = try archive.selected(options.selection)
+            var report = ArchiveRestorer.Report(for: archive)
             report.dryRun = true
             report.destination = destination.vaultPath
             try ArchiveVerifier.checkAll(archive, selected, keyStore: nil, salvage: options.salvage ? { _, item, error in
                 report.damaged.append(DamagedItem(item, error))
-            } : nil, progress: progress) { _, item in
-                report.restored.append(item.id)
+            } : nil, progress: progress) { n, item in
+                report.record(.restored, index: selected[n])
                 report.plaintextBytes += item.size
             }
             progress?.finish()

@@ -29,6 +29,9 @@ public final class Vault: @unchecked Sendable {
     /// Content files a committed change has not moved into place yet: final relative path →
     /// where the file is now. Read with the items, so both are one state of the vault.
     private var pendingMoves: [String: String] = [:]
+    /// The opening keys `lookUp` uses, made once; and whether it read the key store again.
+    private var lookupKeys: [(Compartment, SecureBytes, [UInt8])]?
+    private var refreshedForLookup = false
 
     static let markerName = ".n11vault"
     static let markerMagic = Array("N11VAULT".utf8)
@@ -463,6 +466,49 @@ public final class Vault: @unchecked Sendable {
         try damagedItemIDs().map { .itemDamaged(id: $0, path: recordPath(id: $0)) }
     }
 
+    /// What the vault holds under one ID.
+    public enum Lookup: Equatable {
+        case absent
+        /// Its record, expired or not.
+        case item(ItemMetadata)
+        /// A record that opens with none of this key store's keys, even read again.
+        case damaged
+    }
+
+    /// The vault's item `id`, read by itself: a restore of millions of items asks item by
+    /// item instead of holding every record (issue 34). A record that does not open is
+    /// retried once with the key store read again (another process may have rotated the
+    /// keys). A version 1 vault read without the lock (its records still files) is read whole
+    /// once.
+    public func lookUp(id: String) throws(VaultError) -> Lookup {
+        guard let catalogue else {
+            if try damagedItemIDs().contains(id) { return .damaged }
+            return try items(includeExpired: true).first { $0.id == id }.map { .item($0) } ?? .absent
+        }
+        do {
+            if lookupKeys == nil {
+                // The pending moves of the moment of the first lookup (a writer has none: it
+                // carried them out when it opened the vault).
+                for line in try catalogue.pendingOperations() {
+                    if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
+                }
+            }
+            guard let sealed = try catalogue.record(id: id) else { return .absent }
+            for attempt in 0..<2 {
+                if lookupKeys == nil || attempt == 1 {
+                    lookupKeys = try Compartment.allCases.flatMap { compartment in
+                        try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
+                    }
+                }
+                if let item = Self.openRecords([(id: id, sealed: Optional(sealed))][...], keys: lookupKeys ?? []).found.first { return .item(item) }
+                guard attempt == 0, !refreshedForLookup else { break }
+                refreshedForLookup = true
+                guard keyStore.refreshCompartmentKeys() else { break }
+            }
+            return .damaged
+        } catch { throw VaultError.wrap(error) }
+    }
+
     /// Where an item's record is, for messages: the catalogue (or a v1 vault's record file).
     func recordPath(id: String) -> String {
         catalogue?.path ?? MetaDirectory.recordPath(id: id, in: path)
@@ -511,6 +557,7 @@ public final class Vault: @unchecked Sendable {
 
     func forgetCachedItems() {
         cachedItems = nil
+        lookupKeys = nil
         cachedDamaged = []
         pendingMoves = [:]
     }

@@ -176,6 +176,15 @@ final class VaultCatalogue {
         if !batch.isEmpty { _ = try body(batch) }
     }
 
+    /// One record, or nil if no row has `id`.
+    func record(id: String) throws -> [UInt8]? {
+        let statement = try prepared("SELECT record FROM items WHERE id = ?1")
+        defer { statement.reset() }
+        try statement.bind(1, id)
+        guard try statement.step() else { return nil }
+        return statement.blob(0)
+    }
+
     /// The pending file steps, in order.
     func pendingOperations() throws -> [String] {
         let rows = try database.prepare("SELECT operation FROM pending ORDER BY step")

@@ -36,7 +36,7 @@ public final class VaultStaging {
     private let catalogue: VaultCatalogue
     private var finished = false
     /// New items' content files at their final paths, removed if the change does not commit.
-    private let createdFiles = CreatedFiles()
+    private let createdFiles: CreatedFiles
     /// Whether the staging directory is durable, so a crash's leftovers will be swept.
     private var markedForSweep = false
     /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
@@ -130,6 +130,7 @@ public final class VaultStaging {
         self.vault = vault
         self.catalogue = catalogue
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
+        createdFiles = CreatedFiles(spillingTo: Path.join(directory, "created"))
         // Registered before the directory exists, so no moment has it without its cleanup.
         let staged = directory, createdFiles = createdFiles
         interruptCleanup = Interruption.onInterrupt {
@@ -272,14 +273,14 @@ public final class VaultStaging {
             // Created and recorded in one critical section: Ctrl-C's cleanup either sees it or
             // runs before it exists (and then this never returns: the process ends).
             let file: FileDescriptor? = try Interruption.critical {
-                do {
-                    let file = try FileDescriptor.createExclusive(path, mode: 0o600)
-                    createdFiles.append(path)
-                    return file
-                } catch {
+                let file: FileDescriptor
+                do { file = try FileDescriptor.createExclusive(path, mode: 0o600) } catch {
                     guard (error as? SystemError)?.errno == EEXIST else { throw error }
                     return nil
                 }
+                // Listed even if the list cannot be written: the discard still removes it.
+                do { try createdFiles.append(path) } catch { try? file.close(); throw error }
+                return file
             }
             if let file { return (file, path, nil) }
         }
@@ -540,16 +541,55 @@ private final class StepPlaces {
 }
 
 /// The paths of files a change created at their final places, removed if it does not commit.
-/// Used under `Interruption.critical`, which the Ctrl-C cleanup also holds.
+/// Used under `Interruption.critical`, which the Ctrl-C cleanup also holds. A change of
+/// millions of items must not hold a path per item (issue 34): past `batch` paths, they are
+/// appended to a list in the change's own staging directory (NUL-separated: a vault's path
+/// may hold any other byte), read back only to remove them. The list is no journal: a crash
+/// leaves the staging directory, and the next writer's sweep finds such files by their IDs.
 private final class CreatedFiles: @unchecked Sendable {
-    private var paths: Set<String> = []
+    static let batch = 4096
+    private var recent: Set<String> = []
+    private let spillPath: String
+    private var spill: FileDescriptor?
 
-    func append(_ path: String) { paths.insert(path) }
-    func remove(_ path: String) { Interruption.critical { _ = paths.remove(path) } }
+    init(spillingTo path: String) { spillPath = path }
+
+    func append(_ path: String) throws {
+        recent.insert(path)
+        if recent.count >= Self.batch { try spillRecent() }
+    }
+
+    /// Forgets a file already removed (one that failed its checks). One already spilled stays
+    /// listed: removing it again finds nothing, and no later item of the change has its ID.
+    func remove(_ path: String) { Interruption.critical { _ = recent.remove(path) } }
+
+    private func spillRecent() throws {
+        if spill == nil { spill = try FileDescriptor.createExclusive(spillPath, mode: 0o600) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(recent.count * 96)
+        for path in recent { bytes += path.utf8; bytes.append(0) }
+        try spill?.write(bytes)
+        recent.removeAll(keepingCapacity: true)
+    }
 
     func removeAll() {
-        for path in paths { try? FileSystem.removeFile(path) }
-        paths.removeAll()
+        for path in recent { try? FileSystem.removeFile(path) }
+        recent.removeAll()
+        guard let spill = spill else { return }
+        self.spill = nil
+        try? spill.close()
+        guard let list = try? FileDescriptor.openForReading(spillPath) else { return }
+        defer { try? list.close() }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20), pending: [UInt8] = []
+        while let n = try? list.read(into: &buffer, count: buffer.count), n > 0 {
+            pending += buffer[0..<n]
+            var start = 0
+            while let end = pending[start...].firstIndex(of: 0) {
+                try? FileSystem.removeFile(String(decoding: pending[start..<end], as: UTF8.self))
+                start = end + 1
+            }
+            pending.removeFirst(start)
+        }
     }
 }
 

@@ -81,6 +81,75 @@ enum Console {
         Output.jsonPrinted = true
     }
 
+    /// A command's JSON document whose lists of strings are too long to hold as a whole (a
+    /// restore of millions of items, issue 34): written member by member in `Console.json`'s
+    /// layout (pretty-printed, keys sorted), each list element by element, to stdout in
+    /// pieces of about a MiB.
+    struct StreamedObject {
+        private enum Member {
+            case encoded(String)
+            case strings(((String) throws -> Void) throws -> Void)
+        }
+        private var members: [(key: String, value: Member)] = []
+
+        /// A member of any Encodable value, written as `Console.json` writes it.
+        mutating func add(_ key: String, _ value: some Encodable) throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = .iso8601
+            let text = String(decoding: try encoder.encode(value), as: UTF8.self)
+            // Nested lines go one level deeper (JSONEncoder indents by two spaces).
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            let indented = lines.enumerated().map { n, line in n == 0 || line.isEmpty ? String(line) : "  " + line }
+            members.append((key, .encoded(indented.joined(separator: "\n"))))
+        }
+
+        /// A list of strings that `strings` hands out one at a time, when the document is written.
+        mutating func add(_ key: String, strings: @escaping ((String) throws -> Void) throws -> Void) {
+            members.append((key, .strings(strings)))
+        }
+
+        func write() throws {
+            var out: [UInt8] = []
+            out.reserveCapacity(1 << 20)
+            func flush(_ force: Bool = false) {
+                guard force || out.count >= 1 << 20 else { return }
+                writeRaw(out, to: FileHandle.standardOutput)
+                out.removeAll(keepingCapacity: true)
+            }
+            ProgressLine.clearBar()
+            out += Array("{\n".utf8)
+            for (n, (key, value)) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+                out += Array("  \(Self.quoted(key)) : ".utf8)
+                switch value {
+                case .encoded(let text): out += Array(text.utf8)
+                case .strings(let each):
+                    var first = true
+                    out += Array("[".utf8)
+                    try each { string in
+                        out += Array(((first ? "\n    " : ",\n    ") + Self.quoted(string)).utf8)
+                        first = false
+                        flush()
+                    }
+                    out += Array((first ? "\n\n  ]" : "\n  ]").utf8)
+                }
+                out += Array((n == members.count - 1 ? "\n" : ",\n").utf8)
+            }
+            out += Array("}\n".utf8)
+            flush(true)
+            Output.jsonPrinted = true
+        }
+
+        /// `text` as a JSON string: plain printable ASCII (every item ID) as it is, anything
+        /// else through JSONEncoder.
+        private static func quoted(_ text: String) -> String {
+            if text.utf8.allSatisfy({ (0x20..<0x7F).contains($0) && $0 != 0x22 && $0 != 0x5C }) { return "\"\(text)\"" }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            return (try? encoder.encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+        }
+    }
+
     /// Rows as aligned columns (the first row is the header); the last column, a name, is
     /// not padded. Widths count characters after escaping, as they will show.
     static func table(_ rows: [[String]]) {

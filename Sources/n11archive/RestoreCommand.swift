@@ -63,31 +63,6 @@ struct Restore: ParsableCommand, HasOutputOptions {
         }
     }
 
-    struct Document: Encodable {
-        /// "ok", or "partial" when a salvage left damaged items out (exit 3).
-        let outcome: String
-        let command = "restore"
-        let archive: String
-        let archiveId: String
-        let mode: String
-        /// "vault" or "export".
-        let target: String
-        let destination: String
-        let dryRun: Bool
-        let items: Int
-        let plaintextBytes: Int64
-        let restored: [String]
-        let replaced: [String]
-        let repaired: [String]
-        let skippedIdentical: [String]
-        let skippedExpired: [String]
-        let damaged: [DamagedItem]
-        /// A salvage found the entries by their local headers: the ZIP directory is damaged.
-        let zipDirectoryDamaged: Bool
-        let createdKeyStore: Bool
-        let durationSeconds: Double
-    }
-
     var options: RestoreOptions {
         RestoreOptions(overwrite: overwrite, dryRun: dryRun, salvage: salvage, selection: ItemSelection(ids: items, names: names))
     }
@@ -103,18 +78,39 @@ struct Restore: ParsableCommand, HasOutputOptions {
         }
         let (report, createdKeyStore) = try export.map { (try exported(reader, into: $0), false) } ?? restoredIntoVault(reader)
         if outputOptions.json {
-            try Console.json(Document(outcome: report.damaged.isEmpty ? "ok" : "partial", archive: input.file, archiveId: reader.header.archiveIDHex, mode: reader.header.mode.rawValue,
-                                      target: export == nil ? "vault" : "export", destination: report.destination, dryRun: dryRun,
-                                      items: report.restored.count + report.replaced.count + report.repaired.count,
-                                      plaintextBytes: report.plaintextBytes, restored: report.restored, replaced: report.replaced,
-                                      repaired: report.repaired, skippedIdentical: report.skippedIdentical,
-                                      skippedExpired: report.skippedExpired, damaged: report.damaged,
-                                      zipDirectoryDamaged: reader.foundByLocalHeaders,
-                                      createdKeyStore: createdKeyStore, durationSeconds: Output.durationSeconds))
+            try document(reader, report, createdKeyStore: createdKeyStore).write()
             if !report.damaged.isEmpty { throw PartialSuccess() }
             return
         }
         try summarize(report)
+    }
+
+    /// The `--json` document (README "JSON output"). Its ID lists are read again from the
+    /// archive as they are written, not held (issue 34).
+    private func document(_ reader: ArchiveReader, _ report: ArchiveRestorer.Report,
+                          createdKeyStore: Bool) throws -> Console.StreamedObject {
+        var document = Console.StreamedObject()
+        /// "ok", or "partial" when a salvage left damaged items out (exit 3).
+        try document.add("outcome", report.damaged.isEmpty ? "ok" : "partial")
+        try document.add("command", "restore")
+        try document.add("archive", input.file)
+        try document.add("archiveId", reader.header.archiveIDHex)
+        try document.add("mode", reader.header.mode.rawValue)
+        /// "vault" or "export".
+        try document.add("target", export == nil ? "vault" : "export")
+        try document.add("destination", report.destination)
+        try document.add("dryRun", dryRun)
+        try document.add("items", report.written)
+        try document.add("plaintextBytes", report.plaintextBytes)
+        let lists: [(String, RestoreOutcome)] = [("restored", .restored), ("replaced", .replaced), ("repaired", .repaired),
+                                                 ("skippedIdentical", .skippedIdentical), ("skippedExpired", .skippedExpired)]
+        for (key, outcome) in lists { document.add(key, strings: { try report.forEachID(outcome, $0) }) }
+        try document.add("damaged", report.damaged)
+        /// A salvage found the entries by their local headers: the ZIP directory is damaged.
+        try document.add("zipDirectoryDamaged", reader.foundByLocalHeaders)
+        try document.add("createdKeyStore", createdKeyStore)
+        try document.add("durationSeconds", Output.durationSeconds)
+        return document
     }
 
     /// `--export DIR`: the items as plain files.
@@ -145,12 +141,13 @@ struct Restore: ParsableCommand, HasOutputOptions {
     /// The notes and summary line; each item a salvage left out, then exit 3.
     private func summarize(_ report: ArchiveRestorer.Report) throws {
         let verb = export == nil ? (dryRun ? "would restore" : "restored") : (dryRun ? "would export" : "exported")
-        if !report.skippedExpired.isEmpty { Console.note("skipped \(report.skippedExpired.count) expired fade item(s)") }
-        if !report.skippedIdentical.isEmpty {
-            Console.note("skipped \(report.skippedIdentical.count) item(s) already \(export == nil ? "in the vault" : "exported") unchanged")
+        if report.count(.skippedExpired) > 0 { Console.note("skipped \(report.count(.skippedExpired)) expired fade item(s)") }
+        if report.count(.skippedIdentical) > 0 {
+            Console.note("skipped \(report.count(.skippedIdentical)) item(s) already \(export == nil ? "in the vault" : "exported") unchanged")
         }
-        if !report.repaired.isEmpty { Console.note("repaired \(report.repaired.count) damaged item(s) from the archive") }
-        Console.summary("\(verb) \(report.restored.count + report.replaced.count + report.repaired.count) item(s)\(report.replaced.isEmpty ? "" : " (\(report.replaced.count) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
+        if report.count(.repaired) > 0 { Console.note("repaired \(report.count(.repaired)) damaged item(s) from the archive") }
+        let replaced = report.count(.replaced)
+        Console.summary("\(verb) \(report.written) item(s)\(replaced == 0 ? "" : " (\(replaced) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
         if !report.damaged.isEmpty {
             for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
             Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")

@@ -105,7 +105,7 @@ struct CreateTests {
             let output = dir + "/fade.nu11vlt"
             let report = try createArchive(from: vault, mode: mode, to: output, now: now)
             #expect(report.items == 2)
-            #expect(report.skippedExpired == [soon.id])
+            #expect(try report.skippedExpired == [soon.id])
             #expect(report.plaintextBytes == 100 + 2000)
 
             let archive = try unlock(output, keyStore: mode == .secure ? store : nil)
@@ -118,7 +118,7 @@ struct CreateTests {
             let destStore = mode == .secure ? store : try KeyStore.create(in: N11Home(root: dir + "/other"), pin: nil)
             let destination = try Vault.open(at: dir + "/restored", keyStore: destStore, forWriting: true)
             let restored = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false, now: now))
-            #expect(Set(restored.restored) == [kept.id, later.id])
+            #expect(try Set(restored.restored) == [kept.id, later.id])
             let back = try storedItems(of: dir + "/restored", keyStore: destStore)
             #expect(back[later.id]?.expires == stored[later.id]?.expires)
             #expect(back[later.id]?.compartment == .fade)

@@ -49,7 +49,7 @@ struct GoldenArchiveTests {
             _ = try ArchiveVerifier.verify(archive, keyStore: nil)
             let vault = try Vault.open(at: dir + "/vault", keyStore: keyStore, forWriting: true)
             let report = try ArchiveRestorer.restore(archive, into: vault, .init(overwrite: false, dryRun: false))
-            #expect(report.restored.count == 2)
+            #expect(try report.restored.count == 2)
             #expect(try restoredItems(vault) == originals())
 
             _ = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, .init(overwrite: false, dryRun: false))

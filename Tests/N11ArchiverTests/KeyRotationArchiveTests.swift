@@ -36,7 +36,7 @@ struct KeyRotationArchiveTests {
             let verified = try ArchiveVerifier.verify(archive, keyStore: store)
             #expect(verified.items == 2)
             let report = try ArchiveRestorer.restore(archive, into: vault)
-            #expect(Set(report.restored) == [photoItem.id, noteItem.id])
+            #expect(try Set(report.restored) == [photoItem.id, noteItem.id])
             let fresh = try Vault.open(at: vault.path, keyStore: try KeyStore.load(from: N11Home(root: dir + "/home")) { nil },
                                        forWriting: false)
             for item in try fresh.items() {

@@ -86,7 +86,7 @@ struct KeySlotTests {
             #expect(asked == 0)
             let (_, destination) = try makeVault(in: dir, name: "new-machine")
             let report = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false))
-            #expect(report.restored.count == 2)
+            #expect(try report.restored.count == 2)
             for item in world.items {
                 let restored = try #require(try destination.items().first { $0.id == item.id })
                 #expect(try plaintext(of: restored, in: destination) == (try plaintext(of: item, in: world.vault)))

@@ -78,7 +78,7 @@ struct PackedArchiveTests {
 
             let exported = dir + "/export"
             let report = try ArchiveExporter.export(try w.open(), to: exported, keyStore: w.store, .init(overwrite: false, dryRun: false))
-            #expect(report.restored.count == w.plaintexts.count)
+            #expect(try report.restored.count == w.plaintexts.count)
             let byName = Dictionary(uniqueKeysWithValues: (try archive.items.all()).map { ($0.name, $0.id) })
             for (name, id) in byName {
                 let folder = name == "big.jpg" ? "Photos/" : "Notes/"

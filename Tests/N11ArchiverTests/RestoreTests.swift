@@ -59,12 +59,12 @@ struct RestoreTests {
         try withTemporaryDirectory { dir in
             let s = try Setup(dir: dir)
             let first = try s.restore()
-            #expect(Set(first.restored) == [s.photoItem.id, s.noteItem.id])
+            #expect(try Set(first.restored) == [s.photoItem.id, s.noteItem.id])
             let before = snapshot(s.destPath)
             for overwrite in [false, true] {
                 let again = try s.restore(overwrite: overwrite)
-                #expect(again.restored.isEmpty && again.replaced.isEmpty)
-                #expect(Set(again.skippedIdentical) == [s.photoItem.id, s.noteItem.id])
+                #expect(try again.restored.isEmpty && again.replaced.isEmpty)
+                #expect(try Set(again.skippedIdentical) == [s.photoItem.id, s.noteItem.id])
                 #expect(again.plaintextBytes == 0)
                 let after = snapshot(s.destPath)
                 #expect(after == before, "\(difference(before, after))")
@@ -95,8 +95,8 @@ struct RestoreTests {
             expectArchiveError("conflicts", kind: .outputExists) { _ = try s.restore(otherArchive, dryRun: true) }
 
             let report = try s.restore(otherArchive, overwrite: true)
-            #expect(report.replaced == [s.photoItem.id])
-            #expect(report.restored == [extra.id])
+            #expect(try report.replaced == [s.photoItem.id])
+            #expect(try report.restored == [extra.id])
             let items = try storedItems(of: s.destPath, keyStore: s.destStore)
             #expect(Set(items.keys) == [s.photoItem.id, s.noteItem.id, extra.id])
             let replaced = try #require(items[s.photoItem.id])
@@ -117,7 +117,7 @@ struct RestoreTests {
             let otherArchive = dir + "/other.nu11vlt"
             try createArchive(from: other, mode: .portable, to: otherArchive)
             let report = try s.restore(otherArchive, overwrite: true)
-            #expect(report.replaced == [s.photoItem.id])
+            #expect(try report.replaced == [s.photoItem.id])
             #expect(!exists(s.destPath + "/Photos/\(s.photoItem.id).n11"), "the old photo's content file is left behind")
             #expect(exists(s.destPath + "/Notes/\(s.photoItem.id).n11note"))
             let items = try storedItems(of: s.destPath, keyStore: s.destStore)
@@ -144,13 +144,13 @@ struct RestoreTests {
             let destination = try Vault.open(at: dir + "/dest/vault", keyStore: store, forWriting: true)
             let report = try ArchiveRestorer.restore(try unlock(archivePath, keyStore: nil), into: destination,
                                                      .init(overwrite: false, dryRun: false, now: later))
-            #expect(report.restored == [lasting.id])
-            #expect(report.skippedExpired == [fading.id])
+            #expect(try report.restored == [lasting.id])
+            #expect(try report.skippedExpired == [fading.id])
             #expect(Set(try storedItems(of: dir + "/dest/vault", keyStore: store).keys) == [lasting.id])
 
             let exported = try ArchiveExporter.export(try unlock(archivePath, keyStore: nil), to: dir + "/export", keyStore: nil,
                                                       .init(overwrite: false, dryRun: false, now: later))
-            #expect(exported.skippedExpired == [fading.id])
+            #expect(try exported.skippedExpired == [fading.id])
             #expect(exists(dir + "/export/Photos/lasting.jpg") && !exists(dir + "/export/Photos/fading.jpg"))
         }
     }
@@ -167,7 +167,7 @@ struct RestoreTests {
             let before = snapshot(s.destPath)
             let report = try s.restore(dryRun: true)
             #expect(report.dryRun)
-            #expect(Set(report.restored) == [s.photoItem.id, s.noteItem.id])
+            #expect(try Set(report.restored) == [s.photoItem.id, s.noteItem.id])
             #expect(report.plaintextBytes == Int64(s.photoBytes.count + 5))
             let after = snapshot(s.destPath)
             #expect(after == before, "\(difference(before, after))")
@@ -176,7 +176,7 @@ struct RestoreTests {
             try makeDirectory(exportDir)
             let exported = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: exportDir, keyStore: nil,
                                                       .init(overwrite: false, dryRun: true))
-            #expect(exported.dryRun && exported.restored.count == 2)
+            #expect(try exported.dryRun && exported.restored.count == 2)
             #expect(listing(of: exportDir).isEmpty)
             _ = try ArchiveExporter.export(try unlock(s.archivePath, keyStore: nil), to: dir + "/missing/export", keyStore: nil,
                                            .init(overwrite: false, dryRun: true))

@@ -31,8 +31,8 @@ struct RoundTripTests {
         let archive = try unlock(archivePath, keyStore: mode == .secure ? sourceStore : nil)
         let destination = try Vault.open(at: vaultPath, keyStore: store, forWriting: true)
         let report = try ArchiveRestorer.restore(archive, into: destination, .init(overwrite: false, dryRun: false))
-        #expect(report.restored.sorted() == expectedIDs.sorted())
-        #expect(report.replaced.isEmpty && report.skippedIdentical.isEmpty && report.skippedExpired.isEmpty)
+        #expect(try report.restored.sorted() == expectedIDs.sorted())
+        #expect(try report.replaced.isEmpty && report.skippedIdentical.isEmpty && report.skippedExpired.isEmpty)
         #expect(!report.dryRun)
         #expect(!listing(of: vaultPath).contains { $0.hasPrefix(".n11staging") }, "staging directory left behind")
         return (store, vaultPath)
@@ -45,7 +45,7 @@ struct RoundTripTests {
         let archive = try unlock(archivePath, keyStore: mode == .secure ? keyStore : nil)
         let report = try ArchiveExporter.export(archive, to: exportDir, keyStore: mode == .secure ? keyStore : nil,
                                                 .init(overwrite: false, dryRun: false))
-        #expect(report.restored.sorted() == items.map(\.id).sorted())
+        #expect(try report.restored.sorted() == items.map(\.id).sorted())
         var expectedFiles: Set<String> = []
         for item in items {
             let relative = (item.kind == .photo ? "Photos/" : "Notes/") + item.name
@@ -81,7 +81,7 @@ struct RoundTripTests {
 
             let archivePath = dir + "/out.nu11vlt"
             let created = try createArchive(from: vault, mode: mode, to: archivePath, formatVersion: version)
-            #expect(created.items == 3 && created.mode == mode && created.skippedExpired.isEmpty)
+            #expect(try created.items == 3 && created.mode == mode && created.skippedExpired.isEmpty)
             #expect(created.plaintextBytes == Int64(size + text.count + fade.count))
             #expect(created.archiveBytes == Int64(try readBytes(archivePath).count))
 

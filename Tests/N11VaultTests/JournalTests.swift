@@ -90,6 +90,29 @@ struct JournalTests {
         }
     }
 
+    @Test("a change of more items than it keeps paths for in memory removes every file it wrote when thrown away")
+    func discardedPastTheSpill() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let kept = try vault.add(note("kept"))
+            let staging = try VaultStaging(vault: vault)
+            // Past the in-memory batch, so that most paths are read back from the staged list.
+            for n in 0..<(2 * 4096 + 10) {
+                try staging.stage(id: UUID().uuidString, kind: .note, compartment: .vault, name: "n\(n)", created: Date(),
+                                  expires: nil, replaces: nil) { file, key in
+                    let hashing = try HashingSource(MemorySource([UInt8(n & 0xff)]))
+                    let sealed = try SingleTagStream.seal(.chacha20Poly1305, key: key, from: hashing, to: file)
+                    return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
+                }
+            }
+            #expect(listing(of: dir + "/vault/Notes").count == 2 * 4096 + 11)
+            staging.discard()
+            #expect(listing(of: dir + "/vault/Notes") == [Path.lastComponent(of: kept.relativePath)])
+            #expect(listing(of: dir + "/vault").allSatisfy { !$0.hasPrefix(".n11staging-") })
+        }
+    }
+
     @Test("killed after the commit, before or in the middle of its file steps: readers see the new state whole, and the next writer finishes it",
           arguments: [0, 1, 2])
     func afterCommit(applied: Int) throws {

@@ -233,6 +233,28 @@ struct VaultTests {
         }
     }
 
+    @Test("an item looked up by its ID alone: there, absent, or damaged, expired fade items included")
+    func lookUpByID() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let kept = try vault.add(photo(randomBytes(10)))
+            let damaged = try vault.add(photo(randomBytes(20)))
+            let fading = try vault.add(note("gone", compartment: .fade, expires: Date(timeIntervalSinceNow: -60)),
+                                       now: Date(timeIntervalSinceNow: -120))
+            try TestCatalogue.flipRecordByte(id: damaged.id, at: 20, in: dir + "/vault")
+            let reader = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            guard case .item(let found) = try reader.lookUp(id: kept.id), case .item(let expired) = try reader.lookUp(id: fading.id) else {
+                Issue.record("a live or expired item was not found")
+                return
+            }
+            #expect(found.id == kept.id && found.sha256 == kept.sha256 && found.name == kept.name)
+            #expect(expired.id == fading.id && expired.isExpired(at: Date()))
+            #expect(try reader.lookUp(id: damaged.id) == .damaged)
+            #expect(try reader.lookUp(id: UUID().uuidString) == .absent)
+        }
+    }
+
     // MARK: mismatch
 
     @Test("a vault opened with another key store is vaultMismatch")
