@@ -31,6 +31,19 @@ static inline int n11_renameat2(int from_dir, const char *from, int to_dir, cons
 #endif
 }
 
+/* An unnamed file in directory `dir` (O_TMPFILE, read and write): no name to find it by,
+   and gone when it is closed or the process dies, even by SIGKILL. -1 with errno
+   (EOPNOTSUPP, EISDIR or EINVAL where the file system has no unnamed files). glibc
+   defines O_TMPFILE only under _GNU_SOURCE; __O_TMPFILE always. */
+static inline int n11_open_unnamed(const char *dir, mode_t mode) {
+#ifdef __O_TMPFILE
+    return open(dir, __O_TMPFILE | O_DIRECTORY | O_RDWR | O_CLOEXEC, mode);
+#else
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
 static inline int n11_rename_noreplace(const char *from, const char *to) {
     return n11_renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }

@@ -46,6 +46,21 @@ public final class FileDescriptor: @unchecked Sendable {
         return FileDescriptor(adopting: fd, path: path)
     }
 
+    /// A new file with no name in `directory`, for reading and writing: gone when closed or
+    /// when the process ends however it ends. Where the file system has no unnamed files, a
+    /// file of a random name is created there (O_EXCL, 0600) and its name removed at once.
+    public static func createUnnamed(in directory: String) throws -> FileDescriptor {
+        let fd = n11_open_unnamed(directory, 0o600)
+        if fd >= 0 { return FileDescriptor(adopting: fd, path: directory) }
+        guard [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) else { throw SystemError("cannot create a temporary file in", path: directory) }
+        var random = [UInt8](repeating: 0, count: 8)
+        _ = getrandom(&random, random.count, 0)
+        let path = directory + "/.n11spool-" + random.hex
+        let file = try createExclusive(path, mode: 0o600)
+        _ = unlink(path)
+        return file
+    }
+
     deinit { if !isClosed && ownsDescriptor { _ = Glibc.close(rawValue) } }
 
     public func close() throws {

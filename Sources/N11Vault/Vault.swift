@@ -658,28 +658,34 @@ public final class Vault: @unchecked Sendable {
     /// first add reads nothing twice. An item that is not `rereadable` (stdin) is always added.
     public func add(_ items: [NewItem], now: Date = Date(), skippingDuplicates: Bool = false, progress: VaultChangeProgress? = nil,
                     staged: (ItemMetadata) -> Void = { _ in }, skipped: (Duplicate) -> Void = { _ in }) throws(VaultError) -> [ItemMetadata] {
+        // Every name is checked before anything is written.
+        for new in items { try Self.check(new) }
+        var next = items.makeIterator(), added: [ItemMetadata] = []
+        try add(from: { next.next() }, now: now, skippingDuplicates: skippingDuplicates, progress: progress,
+                staged: { staged($0); added.append($0) }, skipped: skipped)
+        return added
+    }
+
+    /// `add` of items handed out one at a time by `next` (nil after the last), holding none of
+    /// them (issue 34): a bad item found part-way adds none. Returns how many were added.
+    @discardableResult
+    public func add(from next: () throws -> NewItem?, now: Date = Date(), skippingDuplicates: Bool = false,
+                    progress: VaultChangeProgress? = nil, staged: (ItemMetadata) throws -> Void = { _ in },
+                    skipped: (Duplicate) throws -> Void = { _ in }) throws(VaultError) -> Int {
         precondition(lock != nil, "vault opened read-only")
-        for new in items {
-            try ItemMetadata.checkName(new.name)
-            guard (new.compartment == .fade) == (new.expires != nil) else {
-                throw .invalidCompartmentUse("fade items, and only they, have an expiry")
-            }
-        }
-        // Fade items never count, either way: each has its own expiry, and a copy that is
-        // about to expire must not keep a new one out.
-        var known = skippingDuplicates ? KnownContent(try allItems().filter { $0.compartment != .fade && !$0.isExpired(at: now) })
-                                       : KnownContent()
+        var known = skippingDuplicates ? try KnownContent(self, now: now) : KnownContent()
         let staging = try VaultStaging(vault: self)
-        var added: [ItemMetadata] = [], stagedIDs = Set<String>()
+        var count = 0
         do {
-            for new in items {
+            while let new = try next() {
+                try Self.check(new)
                 // An item whose content no longer verifies (bit rot) is no copy to keep: adding
                 // the original again is how it is repaired.
-                if skippingDuplicates, new.compartment != .fade, let existing = try known.item(with: new),
-                   stagedIDs.contains(existing.id) || (try? verify(existing)) != nil {
+                if skippingDuplicates, new.compartment != .fade, let existing = try known.item(with: new, in: self),
+                   (try? verify(existing)) != nil {
                     if let size = new.sizeHint { progress?.add(bytes: size) }
                     progress?.itemDone()
-                    skipped(Duplicate(name: new.name, existing: existing))
+                    try skipped(Duplicate(name: new.name, existing: existing))
                     continue
                 }
                 let item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
@@ -689,12 +695,9 @@ public final class Vault: @unchecked Sendable {
                                                        key: key, to: file, sizeHint: new.sizeHint)
                 }
                 progress?.itemDone()
-                staged(item)
-                added.append(item)
-                if skippingDuplicates {
-                    known.insert(item)
-                    stagedIDs.insert(item.id)
-                }
+                try staged(item)
+                count += 1
+                if skippingDuplicates { known.insert(item) }
             }
         } catch {
             staging.discard()
@@ -703,7 +706,14 @@ public final class Vault: @unchecked Sendable {
         // Once committed, a Ctrl-C lets the add finish and list what it added.
         try staging.commit(committing: "the add")
         progress?.finish()
-        return added
+        return count
+    }
+
+    private static func check(_ new: NewItem) throws(VaultError) {
+        try ItemMetadata.checkName(new.name)
+        guard (new.compartment == .fade) == (new.expires != nil) else {
+            throw .invalidCompartmentUse("fade items, and only they, have an expiry")
+        }
     }
 
     public func add(_ new: NewItem, now: Date = Date()) throws(VaultError) -> ItemMetadata {
@@ -741,32 +751,56 @@ private struct UncheckedSendable<Value>: @unchecked Sendable {
 
 /// The live items' content by kind, compartment and size, for `Vault.add` to find a new item
 /// that is already there. The digest of a new item is computed only when some item has its
-/// size, so photos of distinct sizes (nearly all of them) are never read twice.
+/// size, so photos of distinct sizes (nearly all of them) are never read twice. Held as
+/// 64-bit digests and 16-byte IDs, not records (issue 34: a vault of millions of items made
+/// `vault add` of one file hold them all); a match is read back by ID and compared in full.
+/// Fade items never count, either way: each has its own expiry, and a copy that is about to
+/// expire must not keep a new one out.
 private struct KnownContent {
-    private struct Key: Hashable {
-        let kind: ItemKind
-        let compartment: Compartment
-        let size: Int64
-    }
-    /// By kind, compartment and size, then by content digest: a vault of many same-sized
-    /// notes must not compare each new one with all of them.
-    private var items: [Key: [String: ItemMetadata]] = [:]
+    /// Digests of (kind, compartment, size) some item has.
+    private var sizes = Set<UInt64>()
+    /// Digest of (kind, compartment, size, SHA-256) → the first such item's ID.
+    private var contents: [UInt64: UUID] = [:]
 
     init() {}
 
-    init(_ live: [ItemMetadata]) {
-        for item in live { insert(item) }
+    /// The vault's live items but fade ones, read a batch at a time.
+    init(_ vault: Vault, now: Date) throws(VaultError) {
+        do {
+            try vault.forEachItemInIDOrder { batch, _ in
+                for item in batch where item.compartment != .fade && !item.isExpired(at: now) { insert(item) }
+                return true
+            }
+        } catch { throw VaultError.wrap(error) }
+    }
+
+    private static func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> UInt64 {
+        var hasher = Hasher()
+        hasher.combine(kind)
+        hasher.combine(compartment)
+        hasher.combine(size)
+        return UInt64(bitPattern: Int64(hasher.finalize()))
+    }
+
+    private static func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> UInt64 {
+        var hasher = Hasher()
+        hasher.combine(kind)
+        hasher.combine(compartment)
+        hasher.combine(size)
+        hasher.combine(sha256)
+        return UInt64(bitPattern: Int64(hasher.finalize()))
     }
 
     mutating func insert(_ item: ItemMetadata) {
-        let key = Key(kind: item.kind, compartment: item.compartment, size: item.size)
-        if items[key, default: [:]][item.sha256] == nil { items[key, default: [:]][item.sha256] = item }
+        guard let id = UUID(uuidString: item.id) else { return }
+        sizes.insert(Self.sizeKey(item.kind, item.compartment, item.size))
+        let key = Self.contentKey(item.kind, item.compartment, item.size, item.sha256)
+        if contents[key] == nil { contents[key] = id }
     }
 
     /// The known item with `new`'s content, if any.
-    func item(with new: Vault.NewItem) throws(VaultError) -> ItemMetadata? {
-        guard new.rereadable, let size = new.sizeHint,
-              let candidates = items[Key(kind: new.kind, compartment: new.compartment, size: size)] else { return nil }
+    func item(with new: Vault.NewItem, in vault: Vault) throws(VaultError) -> ItemMetadata? {
+        guard new.rereadable, let size = new.sizeHint, sizes.contains(Self.sizeKey(new.kind, new.compartment, size)) else { return nil }
         let digest: String
         do {
             let hasher = try SHA256Digest()
@@ -785,6 +819,11 @@ private struct KnownContent {
         } catch {
             throw VaultError.wrap(error)
         }
-        return candidates[digest]
+        guard let id = contents[Self.contentKey(new.kind, new.compartment, size, digest)],
+              case .item(let found) = try vault.lookUp(id: id.uuidString) else { return nil }
+        // Two contents may share a 64-bit digest: only the very same content counts.
+        guard found.kind == new.kind, found.compartment == new.compartment, found.size == size,
+              found.sha256 == digest else { return nil }
+        return found
     }
 }

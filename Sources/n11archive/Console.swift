@@ -88,16 +88,14 @@ enum Console {
     struct StreamedObject {
         private enum Member {
             case encoded(String)
-            case strings(((String) throws -> Void) throws -> Void)
+            /// Elements, each a JSON string to quote or (`encoded`) JSON already.
+            case strings(((String) throws -> Void) throws -> Void, encoded: Bool = false)
         }
         private var members: [(key: String, value: Member)] = []
 
         /// A member of any Encodable value, written as `Console.json` writes it.
         mutating func add(_ key: String, _ value: some Encodable) throws {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = .iso8601
-            let text = String(decoding: try encoder.encode(value), as: UTF8.self)
+            let text = String(decoding: try Self.encoder().encode(value), as: UTF8.self)
             // Nested lines go one level deeper (JSONEncoder indents by two spaces).
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             let indented = lines.enumerated().map { n, line in n == 0 || line.isEmpty ? String(line) : "  " + line }
@@ -107,6 +105,26 @@ enum Console {
         /// A list of strings that `strings` hands out one at a time, when the document is written.
         mutating func add(_ key: String, strings: @escaping ((String) throws -> Void) throws -> Void) {
             members.append((key, .strings(strings)))
+        }
+
+        /// A list of values that `elements` hands out one at a time, when the document is written.
+        mutating func add<Element: Encodable>(_ key: String, elements: @escaping ((Element) throws -> Void) throws -> Void) {
+            let encoder = Self.encoder()
+            members.append((key, .strings({ body in
+                try elements { element in
+                    // Already JSON, one level deeper than a member (`write` adds the first indent).
+                    let text = String(decoding: try encoder.encode(element), as: UTF8.self)
+                    try body(text.split(separator: "\n", omittingEmptySubsequences: false)
+                        .enumerated().map { n, line in n == 0 || line.isEmpty ? String(line) : "    " + line }.joined(separator: "\n"))
+                }
+            }, encoded: true)))
+        }
+
+        private static func encoder() -> JSONEncoder {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = .iso8601
+            return encoder
         }
 
         func write() throws {
@@ -123,11 +141,11 @@ enum Console {
                 out += Array("  \(Self.quoted(key)) : ".utf8)
                 switch value {
                 case .encoded(let text): out += Array(text.utf8)
-                case .strings(let each):
+                case let .strings(each, encoded):
                     var first = true
                     out += Array("[".utf8)
                     try each { string in
-                        out += Array(((first ? "\n    " : ",\n    ") + Self.quoted(string)).utf8)
+                        out += Array(((first ? "\n    " : ",\n    ") + (encoded ? string : Self.quoted(string))).utf8)
                         first = false
                         flush()
                     }
@@ -155,13 +173,27 @@ enum Console {
     static func table(_ rows: [[String]]) {
         let escaped = rows.map { $0.map(escapingControlCharacters) }
         guard let header = escaped.first else { return }
-        ProgressLine.clearBar()
-        let widths = header.indices.map { column in escaped.map { DisplayWidth.of($0[column]) }.max() ?? 0 }
-        // Built into one buffer and written in large pieces: `vault list` of 100,000 items
-        // spent most of its time in a write, and an NSString padding, per line.
-        var out: [UInt8] = []
-        out.reserveCapacity(1 << 20)
-        for row in escaped {
+        var writer = TableWriter(widths: header.indices.map { column in escaped.map { DisplayWidth.of($0[column]) }.max() ?? 0 })
+        for row in escaped { writer.write(escapedRow: row) }
+        writer.finish()
+    }
+
+    /// Writes table rows whose column widths are known beforehand (a listing of millions of
+    /// rows measures them as it collects them). Built into one buffer and written in large
+    /// pieces: `vault list` of 100,000 items spent most of its time in a write, and an
+    /// NSString padding, per line.
+    struct TableWriter {
+        let widths: [Int]
+        private var out: [UInt8] = []
+
+        init(widths: [Int]) {
+            self.widths = widths
+            out.reserveCapacity(1 << 20)
+            ProgressLine.clearBar()
+        }
+
+        /// A row whose cells are escaped already (`escapingControlCharacters`).
+        mutating func write(escapedRow row: [String]) {
             for (i, cell) in row.enumerated() {
                 if i > 0 { out.append(contentsOf: [0x20, 0x20]) }
                 out.append(contentsOf: cell.utf8)
@@ -173,7 +205,11 @@ enum Console {
                 out.removeAll(keepingCapacity: true)
             }
         }
-        writeRaw(out, to: FileHandle.standardOutput)
+
+        mutating func finish() {
+            writeRaw(out, to: FileHandle.standardOutput)
+            out.removeAll()
+        }
     }
 
     /// "512 B", "2.0 KiB", "1.5 GiB": one decimal, ties to even as `%.1f` rounds.

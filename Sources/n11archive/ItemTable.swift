@@ -1,6 +1,8 @@
 import Foundation
+import N11Crypto
 import N11Format
 import N11System
+import N11Vault
 
 /// The item table of `vault list` and `list`, oldest first (then by name): the order a
 /// person looks for a photo in. Every field is printed in full when a program reads it (a
@@ -11,6 +13,11 @@ import N11System
 /// column goes when nothing expires, and a name too long for the rest of the line ends in
 /// "…" (measured in terminal columns: a CJK character or an emoji takes two). `--json` is
 /// the form for scripts.
+///
+/// Rows come in ID order (the catalogue's, a version 3 archive's pages'), one at a time:
+/// each ID's shortest unique prefix is found from its neighbours as they pass, the widths of
+/// both forms are measured, and the rows are sorted by `ExternalSorter`, sealed on disk past
+/// a run's worth, so a listing of millions of items holds a run, not the vault (issue 34).
 struct ItemTable {
     struct Row {
         let id: String
@@ -20,51 +27,95 @@ struct ItemTable {
         let created: Date
         let expires: Date?
         let name: String
+        /// The length of its ID's shortest unique prefix (at least 8).
+        var prefixLength = 36
     }
 
     static let header = ["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]
 
-    static func print(_ rows: [Row]) {
+    private var sorter: ExternalSorter<Row>
+    /// The row waiting for the next ID to know its unique prefix.
+    private var waiting: Row?
+    private var previousID = ""
+    /// A row came out of ID order: unique prefixes cannot be trusted, whole IDs are shown.
+    private var outOfOrder = false
+    private var fullWidths = header.map(DisplayWidth.of)
+    private var compactWidths = header.map(DisplayWidth.of)
+    private var anyExpires = false
+    private(set) var count = 0
+
+    init() {
         // Names as a file manager sorts them ("DSC 2" before "DSC 10", "é" with "e"): what
         // `localizedStandardCompare` does, with the locale made once, not once a comparison
         // (making it was half of `vault list` of 100,000 items made in one second).
         let locale = Locale.current
-        let sorted = rows.sorted { a, b in
+        sorter = ExternalSorter(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: Self.encode, decode: Self.decode) { a, b in
             if a.created != b.created { return a.created < b.created }
             let order = a.name == b.name ? .orderedSame
                 : a.name.compare(b.name, options: [.caseInsensitive, .numeric, .widthInsensitive, .forcedOrdering], range: nil, locale: locale)
             return order != .orderedSame ? order == .orderedAscending : a.id < b.id
         }
-        let full = [header] + sorted.map { row in
-            [row.id, row.kind, row.compartment, Console.byteCount(row.size), Timestamp.string(row.created, withFraction: false),
-             row.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", row.name]
-        }
-        guard Terminal.isTerminal(1), let columns = Terminal.columns(1), width(of: full) > columns else {
-            Console.table(full)
-            return
-        }
-        let ids = shortestUniquePrefixes(sorted.map(\.id), atLeast: 8)
-        var compact = [header] + sorted.indices.map { n in
-            let row = sorted[n]
-            return [ids[n], row.kind, row.compartment, Console.byteCount(row.size), minutes(row.created),
-                    row.expires.map(minutes) ?? "-", row.name]
-        }
-        // No EXPIRES column when nothing expires (most vaults): its room goes to the names.
-        if sorted.allSatisfy({ $0.expires == nil }) { compact = compact.map { $0.enumerated().filter { $0.offset != 5 }.map(\.element) } }
-        let room = columns - width(of: compact.map { Array($0.dropLast()) }) - 2
-        if room >= 8 {
-            for n in compact.indices.dropFirst() {
-                compact[n][compact[n].count - 1] = DisplayWidth.truncated(compact[n][compact[n].count - 1], to: room)
-            }
-        }
-        Console.table(compact)
     }
 
-    /// A table's widest row: its columns' widths and two spaces between them.
-    private static func width(of rows: [[String]]) -> Int {
-        guard let first = rows.first else { return 0 }
-        let widths = first.indices.map { column in rows.map { DisplayWidth.of($0[column]) }.max() ?? 0 }
-        return widths.reduce(0, +) + 2 * (widths.count - 1)
+    /// Takes the next row; rows are to come in ascending ID order.
+    mutating func add(_ row: Row) throws {
+        if row.id <= previousID { outOfOrder = true }
+        if var waiting {
+            waiting.prefixLength = max(waiting.prefixLength, Self.common(waiting.id, row.id) + 1)
+            try take(waiting)
+        }
+        var row = row
+        row.prefixLength = max(8, Self.common(previousID, row.id) + 1)
+        previousID = row.id
+        waiting = row
+    }
+
+    private mutating func take(_ row: Row) throws {
+        for (column, cell) in Self.fullCells(row).enumerated() { fullWidths[column] = max(fullWidths[column], DisplayWidth.of(cell)) }
+        for (column, cell) in Self.compactCells(row).enumerated() { compactWidths[column] = max(compactWidths[column], DisplayWidth.of(cell)) }
+        if row.expires != nil { anyExpires = true }
+        count += 1
+        try sorter.add(row)
+    }
+
+    /// Prints the table; the table is used up.
+    mutating func print() throws {
+        if let waiting { try take(waiting) }
+        waiting = nil
+        let fullWidth = fullWidths.reduce(0, +) + 2 * (fullWidths.count - 1)
+        guard Terminal.isTerminal(1), let columns = Terminal.columns(1), fullWidth > columns else {
+            var writer = Console.TableWriter(widths: fullWidths)
+            writer.write(escapedRow: Self.header)
+            try sorter.forEachSorted { writer.write(escapedRow: Self.fullCells($0)) }
+            writer.finish()
+            return
+        }
+        // No EXPIRES column when nothing expires (most vaults): its room goes to the names.
+        let anyExpires = anyExpires
+        func keep<Cell>(_ cells: [Cell]) -> [Cell] { anyExpires ? cells : cells.enumerated().filter { $0.offset != 5 }.map(\.element) }
+        let widths = keep(compactWidths)
+        let room = columns - (widths.dropLast().reduce(0, +) + 2 * (widths.count - 2)) - 2
+        var writer = Console.TableWriter(widths: widths)
+        writer.write(escapedRow: keep(Self.header))
+        let wholeIDs = outOfOrder
+        try sorter.forEachSorted { row in
+            var row = row
+            if wholeIDs { row.prefixLength = 36 }
+            var cells = keep(Self.compactCells(row))
+            if room >= 8 { cells[cells.count - 1] = DisplayWidth.truncated(cells[cells.count - 1], to: room) }
+            writer.write(escapedRow: cells)
+        }
+        writer.finish()
+    }
+
+    private static func fullCells(_ row: Row) -> [String] {
+        [row.id, row.kind, row.compartment, Console.byteCount(row.size), Timestamp.string(row.created, withFraction: false),
+         row.expires.map { Timestamp.string($0, withFraction: false) } ?? "-", Console.escapingControlCharacters(row.name)]
+    }
+
+    private static func compactCells(_ row: Row) -> [String] {
+        [String(row.id.prefix(row.prefixLength)), row.kind, row.compartment, Console.byteCount(row.size), minutes(row.created),
+         row.expires.map(minutes) ?? "-", Console.escapingControlCharacters(row.name)]
     }
 
     /// "2026-11-26 09:53Z": the time to the minute, still UTC and still sortable.
@@ -73,16 +124,41 @@ struct ItemTable {
         return String(full.prefix(10)) + " " + String(full.dropFirst(11).prefix(5)) + "Z"
     }
 
-    /// Each ID cut to the shortest prefix of at least `minimum` characters that no other ID
-    /// shares (as git abbreviates commits).
-    static func shortestUniquePrefixes(_ ids: [String], atLeast minimum: Int) -> [String] {
-        let order = ids.indices.sorted { ids[$0] < ids[$1] }
-        var lengths = [Int](repeating: minimum, count: ids.count)
-        func common(_ a: String, _ b: String) -> Int { zip(a, b).prefix { $0 == $1 }.count }
-        for (position, index) in order.enumerated() {
-            if position > 0 { lengths[index] = max(lengths[index], common(ids[index], ids[order[position - 1]]) + 1) }
-            if position + 1 < order.count { lengths[index] = max(lengths[index], common(ids[index], ids[order[position + 1]]) + 1) }
+    private static func common(_ a: String, _ b: String) -> Int { zip(a.utf8, b.utf8).prefix { $0 == $1 }.count }
+
+    static func encode(_ row: Row) -> [UInt8] {
+        var writer = BinaryWriter(capacity: 96 + row.name.utf8.count)
+        for text in [row.id, row.kind, row.compartment, row.name] {
+            writer.integer(text.utf8.count)
+            writer.append(Array(text.utf8))
         }
-        return ids.indices.map { String(ids[$0].prefix(lengths[$0])) }
+        writer.signedInteger(row.size)
+        writer.integer(row.created.timeIntervalSinceReferenceDate.bitPattern)
+        writer.integer(row.expires.map { $0.timeIntervalSinceReferenceDate.bitPattern + 1 } ?? 0)
+        writer.integer(row.prefixLength)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> Row {
+        var reader = BinaryReader(bytes, what: "a spooled row")
+        func text() throws -> String {
+            let count = try reader.int(atMost: bytes.count, "length")
+            return String(decoding: try reader.bytes(count), as: UTF8.self)
+        }
+        let (id, kind, compartment, name) = (try text(), try text(), try text(), try text())
+        let size = try reader.signedInteger(in: Int64.min...Int64.max, "size")
+        let created = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.integer(atMost: .max, "created")))
+        let expires = try reader.integer(atMost: .max, "expires")
+        let prefixLength = try reader.int(atMost: 36, "prefix")
+        return Row(id: id, kind: kind, compartment: compartment, size: size, created: created,
+                   expires: expires == 0 ? nil : Date(timeIntervalSinceReferenceDate: Double(bitPattern: expires - 1)),
+                   name: name, prefixLength: prefixLength)
+    }
+}
+
+extension ItemTable.Row {
+    init(_ item: ItemMetadata) {
+        self.init(id: item.id, kind: item.kind.rawValue, compartment: item.compartment.rawValue, size: item.size,
+                  created: item.created, expires: item.expires, name: item.name)
     }
 }

@@ -23,29 +23,38 @@ struct ListArchive: ParsableCommand, ChoosesOutput {
     var names: [String] = []
 
 
-    struct Listing: Encodable {
-        let outcome = "ok", command = "list"
-        let durationSeconds = Output.durationSeconds
-        let archive: String
-        let archiveId: String
-        let formatVersion: Int
-        let mode: String
-        let created: Date
-        let items: [Manifest.Item]
-    }
-
     func run() throws {
         let (archive, _) = try input.unlock()
-        let items = try archive.items.all().filter { item in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
+        let items = archive.items
+        let names = names
+        let wanted = { (item: Manifest.Item) in names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) } }
         if json {
-            try Console.json(Listing(archive: input.file, archiveId: archive.header.archiveIDHex, formatVersion: archive.header.version,
-                                     mode: archive.header.mode.rawValue,
-                                     created: archive.header.created, items: items))
+            // Member by member, the items one at a time, as the archive gives them (issue 34).
+            var document = Console.StreamedObject()
+            try document.add("outcome", "ok")
+            try document.add("command", "list")
+            try document.add("durationSeconds", Output.durationSeconds)
+            try document.add("archive", input.file)
+            try document.add("archiveId", archive.header.archiveIDHex)
+            try document.add("formatVersion", archive.header.version)
+            try document.add("mode", archive.header.mode.rawValue)
+            try document.add("created", archive.header.created)
+            document.add("items", elements: { (body: (Manifest.Item) throws -> Void) in
+                try items.forEach { _, item in if wanted(item) { try body(item) } }
+            })
+            try document.write()
             return
         }
-        ItemTable.print(items.map {
-            .init(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, size: $0.size,
-                  created: $0.created, expires: $0.expires, name: $0.name)
-        })
+        // The table takes rows in ID order: version 3's pages are; versions 1 and 2 hold
+        // their manifest whole (bounded, FORMAT.md §8) and are sorted here.
+        var table = ItemTable()
+        func add(_ item: Manifest.Item) throws {
+            guard wanted(item) else { return }
+            try table.add(.init(id: item.id, kind: item.kind.rawValue, compartment: item.compartment.rawValue, size: item.size,
+                                created: item.created, expires: item.expires, name: item.name))
+        }
+        if archive.header.version >= 3 { try items.forEach { try add($1) } }
+        else { for item in try items.all().sorted(by: { $0.id < $1.id }) { try add(item) } }
+        try table.print()
     }
 }

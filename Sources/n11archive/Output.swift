@@ -64,6 +64,17 @@ enum Output {
         if quiet { self.quiet = true }
     }
 
+    /// Where listings spool their sorted runs (sealed, unnamed: `SpoolFile`): $TMPDIR, else /tmp.
+    static var spoolDirectory: String {
+        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    }
+
+    /// Rows a listing sorts in memory before it spools a run: 32,768, or N11_SORT_RUN_ROWS (at
+    /// least 2), which tests set low to take the spooled path with a few items.
+    static var sortRunRows: Int {
+        ProcessInfo.processInfo.environment["N11_SORT_RUN_ROWS"].flatMap(Int.init).map { max(2, $0) } ?? 32_768
+    }
+
     static var durationSeconds: Double { (max(0, Date().timeIntervalSince(started)) * 1000).rounded() / 1000 }
 
     /// Before parsing: does the command line ask for JSON? So that a usage error (which

@@ -114,43 +114,52 @@ extension VaultCommand {
             let expires = try fade.map { now.addingTimeInterval(try FadeDuration.seconds(from: $0)) }
             // Every input is checked (and every message opened) before the vault is: a bad one,
             // or a wrong password, adds nothing.
-            let inputs = try checkedInputs()
-            let items = try fromCiphio ? ciphioNotes(compartment: target, expires: expires)
-                                       : newItems(inputs, compartment: target, expires: expires)
+            // No FILE and no list: a note from stdin. Ciphio messages are checked as files
+            // here, and read whole by `ciphioNotes`.
+            let inputs = try CheckedInputs(files: files.isEmpty && filesFrom == nil ? ["-"] : files, filesFrom: filesFrom,
+                                           separator: nullSeparated ? 0 : UInt8(ascii: "\n"), asNote: note)
+            let messages = try fromCiphio ? ciphioNotes(compartment: target, expires: expires) : []
             let vault = try vaultOptions.open(with: store, forWriting: true)
             // Stdin has no size to measure progress against: no bar for it.
-            let observer = fromCiphio || inputs.contains(where: { $0 == nil }) || inputs.isEmpty ? nil
-                : ProgressLine.observer("add", quiet: false, forced: progress)
-            observer?.begin(items: items.count, bytes: inputs.reduce(0) { $0 + ($1?.size ?? 0) })
+            let observer = fromCiphio || inputs.readsStandardInput ? nil : ProgressLine.observer("add", quiet: false, forced: progress)
+            observer?.begin(items: inputs.count, bytes: inputs.bytes)
             // All or nothing, even if killed: one journaled commit (see VaultStaging). The
-            // "added" lines come after it, so a failed add never lists an item as added.
-            var skipped: [Vault.Duplicate] = []
-            let added = try vault.add(items, now: now, skippingDuplicates: !allowDuplicates, progress: observer,
-                                      skipped: { skipped.append($0) })
-            report(added: added, skipped: skipped)
-        }
-
-        /// The FILEs and the --files-from list, each checked; nil for stdin ("-" is stdin only
-        /// as a FILE argument: in a list it is a file named "-").
-        private func checkedInputs() throws -> [InputFile?] {
-            let listed = try filesFrom.map { try FileList.read($0, separator: nullSeparated ? 0 : UInt8(ascii: "\n")) } ?? []
-            if let filesFrom, files.isEmpty && listed.isEmpty {
-                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
-                               hint: "check the command that made the list (find prints nothing when nothing matches)")
+            // "added" lines come after it, so a failed add never lists an item as added; they
+            // wait in sealed spools, not in memory (issue 34).
+            let added = try SpoolFile(in: Output.spoolDirectory), skipped = try SpoolFile(in: Output.spoolDirectory)
+            let next: () throws -> Vault.NewItem?
+            if !fromCiphio {
+                let input = try inputs.reader()
+                next = { try input().map { try newItem($0, compartment: target, expires: expires) } }
+            } else {
+                var message = messages.makeIterator()
+                next = { message.next() }
             }
-            let checked = try files.map { $0 == "-" ? nil : try InputFile.check($0, asNote: note) }
-                + listed.map { try InputFile.check($0, asNote: note) }
-            // Ciphio messages are checked as files here, and read whole by `ciphioNotes`.
-            return fromCiphio ? [] : checked
+            try vault.add(from: next, now: now, skippingDuplicates: !allowDuplicates, progress: observer, staged: { item in
+                try added.append(Array("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)".utf8))
+            }, skipped: { duplicate in
+                // The item's ID cut to 8 characters (a prefix every command takes) and its name
+                // only when it differs: a line that fits 80 columns for most names.
+                let other = duplicate.existing.name == duplicate.name ? "" : " '\(duplicate.existing.name)'"
+                try skipped.append(Array("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)".utf8))
+            })
+            for spool in [added, skipped] {
+                let lines = try spool.reader()
+                while let line = try lines.next() { Console.out(String(decoding: line, as: UTF8.self)) }
+            }
+            if skipped.count > 0 {
+                Console.note("\(skipped.count) already in the vault, skipped (--allow-duplicates adds them)")
+            }
         }
 
-        /// The items of files and stdin.
-        private func newItems(_ inputs: [InputFile?], compartment target: Compartment, expires: Date?) throws -> [Vault.NewItem] {
-            let stdin = FileDescriptor(borrowing: 0, path: "stdin")
-            return try (inputs.isEmpty ? [nil] : inputs).map { input in
-                if let input {
-                    return .init(file: input, kind: note ? .note : .photo, name: name ?? input.name, compartment: target, expires: expires)
-                } else if note {
+        /// The item of a file or of stdin.
+        private func newItem(_ input: CheckedInputs.Input, compartment target: Compartment, expires: Date?) throws -> Vault.NewItem {
+            switch input {
+            case .file(let file):
+                return .init(file: file, kind: note ? .note : .photo, name: name ?? file.name, compartment: target, expires: expires)
+            case .standardInput:
+                let stdin = FileDescriptor(borrowing: 0, path: "stdin")
+                if note {
                     return .init(bytes: try InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
                                  compartment: target, expires: expires)
                 }
@@ -177,22 +186,6 @@ extension VaultCommand {
                 return note
             }
         }
-
-        /// One line per item added and per file skipped, then how many were skipped.
-        private func report(added: [ItemMetadata], skipped: [Vault.Duplicate]) {
-            for item in added {
-                Console.out("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)")
-            }
-            // The item's ID cut to 8 characters (a prefix every command takes) and its name
-            // only when it differs: a line that fits 80 columns for most names.
-            for duplicate in skipped {
-                let other = duplicate.existing.name == duplicate.name ? "" : " '\(duplicate.existing.name)'"
-                Console.out("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)")
-            }
-            if !skipped.isEmpty {
-                Console.note("\(skipped.count) already in the vault, skipped (--allow-duplicates adds them)")
-            }
-        }
     }
 
     struct List: ParsableCommand, ChoosesOutput {
@@ -217,20 +210,6 @@ extension VaultCommand {
         @Option(name: .customLong("name"), help: ArgumentHelp("Only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
         var names: [String] = []
 
-        struct Listing: Encodable {
-            let command = "vault list"
-            let durationSeconds = Output.durationSeconds
-            /// "ok", or "error" when records are damaged (then also exitCode, error, hint).
-            let outcome: String
-            let exitCode: Int32?
-            let error: String?
-            let hint: String?
-            let vault: String
-            let items: [Entry]
-            let expiredHidden: Int
-            /// IDs whose record is damaged (the command then exits 65).
-            let damaged: [String]
-        }
         struct Entry: Encodable {
             let id, kind, compartment, name: String
             let created: Date
@@ -241,29 +220,71 @@ extension VaultCommand {
         func run() throws {
             let vault = try vaultOptions.open(with: store, forWriting: false)
             let now = Date()
-            let all = try vault.items(includeExpired: true, now: now).filter { item in
-                (compartment == nil || item.compartment == compartment)
-                    && (names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) })
+            let (compartment, names) = (compartment, names)
+            // The catalogue a batch at a time, in ID order, each live item handed to `take`:
+            // memory for a batch and a sort run, not for the vault (issue 34).
+            var hidden = 0, damagedSeen = 0
+            func pass(_ take: (ItemMetadata) throws -> Void) throws {
+                (hidden, damagedSeen) = (0, 0)
+                try vault.forEachItemInIDOrder { batch, damagedIDs in
+                    damagedSeen += damagedIDs.count
+                    for item in batch where (compartment == nil || item.compartment == compartment)
+                        && (names.isEmpty || names.contains { ItemSelection.nameMatches($0, item.name) }) {
+                        if item.isExpired(at: now) { hidden += 1 } else { try take(item) }
+                    }
+                    return true
+                }
             }
-            let live = all.filter { !$0.isExpired(at: now) }
-            let hidden = all.count - live.count
+            // Records that did not open are tried with the key store read again (another
+            // process may have rotated the keys meanwhile); if that opens some, once more.
+            func listed<Listing>(_ make: () -> Listing, _ take: (inout Listing, ItemMetadata) throws -> Void) throws -> (Listing, [VaultError]) {
+                var listing = make()
+                try pass { try take(&listing, $0) }
+                var damaged = damagedSeen > 0 ? try vault.damagedItemErrors() : []
+                if damaged.count < damagedSeen {
+                    listing = make()
+                    try pass { try take(&listing, $0) }
+                    damaged = damagedSeen > 0 ? try vault.damagedItemErrors() : []
+                }
+                return (listing, damaged)
+            }
             if json {
                 // One document even when records are damaged: it carries the error itself.
-                let failure = damagedFailure(in: vault, errors: try vault.damagedItemErrors())
-                try Console.json(Listing(outcome: failure == nil ? "ok" : "error", exitCode: failure.map { ExitCode(for: $0.kind).rawValue },
-                                         error: failure?.description, hint: failure?.hint, vault: vault.path, items: live.map {
-                    Entry(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, name: $0.name,
-                          created: $0.created, expires: $0.expires, size: $0.size)
-                }, expiredHidden: hidden, damaged: try vault.damagedItemIDs()))
-                try reportDamaged(in: vault)
+                // Sorted by creation time, then ID, as before; spooled past a run.
+                var (sorter, damaged) = try listed({
+                    ExternalSorter<ItemTable.Row>(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: ItemTable.encode, decode: ItemTable.decode) {
+                        ($0.created, $0.id) < ($1.created, $1.id)
+                    }
+                }) { sorter, item in try sorter.add(ItemTable.Row(item)) }
+                let failure = damagedFailure(in: vault, errors: damaged)
+                var document = Console.StreamedObject()
+                try document.add("command", "vault list")
+                try document.add("durationSeconds", Output.durationSeconds)
+                try document.add("outcome", failure == nil ? "ok" : "error")
+                if let failure {
+                    try document.add("exitCode", ExitCode(for: failure.kind).rawValue)
+                    try document.add("error", failure.description)
+                    if let hint = failure.hint { try document.add("hint", hint) }
+                }
+                try document.add("vault", vault.path)
+                document.add("items", elements: { (body: (Entry) throws -> Void) in
+                    try sorter.forEachSorted { row in
+                        try body(Entry(id: row.id, kind: row.kind, compartment: row.compartment, name: row.name,
+                                       created: row.created, expires: row.expires, size: row.size))
+                    }
+                })
+                try document.add("expiredHidden", hidden)
+                try document.add("damaged", damaged.isEmpty ? [] : try vault.damagedItemIDs())
+                try document.write()
+                damaged.forEach { Console.error($0.description) }
+                if let failure { throw failure }
                 return
             }
-            ItemTable.print(live.map {
-                .init(id: $0.id, kind: $0.kind.rawValue, compartment: $0.compartment.rawValue, size: $0.size,
-                      created: $0.created, expires: $0.expires, name: $0.name)
-            })
+            var (table, damaged) = try listed({ ItemTable() }) { table, item in try table.add(ItemTable.Row(item)) }
+            try table.print()
             if hidden > 0 { Console.note("\(hidden) expired fade item(s) hidden; `n11archive vault purge` removes them") }
-            try reportDamaged(in: vault)
+            damaged.forEach { Console.error($0.description) }
+            if let failure = damagedFailure(in: vault, errors: damaged) { throw failure }
         }
     }
 
@@ -447,12 +468,6 @@ extension VaultCommand {
 }
 
 /// Names every item whose record is damaged and fails the command (65) after its output.
-func reportDamaged(in vault: Vault) throws {
-    let damaged = try vault.damagedItemErrors()
-    damaged.forEach { Console.error($0.description) }
-    if let failure = damagedFailure(in: vault, errors: damaged) { throw failure }
-}
-
 func damagedFailure(in vault: Vault, errors damaged: [VaultError]) -> CLIError? {
     guard let first = damaged.first else { return nil }
     return CLIError(first.kind, "\(damaged.count) item record(s) in '\(vault.path)' are damaged",
@@ -465,10 +480,14 @@ extension Compartment: ExpressibleByArgument {}
 /// NUL-separated for names with newlines in them; empty entries are skipped, a trailing
 /// "\r" is kept (it may be part of a name).
 enum FileList {
-    /// Lists are paths, not data: 64 MiB is millions of them.
-    static let maximumSize = 64 << 20
+    /// One path is at most PATH_MAX bytes: a longer entry means the file is no list of paths.
+    static let maximumEntry = 4096
 
-    static func read(_ source: String, separator: UInt8) throws -> [String] {
+    /// Hands each path of the list to `body` as it is read (a list of millions of paths is
+    /// never held, issue 34), with its entry number. The mix-ups are refused with what to do:
+    /// NUL bytes in a list of lines, none in a --null list, an entry that is not UTF-8 or
+    /// longer than a path can be.
+    static func forEach(_ source: String, separator: UInt8, _ body: (String) throws -> Void) throws {
         let fd: FileDescriptor
         let shown = source == "-" ? "on standard input" : "'\(source)'"
         if source == "-" {
@@ -479,32 +498,98 @@ enum FileList {
             }
             fd = try FileDescriptor.openForReading(source)
         }
-        let bytes: [UInt8]
-        do {
-            bytes = try fd.readAll(limit: maximumSize)
-        } catch {
-            guard let system = error as? SystemError, system.isTooLarge else { throw error }
-            throw CLIError(.usage, "the --files-from list \(shown) is larger than 64 MiB; nothing was added",
-                           hint: "split it and run vault add once per part")
-        }
-        // The usual mix-up, caught before any path is looked at: a C path ends at its first
-        // NUL, so a NUL-separated list read as lines would name only its first file.
-        if separator != 0 && bytes.contains(0) {
-            throw CLIError(.usage, "the --files-from list \(shown) has NUL bytes, so it is not one path per line; nothing was added",
-                           hint: "a list made with find -print0 needs --null")
-        }
-        if separator == 0 && !bytes.isEmpty && !bytes.contains(0) {
-            throw CLIError(.usage, "the --files-from list \(shown) has no NUL byte, but --null says paths end with one; nothing was added",
-                           hint: "without --null the list is one path per line; with it, make the list with find -print0")
-        }
-        return try bytes.split(separator: separator).enumerated().map { index, entry in
+        var buffer = [UInt8](repeating: 0, count: 1 << 16), entry: [UInt8] = [], index = 0, sawNUL = false, sawAny = false
+        func finish() throws {
+            defer { entry.removeAll(keepingCapacity: true) }
+            guard !entry.isEmpty else { return }
+            index += 1
             // Decoding with repair would turn a name into one that does not exist, or worse,
             // one that does: say which entry it is instead.
             guard let path = String(validating: entry, as: UTF8.self) else {
-                throw CLIError(.usage, "entry \(index + 1) of the --files-from list \(shown) is not valid UTF-8; nothing was added",
+                throw CLIError(.usage, "entry \(index) of the --files-from list \(shown) is not valid UTF-8; nothing was added",
                                hint: "rename that file so its name is UTF-8")
             }
-            return path
+            try body(path)
+        }
+        while true {
+            let n = try fd.read(into: &buffer, count: buffer.count)
+            if n == 0 { break }
+            sawAny = true
+            for byte in buffer[0..<n] {
+                if byte == 0 {
+                    // The usual mix-up, caught before the vault is opened: a C path ends at its
+                    // first NUL, so a NUL-separated list read as lines would name only its first file.
+                    guard separator == 0 else {
+                        throw CLIError(.usage, "the --files-from list \(shown) has NUL bytes, so it is not one path per line; nothing was added",
+                                       hint: "a list made with find -print0 needs --null")
+                    }
+                    sawNUL = true
+                }
+                if byte == separator { try finish(); continue }
+                entry.append(byte)
+                if entry.count > maximumEntry {
+                    throw CLIError(.usage, "entry \(index + 1) of the --files-from list \(shown) is longer than any path (\(maximumEntry) bytes); nothing was added",
+                                   hint: separator == 0 ? "check the command that made the list" : "a list made with find -print0 needs --null")
+                }
+            }
+        }
+        if separator == 0 && sawAny && !sawNUL {
+            throw CLIError(.usage, "the --files-from list \(shown) has no NUL byte, but --null says paths end with one; nothing was added",
+                           hint: "without --null the list is one path per line; with it, make the list with find -print0")
+        }
+        try finish()
+    }
+}
+
+/// What `vault add` takes: the FILEs and the --files-from list, every one checked in a first
+/// pass before the vault is opened (a bad one adds nothing). The list's paths are kept for
+/// the second pass in a sealed spool, not in memory (a list of millions, issue 34), and
+/// checked again as they are added.
+struct CheckedInputs {
+    enum Input {
+        case file(InputFile)
+        case standardInput
+    }
+    private let arguments: [Input]
+    private let listed: SpoolFile?
+    private let asNote: Bool
+    let count: Int
+    let bytes: Int64
+    var readsStandardInput: Bool { arguments.contains { if case .standardInput = $0 { return true } else { return false } } }
+
+    init(files: [String], filesFrom: String?, separator: UInt8, asNote: Bool) throws {
+        self.asNote = asNote
+        arguments = try files.map { $0 == "-" ? .standardInput : .file(try InputFile.check($0, asNote: asNote)) }
+        var count = arguments.count
+        var bytes = arguments.reduce(Int64(0)) { total, input in if case .file(let file) = input { total + file.size } else { total } }
+        if let filesFrom {
+            let spool = try SpoolFile(in: Output.spoolDirectory)
+            try FileList.forEach(filesFrom, separator: separator) { path in
+                bytes += try InputFile.check(path, asNote: asNote).size
+                count += 1
+                try spool.append(Array(path.utf8))
+            }
+            if files.isEmpty && spool.count == 0 {
+                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
+                               hint: "check the command that made the list (find prints nothing when nothing matches)")
+            }
+            listed = spool
+        } else {
+            listed = nil
+        }
+        self.count = count
+        self.bytes = bytes
+    }
+
+    /// The inputs in order, one at a time (nil after the last); once.
+    func reader() throws -> () throws -> Input? {
+        var next = arguments.makeIterator()
+        let spooled = try listed?.reader()
+        let asNote = asNote
+        return {
+            if let input = next.next() { return input }
+            guard let path = try spooled?.next() else { return nil }
+            return .file(try InputFile.check(String(decoding: path, as: UTF8.self), asNote: asNote))
         }
     }
 }

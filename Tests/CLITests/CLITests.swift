@@ -349,6 +349,11 @@ struct CLITests {
             let lineList = try s.run(["vault", "add", "--null", "--files-from", list])
             expectExit(lineList, 64)
             #expect(lineList.err.contains("no NUL byte"), "\(lineList)")
+            // A NUL list whose entry runs on past any path's length (a file that is no list).
+            let endless = try s.run(["vault", "add", "--null", "--files-from", "-"],
+                                    stdin: Array("\(a)\0".utf8) + Array(repeating: UInt8(ascii: "x"), count: 5000) + [0])
+            expectExit(endless, 64)
+            #expect(endless.err.contains("entry 2") && endless.err.contains("longer than any path") && endless.out.isEmpty, "\(endless)")
             // In a list, "-" is a file of that name, never stdin a second time.
             let dash = try s.run(["vault", "add", "--files-from", try s.file("dash.txt", Array("-\n".utf8))], stdin: Array("x".utf8))
             expectExit(dash, 66)

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+@testable import N11Crypto
+import N11System
+
+@Suite("Sealed spools and the external sort (rows too many to hold)")
+struct SpoolTests {
+    private func temporaryDirectory() throws -> String {
+        let path = NSTemporaryDirectory() + "/spool-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        return path
+    }
+
+    @Test("records come back as written, across chunks; the file has no name and holds none of their bytes")
+    func roundTrip() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let marker = Array("PLAINTEXT-MARKER-".utf8)
+        let records: [[UInt8]] = [[], [7], marker + [UInt8](repeating: 0x41, count: 70_000), marker, Array(repeating: 9, count: 3)]
+        let spool = try SpoolFile(in: directory)
+        for record in records { try spool.append(record) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+        let reader = try spool.reader()
+        var back: [[UInt8]] = []
+        while let record = try reader.next() { back.append(record) }
+        #expect(back == records)
+
+        // What the disk holds is ciphertext: the marker is nowhere in it.
+        try spool.file.seek(to: 0)
+        var onDisk: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while case let n = try spool.file.read(into: &buffer, count: buffer.count), n > 0 { onDisk += buffer[0..<n] }
+        #expect(onDisk.count > 70_000)
+        #expect(!(0...(onDisk.count - marker.count)).contains { Array(onDisk[$0..<($0 + marker.count)]) == marker })
+    }
+
+    @Test("a spool changed on disk fails its tag instead of handing out other rows")
+    func tamperedSpool() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let spool = try SpoolFile(in: directory)
+        for n in 0..<100 { try spool.append(Array("row \(n)".utf8)) }
+        try spool.finishWriting()
+        var byte = [UInt8](repeating: 0, count: 1)
+        _ = try spool.file.read(into: &byte, count: 1, at: 10)
+        try spool.file.seek(to: 10)
+        try spool.file.write([byte[0] ^ 1])
+        #expect(throws: CryptoError.self) { let reader = try spool.reader(); while try reader.next() != nil {} }
+    }
+
+    @Test("rows come out sorted: in memory when they fit one run, else through spooled runs merged in several rounds",
+          arguments: [5, 100_000])
+    func sorts(runLength: Int) throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var generator = SystemRandomNumberGenerator()
+        let rows = (0..<2_000).map { _ in UInt32.random(in: 0..<500, using: &generator) }
+        var sorter = ExternalSorter<UInt32>(runLength: runLength, fanIn: 3, directory: directory,
+                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
+                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
+                                            by: <)
+        for row in rows { try sorter.add(row) }
+        var out: [UInt32] = []
+        try sorter.forEachSorted { out.append($0) }
+        #expect(out == rows.sorted())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+    }
+}
