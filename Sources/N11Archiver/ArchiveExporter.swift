@@ -55,7 +55,7 @@ public enum ArchiveExporter {
                 case .nothing: report.record(.restored, index: index)
                 case .identical: report.record(.skippedIdentical, index: index)
                 case .different:
-                    conflicts.append(Path.join(Path.join(root, folder), name))
+                    if !overwrite { conflicts.append(Path.join(Path.join(root, folder), name)) }
                     report.record(.restored, index: index)
                 }
             }
@@ -392,11 +392,14 @@ final class ExportStaging {
     }
 
     /// Undoes one file's move (best effort). A file replaced by it is in staging under the
-    /// same name (exchanged): exchanged back; else the file is moved back.
+    /// same name (exchanged): exchanged back; only if nothing is there (ENOENT) is the file
+    /// moved back, so the user's replaced file is never left in staging to be removed.
     func takeBack(_ file: String, of folder: String, from target: DirectoryHandle) {
         guard let staged = folderHandles[folder] else { return }
-        let exchanged = ((try? staged.status(of: file)) ?? nil) != nil
-        try? DirectoryHandle.rename(file, in: target, to: file, in: staged, exchanged ? .exchange : .noReplace)
+        do { try DirectoryHandle.rename(file, in: target, to: file, in: staged, .exchange) }
+        catch let error as SystemError where error.errno == ENOENT {
+            try? DirectoryHandle.rename(file, in: target, to: file, in: staged, .noReplace)
+        } catch {}
     }
 
     /// Removes the staging directory and what is left in it (files replaced by the export,

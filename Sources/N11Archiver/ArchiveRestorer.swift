@@ -176,7 +176,7 @@ public enum ArchiveRestorer {
                         report.record((try? vault.verify(old)) != nil ? .skippedIdentical : .repaired, index: index)
                         continue
                     }
-                    conflicts.append(item.id)
+                    if !overwrite { conflicts.append(item.id) }
                     report.record(.replaced, index: index)
                 }
             }

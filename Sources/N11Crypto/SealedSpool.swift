@@ -105,7 +105,8 @@ public struct ExternalSorter<Row> {
     private let decode: ([UInt8]) throws -> Row
     private let isOrderedBefore: (Row, Row) -> Bool
     private var run: [Row] = []
-    private var runs: [SpoolFile] = []
+    /// Spooled runs and their level: a run of level L holds `fanIn`^L runs' rows.
+    private var runs: [(spool: SpoolFile, level: Int)] = []
 
     public init(runLength: Int = 32_768, fanIn: Int = 16, directory: String, encode: @escaping (Row) -> [UInt8],
                 decode: @escaping ([UInt8]) throws -> Row, by isOrderedBefore: @escaping (Row, Row) -> Bool) {
@@ -129,15 +130,17 @@ public struct ExternalSorter<Row> {
         for row in run { try spool.append(encode(row)) }
         try spool.finishWriting()
         run.removeAll(keepingCapacity: true)
-        runs.append(spool)
-        // Runs beyond the fan-in are merged into one as they come, so the final merge (and
-        // the buffers it holds) stays at most `fanIn` wide.
-        if runs.count == fanIn * 2 {
+        runs.append((spool, 0))
+        // `fanIn` runs of one level are merged into one of the next as they come (each row
+        // is rewritten once a level: log-many times, not once a run), so open files and the
+        // final merge stay few whatever the number of rows.
+        while runs.count >= fanIn, case let level = runs[runs.count - 1].level,
+              runs.suffix(fanIn).allSatisfy({ $0.level == level }) {
             let merged = try SpoolFile(in: directory)
-            try merge(Array(runs[0..<fanIn])) { try merged.append(encode($0)) }
+            try merge(runs.suffix(fanIn).map(\.spool)) { try merged.append(encode($0)) }
             try merged.finishWriting()
-            runs.removeFirst(fanIn)
-            runs.insert(merged, at: 0)
+            runs.removeLast(fanIn)
+            runs.append((merged, level + 1))
         }
     }
 
@@ -149,7 +152,7 @@ public struct ExternalSorter<Row> {
             return
         }
         if !run.isEmpty { try spoolRun() }
-        var all = runs
+        var all = runs.map(\.spool)
         runs = []
         while all.count > fanIn {
             let merged = try SpoolFile(in: directory)

@@ -61,11 +61,11 @@ struct ItemTable {
     mutating func add(_ row: Row) throws {
         if row.id <= previousID { outOfOrder = true }
         if var waiting {
-            waiting.prefixLength = max(waiting.prefixLength, Self.common(waiting.id, row.id) + 1)
+            waiting.prefixLength = min(36, max(waiting.prefixLength, Self.common(waiting.id, row.id) + 1))
             try take(waiting)
         }
         var row = row
-        row.prefixLength = max(8, Self.common(previousID, row.id) + 1)
+        row.prefixLength = min(36, max(8, Self.common(previousID, row.id) + 1))
         previousID = row.id
         waiting = row
     }
@@ -92,6 +92,8 @@ struct ItemTable {
         }
         // No EXPIRES column when nothing expires (most vaults): its room goes to the names.
         let anyExpires = anyExpires
+        // Rows out of ID order show whole IDs: their column is as wide as a whole ID.
+        if outOfOrder { compactWidths[0] = max(compactWidths[0], fullWidths[0]) }
         func keep<Cell>(_ cells: [Cell]) -> [Cell] { anyExpires ? cells : cells.enumerated().filter { $0.offset != 5 }.map(\.element) }
         let widths = keep(compactWidths)
         let room = columns - (widths.dropLast().reduce(0, +) + 2 * (widths.count - 2)) - 2

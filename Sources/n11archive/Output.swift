@@ -66,7 +66,10 @@ enum Output {
 
     /// Where listings spool their sorted runs (sealed, unnamed: `SpoolFile`): $TMPDIR, else /tmp.
     static var spoolDirectory: String {
-        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let asked = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
+        // A TMPDIR that is no directory (unset by a cron job's environment, say) is no reason to fail.
+        if let asked, ((try? FileStatus.of(asked, followLinks: true)) ?? nil)?.kind == .directory { return asked }
+        return "/tmp"
     }
 
     /// Rows a listing sorts in memory before it spools a run: 32,768, or N11_SORT_RUN_ROWS (at

@@ -117,7 +117,7 @@ extension VaultCommand {
             // No FILE and no list: a note from stdin. Ciphio messages are checked as files
             // here, and read whole by `ciphioNotes`.
             let inputs = try CheckedInputs(files: files.isEmpty && filesFrom == nil ? ["-"] : files, filesFrom: filesFrom,
-                                           separator: nullSeparated ? 0 : UInt8(ascii: "\n"), asNote: note)
+                                           separator: nullSeparated ? 0 : UInt8(ascii: "\n"), asNote: note, fromCiphio: fromCiphio)
             let messages = try fromCiphio ? ciphioNotes(compartment: target, expires: expires) : []
             let vault = try vaultOptions.open(with: store, forWriting: true)
             // Stdin has no size to measure progress against: no bar for it.
@@ -130,7 +130,7 @@ extension VaultCommand {
             let next: () throws -> Vault.NewItem?
             if !fromCiphio {
                 let input = try inputs.reader()
-                next = { try input().map { try newItem($0, compartment: target, expires: expires) } }
+                next = { try input().map { try newItem($0, stdinNote: inputs.standardInputNote, compartment: target, expires: expires) } }
             } else {
                 var message = messages.makeIterator()
                 next = { message.next() }
@@ -153,14 +153,14 @@ extension VaultCommand {
         }
 
         /// The item of a file or of stdin.
-        private func newItem(_ input: CheckedInputs.Input, compartment target: Compartment, expires: Date?) throws -> Vault.NewItem {
+        private func newItem(_ input: CheckedInputs.Input, stdinNote: [UInt8]?, compartment target: Compartment, expires: Date?) throws -> Vault.NewItem {
             switch input {
             case .file(let file):
                 return .init(file: file, kind: note ? .note : .photo, name: name ?? file.name, compartment: target, expires: expires)
             case .standardInput:
                 let stdin = FileDescriptor(borrowing: 0, path: "stdin")
                 if note {
-                    return .init(bytes: try InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
+                    return .init(bytes: try stdinNote ?? InputFile.readNote(from: stdin), kind: .note, name: name ?? "note",
                                  compartment: target, expires: expires)
                 }
                 // A photo from stdin streams through, however large.
@@ -528,6 +528,10 @@ enum FileList {
                 if byte == separator { try finish(); continue }
                 entry.append(byte)
                 if entry.count > maximumEntry {
+                    if separator == 0 && !sawNUL {
+                        throw CLIError(.usage, "the --files-from list \(shown) has no NUL byte, but --null says paths end with one; nothing was added",
+                                       hint: "without --null the list is one path per line; with it, make the list with find -print0")
+                    }
                     throw CLIError(.usage, "entry \(index + 1) of the --files-from list \(shown) is longer than any path (\(maximumEntry) bytes); nothing was added",
                                    hint: separator == 0 ? "check the command that made the list" : "a list made with find -print0 needs --null")
                 }
@@ -552,14 +556,18 @@ struct CheckedInputs {
     }
     private let arguments: [Input]
     private let listed: SpoolFile?
+    /// A note from stdin, read in the first pass (before the vault is opened and locked).
+    let standardInputNote: [UInt8]?
     private let asNote: Bool
     let count: Int
     let bytes: Int64
     var readsStandardInput: Bool { arguments.contains { if case .standardInput = $0 { return true } else { return false } } }
 
-    init(files: [String], filesFrom: String?, separator: UInt8, asNote: Bool) throws {
+    init(files: [String], filesFrom: String?, separator: UInt8, asNote: Bool, fromCiphio: Bool = false) throws {
         self.asNote = asNote
         arguments = try files.map { $0 == "-" ? .standardInput : .file(try InputFile.check($0, asNote: asNote)) }
+        standardInputNote = asNote && !fromCiphio && files.contains("-")
+            ? try InputFile.readNote(from: FileDescriptor(borrowing: 0, path: "stdin")) : nil
         var count = arguments.count
         var bytes = arguments.reduce(Int64(0)) { total, input in if case .file(let file) = input { total + file.size } else { total } }
         if let filesFrom {
