@@ -32,6 +32,8 @@ public final class Vault: @unchecked Sendable {
     /// The opening keys `lookUp` uses, made once; and whether it read the key store again.
     private var lookupKeys: [(Compartment, SecureBytes, [UInt8])]?
     private var refreshedForLookup = false
+    /// A version 1 vault read without the lock: its items by ID, for `lookUp`.
+    private var lookupIndex: [String: ItemMetadata]?
 
     static let markerName = ".n11vault"
     static let markerMagic = Array("N11VAULT".utf8)
@@ -483,7 +485,13 @@ public final class Vault: @unchecked Sendable {
     public func lookUp(id: String) throws(VaultError) -> Lookup {
         guard let catalogue else {
             if try damagedItemIDs().contains(id) { return .damaged }
-            return try items(includeExpired: true).first { $0.id == id }.map { .item($0) } ?? .absent
+            // By ID, made once: a scan per lookup would be quadratic in a restore's dry run.
+            if lookupIndex == nil {
+                let all = try items(includeExpired: true)
+                lookupIndex = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            }
+            let index = lookupIndex ?? [:]
+            return index[id].map { .item($0) } ?? .absent
         }
         do {
             if lookupKeys == nil {
@@ -558,6 +566,7 @@ public final class Vault: @unchecked Sendable {
     func forgetCachedItems() {
         cachedItems = nil
         lookupKeys = nil
+        lookupIndex = nil
         cachedDamaged = []
         pendingMoves = [:]
     }
