@@ -120,10 +120,11 @@ public final class AtomicFile: @unchecked Sendable {
     /// be shared, and the name is easy to plant).
     @discardableResult
     public static func removeLeftovers(in directory: String) -> Int {
+        // Filtered as listed: the directory may be a vault's Notes/, with millions of names.
         guard let handle = try? DirectoryHandle.open(directory, followingLink: true),
-              let names = try? handle.entries() else { return 0 }
+              let names = try? handle.entries(where: { $0.hasPrefix(tempPrefix) }) else { return 0 }
         var removed = 0
-        for name in names where name.hasPrefix(tempPrefix) && !isLive(name) {
+        for name in names where !isLive(name) {
             guard let status = try? handle.status(of: name), status.kind == .regular, status.owner == geteuid() else { continue }
             if (try? handle.removeFile(name)) != nil { removed += 1 }
         }

@@ -67,8 +67,19 @@ public final class DirectoryHandle: @unchecked Sendable {
         throw SystemError("cannot stat", path: Path.join(path, name))
     }
 
-    /// Names in this directory, without "." and "..", in no particular order.
-    public func entries() throws -> [String] {
+    /// Names in this directory, without "." and "..", in no particular order; only those
+    /// `include` takes, where it is given. A vault's `Notes/` may hold millions of names:
+    /// callers that want a few of them filter here rather than hold them all (issue 34).
+    public func entries(where include: (String) -> Bool = { _ in true }) throws -> [String] {
+        var names: [String] = []
+        try forEachEntry { name in if include(name) { names.append(name) } }
+        return names
+    }
+
+    /// Calls `body` with each name in this directory but "." and "..", in no particular
+    /// order, holding none of them. `body` must not add or remove entries here: whether
+    /// readdir then still returns every other name is unspecified.
+    public func forEachEntry(_ body: (String) throws -> Void) throws {
         let copy = dup(descriptor.rawValue)
         guard copy >= 0, let dir = fdopendir(copy) else {
             if copy >= 0 { Glibc.close(copy) }
@@ -76,14 +87,12 @@ public final class DirectoryHandle: @unchecked Sendable {
         }
         defer { closedir(dir) }
         rewinddir(dir)
-        var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if name != "." && name != ".." { try body(name) }
         }
-        return names
     }
 
     /// Creates the subdirectory `name` with exactly `mode` (the umask may only narrow it).
@@ -139,13 +148,30 @@ public final class DirectoryHandle: @unchecked Sendable {
     public func removePrivateTree(_ name: String) -> Bool {
         guard let status = try? status(of: name), status.kind == .directory, status.owner == geteuid(),
               let tree = try? openSubdirectory(name), (try? tree.status().owner) == geteuid() else { return false }
-        for entry in (try? tree.entries()) ?? [] {
-            if (try? tree.status(of: entry))?.kind == .directory {
-                tree.removePrivateTree(entry)
-            } else {
-                try? tree.removeFile(entry)
+        // A batch of names at a time, listed again after each: an export's staging may hold
+        // millions of files, and names are not removed while readdir walks them. A pass that
+        // removes nothing ends it (what is left cannot be removed).
+        while true {
+            var batch: [String] = []
+            batch.reserveCapacity(Self.removalBatch)
+            _ = try? tree.forEachEntry { entry in
+                guard batch.count < Self.removalBatch else { throw StopListing() }
+                batch.append(entry)
             }
+            var removedAny = false
+            for entry in batch {
+                if (try? tree.status(of: entry))?.kind == .directory {
+                    if tree.removePrivateTree(entry) { removedAny = true }
+                } else if (try? tree.removeFile(entry)) != nil {
+                    removedAny = true
+                }
+            }
+            if batch.count < Self.removalBatch || !removedAny { break }
         }
         return (try? removeEmptySubdirectory(name)) != nil
     }
+
+    /// Names `removePrivateTree` lists before it removes them.
+    static let removalBatch = 4096
+    private struct StopListing: Error {}
 }

@@ -445,31 +445,33 @@ public final class VaultStaging {
         guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
         try carryOutPending(of: catalogue, in: vault.path, keyStore: vault.keyStore)
         let vaultDirectory = try DirectoryHandle.open(vault.path, followingLink: true)
-        let dead = try vaultDirectory.entries().filter { name in
-            guard name.hasPrefix(prefix), let staging = try? vaultDirectory.openSubdirectory(name) else { return false }
+        let dead = try vaultDirectory.entries(where: { $0.hasPrefix(prefix) }).filter { name in
+            guard let staging = try? vaultDirectory.openSubdirectory(name) else { return false }
             return (try? staging.status())?.isOwnedByCurrentUser == true
         }
         guard !dead.isEmpty else { return }
         // The sweep comes before the staging directories go, so a crash during it sweeps again.
-        try sweepUnreferencedContent(in: vaultDirectory, keeping: try catalogue.ids())
+        try sweepUnreferencedContent(in: vaultDirectory) { id in try catalogue.record(id: id) != nil }
         for name in dead { vaultDirectory.removePrivateTree(name) }
     }
 
     /// Deletes the content files of new items whose change never committed: files in
     /// Photos/ and Notes/ named by a canonical (upper-case) item ID that has no row. Names of
     /// any other shape are not ours and stay; unlinking a name never follows a link.
-    static func sweepUnreferencedContent(in vaultDirectory: DirectoryHandle, keeping ids: Set<String>) throws {
+    /// `isReferenced` asks the catalogue about one ID, so that neither the folder's names nor
+    /// the catalogue's IDs are held whole (issue 34).
+    static func sweepUnreferencedContent(in vaultDirectory: DirectoryHandle, isReferenced: (String) throws -> Bool) throws {
         for kind in ItemKind.allCases {
             guard let folder = try? vaultDirectory.openSubdirectory(kind.directory) else { continue }
             let suffix = "." + kind.fileExtension
-            var removed = false
-            for name in try folder.entries() where name.hasSuffix(suffix) {
+            var unreferenced: [String] = []
+            try folder.forEachEntry { name in
+                guard name.hasSuffix(suffix) else { return }
                 let id = String(name.dropLast(suffix.count))
-                guard EntryName.isCanonicalID(id), !ids.contains(id) else { continue }
-                try folder.removeFile(name)
-                removed = true
+                if EntryName.isCanonicalID(id), try !isReferenced(id) { unreferenced.append(name) }
             }
-            if removed { try folder.sync() }
+            for name in unreferenced { try folder.removeFile(name) }
+            if !unreferenced.isEmpty { try folder.sync() }
         }
     }
 
@@ -482,7 +484,7 @@ public final class VaultStaging {
     static func recoverVersion1(in vaultPath: String, keyStore: KeyStore) throws -> Int {
         var replayed = 0
         let vaultDirectory = try DirectoryHandle.open(vaultPath, followingLink: true)
-        for name in try vaultDirectory.entries() where name.hasPrefix(prefix) {
+        for name in try vaultDirectory.entries(where: { $0.hasPrefix(prefix) }) {
             guard let staging = try? vaultDirectory.openSubdirectory(name), (try? staging.status())?.isOwnedByCurrentUser == true else { continue }
             if let journal = try? staging.openFileForReading(journalName), let status = try? journal.status(),
                status.kind == .regular, status.isOwnedByCurrentUser,

@@ -60,6 +60,40 @@ struct SystemPiecesTests {
         }
     }
 
+    @Test("removePrivateTree removes more files than one listing batch; a file it cannot remove ends it instead of looping")
+    func removePrivateTreeInBatches() throws {
+        try scratch { dir in
+            #expect(mkdir(dir + "/big", 0o700) == 0)
+            let count = DirectoryHandle.removalBatch * 2 + 7
+            for n in 0..<count { try write(dir + "/big/f\(n)", "") }
+            #expect(mkdir(dir + "/big/sub", 0o700) == 0)
+            try write(dir + "/big/sub/g", "g")
+            let handle = try DirectoryHandle.open(dir)
+            #expect(handle.removePrivateTree("big"))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/big"))
+
+            // Another user's directory inside cannot be entered: the rest goes, it stays.
+            #expect(mkdir(dir + "/mixed", 0o700) == 0 && mkdir(dir + "/mixed/theirs", 0o700) == 0)
+            try write(dir + "/mixed/theirs/x", "x")
+            #expect(chown(dir + "/mixed/theirs", 65534, 65534) == 0)
+            for n in 0..<(DirectoryHandle.removalBatch + 3) { try write(dir + "/mixed/f\(n)", "") }
+            #expect(!handle.removePrivateTree("mixed"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/mixed") == ["theirs"])
+        }
+    }
+
+    @Test("DirectoryHandle.entries(where:) lists only what the filter takes; forEachEntry sees every name once")
+    func filteredEntries() throws {
+        try scratch { dir in
+            for name in ["a.tmp", "b", "c.tmp", ".hidden"] { try write(dir + "/" + name, "") }
+            let handle = try DirectoryHandle.open(dir)
+            #expect(Set(try handle.entries(where: { $0.hasSuffix(".tmp") })) == ["a.tmp", "c.tmp"])
+            var seen: [String] = []
+            try handle.forEachEntry { seen.append($0) }
+            #expect(seen.sorted() == [".hidden", "a.tmp", "b", "c.tmp"])
+        }
+    }
+
     @Test("FileLock: a second taker is told who holds it; after release it is free")
     func fileLock() throws {
         try scratch { dir in
