@@ -47,10 +47,7 @@ final class VaultCatalogue {
         do {
             let catalogue = VaultCatalogue(path: path, database: try SQLiteDatabase(path: path, access: .readWrite))
             try catalogue.checkFormat()
-            // A writer touches a leaf page per new row, at random (IDs are random): with
-            // SQLite's default 2 MiB page cache, adding to a 100,000-item vault re-read about
-            // five pages per item. 32 MiB holds the whole B-tree of such a vault.
-            if forWriting { try catalogue.database.execute("PRAGMA synchronous = FULL; PRAGMA cache_size = -32768") }
+            if forWriting { try catalogue.database.execute("PRAGMA synchronous = FULL") }
             return catalogue
         } catch {
             guard !forWriting, FileSystem.isReadOnly(containing: vaultPath) else { throw error }
@@ -195,20 +192,17 @@ final class VaultCatalogue {
 
     func count() throws -> Int64 { try database.integer("SELECT count(*) FROM items") ?? 0 }
 
-    /// Every item's ID, damaged records' included (a writer's sweep keeps their files).
-    func ids() throws -> Set<String> {
-        let rows = try database.prepare("SELECT id FROM items")
-        var ids = Set<String>()
-        while try rows.step() { ids.insert(rows.text(0)) }
-        return ids
-    }
-
     // MARK: one change
 
     /// Starts a change: the write lock of the file, taken at once (the vault lock already
     /// keeps other writers out). Nothing it does is visible until `commitChange`.
     func beginChange() throws {
-        try database.execute("BEGIN IMMEDIATE")
+        // A change touches a leaf page per new row, at random (IDs are random): with SQLite's
+        // default 2 MiB page cache, adding to a 100,000-item vault re-read about five pages
+        // per item. 32 MiB holds the whole B-tree of such a vault. Set here, not when the
+        // writer opens: `create` holds the lock but only reads, in ID order, and a full
+        // cache would grow its memory with the vault (issue 34).
+        try database.execute("PRAGMA cache_size = -32768; BEGIN IMMEDIATE")
         nextStep = (try database.integer("SELECT coalesce(max(step), 0) + 1 FROM pending")) ?? 1
     }
 
