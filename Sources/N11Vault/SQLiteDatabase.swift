@@ -23,6 +23,10 @@ public final class SQLiteDatabase {
         /// Reading and writing; the file must exist (the caller makes it, with the mode it
         /// needs: SQLite would make it 0644).
         case readWrite
+        /// A private scratch database of this connection's own (`path` is ignored): SQLite
+        /// keeps it in its page cache and spills to a file it unlinks as it opens it, in
+        /// `$SQLITE_TMPDIR`, `$TMPDIR` or `/tmp`, so a kill leaves nothing behind.
+        case scratch
     }
 
     /// Opens `path`, never through a symbolic link (SQLITE_OPEN_NOFOLLOW), without URI
@@ -33,8 +37,9 @@ public final class SQLiteDatabase {
         switch access {
         case .readOnly, .immutable: flags |= SQLITE_OPEN_READONLY
         case .readWrite: flags |= SQLITE_OPEN_READWRITE
+        case .scratch: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         }
-        var name = path
+        var name = access == .scratch ? "" : path
         if access == .immutable {
             // Only a URI carries `immutable`; its path is percent-encoded byte by byte.
             flags |= SQLITE_OPEN_URI
@@ -85,6 +90,9 @@ public final class SQLiteDatabase {
         guard try statement.step() else { return nil }
         return statement.int64(0)
     }
+
+    /// Rows the last INSERT, UPDATE or DELETE changed (0 for an INSERT OR IGNORE that found its key).
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
 
     /// Whether a transaction is open on this connection.
     public var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }

@@ -682,7 +682,7 @@ public final class Vault: @unchecked Sendable {
                     progress: VaultChangeProgress? = nil, staged: (ItemMetadata) throws -> Void = { _ in },
                     skipped: (Duplicate) throws -> Void = { _ in }) throws(VaultError) -> Int {
         precondition(lock != nil, "vault opened read-only")
-        var known = skippingDuplicates ? try KnownContent(self, now: now) : KnownContent()
+        let known = skippingDuplicates ? try KnownContent(self, now: now) : nil
         let staging = try VaultStaging(vault: self)
         var count = 0
         do {
@@ -690,8 +690,7 @@ public final class Vault: @unchecked Sendable {
                 try Self.check(new)
                 // An item whose content no longer verifies (bit rot) is no copy to keep: adding
                 // the original again is how it is repaired.
-                if skippingDuplicates, new.compartment != .fade, let existing = try known.item(with: new, in: self),
-                   (try? verify(existing)) != nil {
+                if let known, new.compartment != .fade, let existing = try known.item(with: new, in: self) {
                     if let size = new.sizeHint { progress?.add(bytes: size) }
                     progress?.itemDone()
                     try skipped(Duplicate(name: new.name, existing: existing))
@@ -706,7 +705,7 @@ public final class Vault: @unchecked Sendable {
                 progress?.itemDone()
                 try staged(item)
                 count += 1
-                if skippingDuplicates { known.insert(item) }
+                try known?.insert(item)
             }
         } catch {
             staging.discard()
@@ -760,56 +759,86 @@ private struct UncheckedSendable<Value>: @unchecked Sendable {
 
 /// The live items' content by kind, compartment and size, for `Vault.add` to find a new item
 /// that is already there. The digest of a new item is computed only when some item has its
-/// size, so photos of distinct sizes (nearly all of them) are never read twice. Held as
-/// 64-bit digests and 16-byte IDs, not records (issue 34: a vault of millions of items made
-/// `vault add` of one file hold them all); a match is read back by ID and compared in full.
-/// Fade items never count, either way: each has its own expiry, and a copy that is about to
-/// expire must not keep a new one out.
-private struct KnownContent {
-    /// Digests of (kind, compartment, size) some item has.
-    private var sizes = Set<UInt64>()
-    /// Digest of (kind, compartment, size, SHA-256) → the first such item's ID.
-    private var contents: [UInt64: UUID] = [:]
-
-    init() {}
+/// size, so photos of distinct sizes (nearly all of them) are never read twice. A match is
+/// read back by ID and compared in full. Fade items never count, either way: each has its own
+/// expiry, and a copy that is about to expire must not keep a new one out.
+///
+/// Held in a scratch SQLite database (`SQLiteDatabase.Access.scratch`), not in memory (issue
+/// 34): even two 64-bit digests and an ID per live item made `vault add` grow by 80 MiB per
+/// million items. What it holds is SipHash digests under this process's random seed
+/// (`Hasher`) and item IDs, which the catalogue shows anyway: nothing about the content.
+private final class KnownContent {
+    /// Pages SQLite may keep in memory: what the scratch database outgrows goes to its file.
+    private static let cacheKiB = 8192
+    private let database: SQLiteDatabase
+    private let insertSize: SQLiteStatement
+    private let insertContent: SQLiteStatement
+    private let findSize: SQLiteStatement
+    private let findContent: SQLiteStatement
 
     /// The vault's live items but fade ones, read a batch at a time.
     init(_ vault: Vault, now: Date) throws(VaultError) {
         do {
+            database = try SQLiteDatabase(path: "the duplicate check's scratch database", access: .scratch)
+            // Scratch: nothing to recover after a crash, so neither journal nor sync.
+            try database.execute("""
+                PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -\(Self.cacheKiB);
+                CREATE TABLE sizes(key INTEGER NOT NULL);
+                CREATE TABLE contents(key INTEGER NOT NULL, id BLOB NOT NULL);
+                BEGIN;
+                """)
+            insertSize = try database.prepare("INSERT INTO sizes(key) VALUES (?1)")
+            insertContent = try database.prepare("INSERT INTO contents(key, id) VALUES (?1, ?2)")
+            // Compiled now; SQLite compiles them again once the indexes below exist.
+            findSize = try database.prepare("SELECT 1 FROM sizes WHERE key = ?1 LIMIT 1")
+            findContent = try database.prepare("SELECT id FROM contents WHERE key = ?1")
             try vault.forEachItemInIDOrder { batch, _ in
-                for item in batch where item.compartment != .fade && !item.isExpired(at: now) { insert(item) }
+                for item in batch where item.compartment != .fade && !item.isExpired(at: now) { try insert(item) }
                 return true
             }
+            // Indexed once filled: SQLite sorts the rows in bounded memory, where inserting
+            // each into an index would touch a random page per row.
+            try database.execute("""
+                CREATE INDEX sizes_by_key ON sizes(key);
+                CREATE INDEX contents_by_key ON contents(key);
+                """)
         } catch { throw VaultError.wrap(error) }
     }
 
-    private static func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> UInt64 {
+    private static func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> Int64 {
         var hasher = Hasher()
         hasher.combine(kind)
         hasher.combine(compartment)
         hasher.combine(size)
-        return UInt64(bitPattern: Int64(hasher.finalize()))
+        return Int64(hasher.finalize())
     }
 
-    private static func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> UInt64 {
+    private static func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> Int64 {
         var hasher = Hasher()
         hasher.combine(kind)
         hasher.combine(compartment)
         hasher.combine(size)
         hasher.combine(sha256)
-        return UInt64(bitPattern: Int64(hasher.finalize()))
+        return Int64(hasher.finalize())
     }
 
-    mutating func insert(_ item: ItemMetadata) {
+    func insert(_ item: ItemMetadata) throws {
         guard let id = UUID(uuidString: item.id) else { return }
-        sizes.insert(Self.sizeKey(item.kind, item.compartment, item.size))
-        let key = Self.contentKey(item.kind, item.compartment, item.size, item.sha256)
-        if contents[key] == nil { contents[key] = id }
+        try insertSize.bind(1, Self.sizeKey(item.kind, item.compartment, item.size))
+        try insertSize.step()
+        try insertContent.bind(1, Self.contentKey(item.kind, item.compartment, item.size, item.sha256))
+        try insertContent.bind(2, blob: withUnsafeBytes(of: id.uuid) { Array($0) })
+        try insertContent.step()
     }
 
-    /// The known item with `new`'s content, if any.
+    /// A known item with `new`'s content that still verifies, if any.
     func item(with new: Vault.NewItem, in vault: Vault) throws(VaultError) -> ItemMetadata? {
-        guard new.rereadable, let size = new.sizeHint, sizes.contains(Self.sizeKey(new.kind, new.compartment, size)) else { return nil }
+        guard new.rereadable, let size = new.sizeHint else { return nil }
+        do {
+            try findSize.bind(1, Self.sizeKey(new.kind, new.compartment, size))
+            defer { findSize.reset() }
+            guard try findSize.step() else { return nil }
+        } catch { throw VaultError.wrap(error) }
         let digest: String
         do {
             let hasher = try SHA256Digest()
@@ -828,11 +857,24 @@ private struct KnownContent {
         } catch {
             throw VaultError.wrap(error)
         }
-        guard let id = contents[Self.contentKey(new.kind, new.compartment, size, digest)],
-              case .item(let found) = try vault.lookUp(id: id.uuidString) else { return nil }
         // Two contents may share a 64-bit digest: only the very same content counts.
-        guard found.kind == new.kind, found.compartment == new.compartment, found.size == size,
-              found.sha256 == digest else { return nil }
-        return found
+        var candidates: [String] = []
+        do {
+            try findContent.bind(1, Self.contentKey(new.kind, new.compartment, size, digest))
+            while try findContent.step() {
+                let bytes = findContent.blob(0)
+                guard bytes.count == 16 else { continue }
+                candidates.append(UUID(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }).uuidString)
+            }
+        } catch { throw VaultError.wrap(error) }
+        for id in candidates {
+            guard case .item(let found) = try vault.lookUp(id: id) else { continue }
+            // A copy whose content no longer verifies (bit rot) is no copy: another may be.
+            if found.kind == new.kind, found.compartment == new.compartment, found.size == size, found.sha256 == digest,
+               (try? vault.verify(found)) != nil {
+                return found
+            }
+        }
+        return nil
     }
 }
