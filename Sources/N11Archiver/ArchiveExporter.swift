@@ -38,16 +38,17 @@ public enum ArchiveExporter {
             if !published { destination.removeIfCreated() }
         }
 
-        // Nothing per item but a byte or two (issue 34): the outcome in the report, and which
-        // of its candidate names each item got; names are made again from those.
-        var names = ExportNames(count: archive.items.count)
+        // Nothing per item in memory but the report's outcome byte (issue 34): which
+        // candidate name each item got is in a scratch table, and names are made again.
+        let names: ExportNames
+        do { names = try ExportNames() } catch { throw ArchiveError.writing(root, error) }
         var conflicts: [String] = []
         do {
             // Names are given over the whole archive, selected or not, so an item's file name
             // does not depend on which others were asked for.
             var next = selected.startIndex
             try archive.items.forEach { index, item in
-                let (folder, name) = names.give(index: index, item)
+                let (folder, name) = try names.give(index: index, item)
                 guard next < selected.endIndex, selected[next] == index else { return }
                 next += 1
                 if item.isExpired(at: now) { report.record(.skippedExpired, index: index); return }
@@ -85,7 +86,7 @@ public enum ArchiveExporter {
         defer { staging.remove() }
         var stagedPerFolder: [String: Int] = [:]
         try ArchiveVerifier.forEachItem(archive, writing, progress: progress, salvage: salvage) { n, item, payload in
-            let (folder, name) = names.name(index: writing[n], item)
+            let (folder, name) = try names.name(index: writing[n], item)
             let file = try staging.createFile(name, in: folder)
             do {
                 try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
@@ -108,7 +109,7 @@ public enum ArchiveExporter {
             let report = report
             let files = { (body: (String, String) throws -> Void) throws in
                 try report.forEachIndex(.restored) { index in
-                    let (folder, name) = names.name(index: index, try archive.items.item(index))
+                    let (folder, name) = try names.name(index: index, try archive.items.item(index))
                     try body(folder, name)
                 }
             }
@@ -217,7 +218,7 @@ final class ExportDestination {
         // Plaintext staged by a killed export into this directory: removed now. The name
         // carries the PID, so a live export's staging is left alone; anything that is not a
         // directory of ours (a planted link, say) is never entered.
-        for name in try opened.entries() where sweeping && name.hasPrefix(AtomicFile.tempPrefix) && !AtomicFile.isLive(name) {
+        for name in try opened.entries(where: { sweeping && $0.hasPrefix(AtomicFile.tempPrefix) }) where !AtomicFile.isLive(name) {
             opened.removePrivateTree(name)
         }
     }
@@ -424,25 +425,28 @@ final class FileStagingSink: UnverifiedPlaintextSink {
 }
 
 /// The names an export gives, over the whole archive in its order (ArchiveExporter.
-/// exportName): which candidate each item got, a byte an item, and the names taken as 64-bit
-/// digests, not strings (issue 34). Two names with the same digest count as one: the later
-/// item gets its next candidate, a longer name but never a clash (the odds are about 10^-7
-/// at 3,000,000 names, and differ from run to run).
+/// exportName): the names taken as 64-bit digests, and which candidate each item got where
+/// it is not the first, both in `ScratchKeyTable`s (issue 34: held in memory, they grew by
+/// 20 MiB per million items). Two names with the same digest count as one: the later item
+/// gets its next candidate, a longer name but never a clash (the odds are about 10^-7 at
+/// 3,000,000 names, and differ from run to run).
 struct ExportNames {
-    private var attempts: [UInt8]
-    /// Attempts of 255 and more (an archive with that many items of one name).
-    private var manyAttempts: [Int: Int] = [:]
-    private var taken = Set<UInt64>()
+    /// Item index → its candidate, for the items whose first candidate was taken.
+    private let attempts: ScratchKeyTable
+    private let taken: ScratchKeyTable
 
-    init(count: Int) { attempts = [UInt8](repeating: 0, count: count) }
+    init() throws(SystemError) {
+        attempts = try ScratchKeyTable(purpose: "the export's renamed items", cacheKiB: 512)
+        taken = try ScratchKeyTable(purpose: "the export's names")
+    }
 
     /// Gives item `index` the first candidate no earlier item took.
-    mutating func give(index: Int, _ item: Manifest.Item) -> (folder: String, name: String) {
+    func give(index: Int, _ item: Manifest.Item) throws(SystemError) -> (folder: String, name: String) {
         var attempt = 0
         while true {
             let candidate = ArchiveExporter.exportName(for: item, attempt: attempt)
-            if taken.insert(Self.digest(candidate)).inserted {
-                if attempt < 255 { attempts[index] = UInt8(attempt) } else { attempts[index] = 255; manyAttempts[index] = attempt }
+            if try taken.insert(Self.digest(candidate)) {
+                if attempt > 0 { try attempts.insert(Int64(index), value: Int64(attempt)) }
                 return candidate
             }
             attempt += 1
@@ -450,16 +454,15 @@ struct ExportNames {
     }
 
     /// The name `give` gave item `index`.
-    func name(index: Int, _ item: Manifest.Item) -> (folder: String, name: String) {
-        let attempt = attempts[index] == 255 ? manyAttempts[index] ?? 255 : Int(attempts[index])
-        return ArchiveExporter.exportName(for: item, attempt: attempt)
+    func name(index: Int, _ item: Manifest.Item) throws(SystemError) -> (folder: String, name: String) {
+        ArchiveExporter.exportName(for: item, attempt: Int(try attempts.value(of: Int64(index)) ?? 0))
     }
 
     /// SipHash, keyed afresh by each process: an archive cannot be made to collide on purpose.
-    private static func digest(_ candidate: (folder: String, name: String)) -> UInt64 {
+    private static func digest(_ candidate: (folder: String, name: String)) -> Int64 {
         var hasher = Hasher()
         hasher.combine(candidate.folder)
         hasher.combine(candidate.name)
-        return UInt64(bitPattern: Int64(hasher.finalize()))
+        return Int64(hasher.finalize())
     }
 }
