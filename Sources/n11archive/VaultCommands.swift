@@ -589,15 +589,17 @@ struct CheckedInputs {
         self.bytes = bytes
     }
 
-    /// The inputs in order, one at a time (nil after the last); once.
+    /// The inputs in order, one at a time (nil after the last); once. The listed files are
+    /// hinted to the kernel a few dozen ahead of their turn (`InputPrefetch`).
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
+        var prefetch = InputPrefetch()
         let asNote = asNote
         return {
             if let input = next.next() { return input }
-            guard let path = try spooled?.next() else { return nil }
-            return .file(try InputFile.check(String(decoding: path, as: UTF8.self), asNote: asNote))
+            guard let spooled, let path = try prefetch.next(from: { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }) else { return nil }
+            return .file(try InputFile.check(path, asNote: asNote))
         }
     }
 }

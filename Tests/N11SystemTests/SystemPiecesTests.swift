@@ -94,6 +94,21 @@ struct SystemPiecesTests {
         }
     }
 
+    @Test("InputPrefetch hands back every path once, in order, whatever the depth; a path that cannot be opened is only passed on")
+    func inputPrefetch() throws {
+        try scratch { dir in
+            var paths = (0..<(InputPrefetch.depth * 3 + 5)).map { dir + "/f\($0)" }
+            for path in paths.prefix(10) { try write(path, "x") }
+            paths.insert(dir + "/missing", at: 3)
+            var source = paths.makeIterator()
+            var prefetch = InputPrefetch()
+            var handed: [String] = []
+            while let path = prefetch.next(from: { source.next() }) { handed.append(path) }
+            #expect(handed == paths)
+            #expect(prefetch.next(from: { nil }) == nil)
+        }
+    }
+
     @Test("FileLock: a second taker is told who holds it; after release it is free")
     func fileLock() throws {
         try scratch { dir in
