@@ -77,8 +77,8 @@ public final class DirectoryHandle: @unchecked Sendable {
     }
 
     /// Calls `body` with each name in this directory but "." and "..", in no particular
-    /// order, holding none of them. `body` must not add or remove entries here: whether
-    /// readdir then still returns every other name is unspecified.
+    /// order, holding none of them. `body` may remove the name it was handed: POSIX leaves
+    /// unspecified only whether a name removed or added during the walk is itself returned.
     public func forEachEntry(_ body: (String) throws -> Void) throws {
         let copy = dup(descriptor.rawValue)
         guard copy >= 0, let dir = fdopendir(copy) else {
@@ -148,30 +148,18 @@ public final class DirectoryHandle: @unchecked Sendable {
     public func removePrivateTree(_ name: String) -> Bool {
         guard let status = try? status(of: name), status.kind == .directory, status.owner == geteuid(),
               let tree = try? openSubdirectory(name), (try? tree.status().owner) == geteuid() else { return false }
-        // A batch of names at a time, listed again after each: an export's staging may hold
-        // millions of files, and names are not removed while readdir walks them. A pass that
-        // removes nothing ends it (what is left cannot be removed).
+        // Removed as listed, no list kept (an export's staging may hold millions of files),
+        // then listed again for what remains; a pass that removes nothing ends it: what is
+        // left cannot be removed.
         while true {
-            var batch: [String] = []
-            batch.reserveCapacity(Self.removalBatch)
+            var removedAny = false, remaining = false
             _ = try? tree.forEachEntry { entry in
-                guard batch.count < Self.removalBatch else { throw StopListing() }
-                batch.append(entry)
+                let removed = (try? tree.status(of: entry))?.kind == .directory
+                    ? tree.removePrivateTree(entry) : (try? tree.removeFile(entry)) != nil
+                if removed { removedAny = true } else { remaining = true }
             }
-            var removedAny = false
-            for entry in batch {
-                if (try? tree.status(of: entry))?.kind == .directory {
-                    if tree.removePrivateTree(entry) { removedAny = true }
-                } else if (try? tree.removeFile(entry)) != nil {
-                    removedAny = true
-                }
-            }
-            if batch.count < Self.removalBatch || !removedAny { break }
+            if !remaining || !removedAny { break }
         }
         return (try? removeEmptySubdirectory(name)) != nil
     }
-
-    /// Names `removePrivateTree` lists before it removes them.
-    static let removalBatch = 4096
-    private struct StopListing: Error {}
 }

@@ -182,6 +182,23 @@ final class VaultCatalogue {
         return statement.blob(0)
     }
 
+    /// Whether a row has `id` (its record is not read).
+    func contains(id: String) throws -> Bool {
+        let statement = try prepared("SELECT 1 FROM items WHERE id = ?1")
+        defer { statement.reset() }
+        try statement.bind(1, id)
+        return try statement.step()
+    }
+
+    /// Runs `body` in one read transaction (one state of the catalogue, and SQLite's lock
+    /// taken once, not per statement), unless one is open already.
+    func reading<T>(_ body: () throws -> T) throws -> T {
+        let inTransaction = database.inTransaction
+        if !inTransaction { try database.execute("BEGIN") }
+        defer { if !inTransaction { try? database.execute("COMMIT") } }
+        return try body()
+    }
+
     /// The pending file steps, in order.
     func pendingOperations() throws -> [String] {
         let rows = try database.prepare("SELECT operation FROM pending ORDER BY step")

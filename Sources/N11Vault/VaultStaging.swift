@@ -451,7 +451,9 @@ public final class VaultStaging {
         }
         guard !dead.isEmpty else { return }
         // The sweep comes before the staging directories go, so a crash during it sweeps again.
-        try sweepUnreferencedContent(in: vaultDirectory) { id in try catalogue.record(id: id) != nil }
+        try catalogue.reading {
+            try sweepUnreferencedContent(in: vaultDirectory) { id in try catalogue.contains(id: id) }
+        }
         for name in dead { vaultDirectory.removePrivateTree(name) }
     }
 

@@ -60,11 +60,11 @@ struct SystemPiecesTests {
         }
     }
 
-    @Test("removePrivateTree removes more files than one listing batch; a file it cannot remove ends it instead of looping")
+    @Test("removePrivateTree removes thousands of files as it lists them; what it cannot remove ends it instead of looping")
     func removePrivateTreeInBatches() throws {
         try scratch { dir in
             #expect(mkdir(dir + "/big", 0o700) == 0)
-            let count = DirectoryHandle.removalBatch * 2 + 7
+            let count = 5_000
             for n in 0..<count { try write(dir + "/big/f\(n)", "") }
             #expect(mkdir(dir + "/big/sub", 0o700) == 0)
             try write(dir + "/big/sub/g", "g")
@@ -76,7 +76,7 @@ struct SystemPiecesTests {
             #expect(mkdir(dir + "/mixed", 0o700) == 0 && mkdir(dir + "/mixed/theirs", 0o700) == 0)
             try write(dir + "/mixed/theirs/x", "x")
             #expect(chown(dir + "/mixed/theirs", 65534, 65534) == 0)
-            for n in 0..<(DirectoryHandle.removalBatch + 3) { try write(dir + "/mixed/f\(n)", "") }
+            for n in 0..<3_000 { try write(dir + "/mixed/f\(n)", "") }
             #expect(!handle.removePrivateTree("mixed"))
             #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/mixed") == ["theirs"])
         }
@@ -100,12 +100,33 @@ struct SystemPiecesTests {
             var paths = (0..<(InputPrefetch.depth * 3 + 5)).map { dir + "/f\($0)" }
             for path in paths.prefix(10) { try write(path, "x") }
             paths.insert(dir + "/missing", at: 3)
+            // A FIFO is never opened by the hint: a writer waiting on it would be let through.
+            let fifo = dir + "/fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            paths.insert(fifo, at: 5)
+            let writerThrough = NSCondition()
+            nonisolated(unsafe) var through = false
+            Thread.detachNewThread {
+                let fd = open(fifo, O_WRONLY)   // waits for a reader
+                writerThrough.lock(); through = true; writerThrough.signal(); writerThrough.unlock()
+                if fd >= 0 { close(fd) }
+            }
+            usleep(100_000)   // the writer is waiting in open() before the hints run
             var source = paths.makeIterator()
             var prefetch = InputPrefetch()
             var handed: [String] = []
             while let path = prefetch.next(from: { source.next() }) { handed.append(path) }
             #expect(handed == paths)
             #expect(prefetch.next(from: { nil }) == nil)
+            usleep(200_000)
+            writerThrough.lock(); let early = through; writerThrough.unlock()
+            #expect(!early, "the hint opened the FIFO")
+            // Let the writer through, and wait for it.
+            let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+            writerThrough.lock()
+            while !through { writerThrough.wait() }
+            writerThrough.unlock()
+            close(reader)
         }
     }
 
