@@ -218,8 +218,10 @@ final class ExportDestination {
         // Plaintext staged by a killed export into this directory: removed now. The name
         // carries the PID, so a live export's staging is left alone; anything that is not a
         // directory of ours (a planted link, say) is never entered.
-        for name in try opened.entries(where: { sweeping && $0.hasPrefix(AtomicFile.tempPrefix) }) where !AtomicFile.isLive(name) {
-            opened.removePrivateTree(name)
+        if sweeping {
+            for name in try opened.entries(where: { $0.hasPrefix(AtomicFile.tempPrefix) }) where !AtomicFile.isLive(name) {
+                opened.removePrivateTree(name)
+            }
         }
     }
 
@@ -425,19 +427,21 @@ final class FileStagingSink: UnverifiedPlaintextSink {
 }
 
 /// The names an export gives, over the whole archive in its order (ArchiveExporter.
-/// exportName): the names taken as 64-bit digests, and which candidate each item got where
-/// it is not the first, both in `ScratchKeyTable`s (issue 34: held in memory, they grew by
-/// 20 MiB per million items). Two names with the same digest count as one: the later item
-/// gets its next candidate, a longer name but never a clash (the odds are about 10^-7 at
-/// 3,000,000 names, and differ from run to run).
+/// exportName): the names taken as 64-bit `ScratchDigest`s, and which candidate each item
+/// got where it is not the first, both in `ScratchKeyTable`s (issue 34: held in memory,
+/// they grew by 20 MiB per million items). Two names with the same digest count as one: the
+/// later item gets its next candidate, a longer name but never a clash (the odds are about
+/// 10^-7 at 3,000,000 names, and differ from run to run).
 struct ExportNames {
     /// Item index → its candidate, for the items whose first candidate was taken.
     private let attempts: ScratchKeyTable
     private let taken: ScratchKeyTable
+    private let digests: ScratchDigest
 
-    init() throws(SystemError) {
-        attempts = try ScratchKeyTable(purpose: "the export's renamed items", cacheKiB: 512)
-        taken = try ScratchKeyTable(purpose: "the export's names")
+    init() throws {
+        digests = try ScratchDigest()
+        attempts = try ScratchKeyTable(purpose: "the export's renamed items (a scratch database in $TMPDIR)", cacheKiB: 512)
+        taken = try ScratchKeyTable(purpose: "the export's names (a scratch database in $TMPDIR)")
     }
 
     /// Gives item `index` the first candidate no earlier item took.
@@ -445,7 +449,7 @@ struct ExportNames {
         var attempt = 0
         while true {
             let candidate = ArchiveExporter.exportName(for: item, attempt: attempt)
-            if try taken.insert(Self.digest(candidate)) {
+            if try taken.insert(digest(candidate)) {
                 if attempt > 0 { try attempts.insert(Int64(index), value: Int64(attempt)) }
                 return candidate
             }
@@ -458,11 +462,8 @@ struct ExportNames {
         ArchiveExporter.exportName(for: item, attempt: Int(try attempts.value(of: Int64(index)) ?? 0))
     }
 
-    /// SipHash, keyed afresh by each process: an archive cannot be made to collide on purpose.
-    private static func digest(_ candidate: (folder: String, name: String)) -> Int64 {
-        var hasher = Hasher()
-        hasher.combine(candidate.folder)
-        hasher.combine(candidate.name)
-        return Int64(hasher.finalize())
+    /// Keyed afresh by each export: an archive cannot be made to collide on purpose.
+    private func digest(_ candidate: (folder: String, name: String)) -> Int64 {
+        digests.digest([candidate.folder, candidate.name])
     }
 }

@@ -23,9 +23,10 @@ public final class SQLiteDatabase {
         /// Reading and writing; the file must exist (the caller makes it, with the mode it
         /// needs: SQLite would make it 0644).
         case readWrite
-        /// A private scratch database of this connection's own (`path` is ignored): SQLite
-        /// keeps it in its page cache and spills to a file it unlinks as it opens it, in
-        /// `$SQLITE_TMPDIR`, `$TMPDIR` or `/tmp`, so a kill leaves nothing behind.
+        /// A private scratch database of this connection's own (`path` only names it in
+        /// errors): SQLite keeps it in its page cache and spills to a file (0600, O_EXCL and
+        /// O_NOFOLLOW) that it unlinks as it opens it, so a kill leaves nothing behind, in the
+        /// first usable of `$SQLITE_TMPDIR`, `$TMPDIR`, `/var/tmp`, `/usr/tmp`, `/tmp`, `.`.
         case scratch
     }
 
@@ -60,6 +61,15 @@ public final class SQLiteDatabase {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// A scratch database (`Access.scratch`) ready for rows: nothing to recover after a
+    /// crash, so neither journal nor sync, and one transaction that is never committed
+    /// (closing throws it away). `cacheKiB` bounds the memory it takes.
+    public static func scratch(purpose: String, cacheKiB: Int) throws(SystemError) -> SQLiteDatabase {
+        let database = try SQLiteDatabase(path: purpose, access: .scratch)
+        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -\(cacheKiB); BEGIN")
+        return database
+    }
+
     private static func percentEncoded(_ path: String) -> String {
         let plain = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/-._~".utf8)
         var encoded = ""
@@ -92,7 +102,7 @@ public final class SQLiteDatabase {
     }
 
     /// Rows the last INSERT, UPDATE or DELETE changed (0 for an INSERT OR IGNORE that found its key).
-    public var changes: Int { Int(sqlite3_changes64(handle)) }
+    public var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// Whether a transaction is open on this connection.
     public var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }

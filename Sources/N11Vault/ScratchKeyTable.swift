@@ -4,8 +4,8 @@ import N11System
 /// the memory it takes stays bounded by SQLite's page cache: rows beyond it live in a scratch
 /// database's file, unlinked as it is opened (`SQLiteDatabase.Access.scratch`), so a kill
 /// leaves nothing behind. For the working sets that would otherwise grow with an archive's
-/// item count (issue 34): an export's names taken, say. What goes in should tell nothing
-/// about content (digests keyed per process, indices): the file is not encrypted.
+/// item count (issue 34): an export's names taken, say. What goes in must tell nothing
+/// about names or content (`ScratchDigest`s, positions, item IDs): the file is not sealed.
 public final class ScratchKeyTable {
     private let database: SQLiteDatabase
     private let insertRow: SQLiteStatement
@@ -13,13 +13,8 @@ public final class ScratchKeyTable {
 
     /// `purpose` names it in errors ("the export's names"); `cacheKiB` bounds its memory.
     public init(purpose: String, cacheKiB: Int = 2048) throws(SystemError) {
-        database = try SQLiteDatabase(path: purpose, access: .scratch)
-        // Scratch: nothing to recover after a crash, so neither journal nor sync.
-        try database.execute("""
-            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -\(cacheKiB);
-            CREATE TABLE rows(key INTEGER PRIMARY KEY, value INTEGER NOT NULL);
-            BEGIN;
-            """)
+        database = try SQLiteDatabase.scratch(purpose: purpose, cacheKiB: cacheKiB)
+        try database.execute("CREATE TABLE rows(key INTEGER PRIMARY KEY, value INTEGER NOT NULL)")
         insertRow = try database.prepare("INSERT OR IGNORE INTO rows(key, value) VALUES (?1, ?2)")
         findRow = try database.prepare("SELECT value FROM rows WHERE key = ?1")
     }

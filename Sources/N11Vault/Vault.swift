@@ -763,14 +763,15 @@ private struct UncheckedSendable<Value>: @unchecked Sendable {
 /// read back by ID and compared in full. Fade items never count, either way: each has its own
 /// expiry, and a copy that is about to expire must not keep a new one out.
 ///
-/// Held in a scratch SQLite database (`SQLiteDatabase.Access.scratch`), not in memory (issue
-/// 34): even two 64-bit digests and an ID per live item made `vault add` grow by 80 MiB per
-/// million items. What it holds is SipHash digests under this process's random seed
-/// (`Hasher`) and item IDs, which the catalogue shows anyway: nothing about the content.
+/// Held in a scratch SQLite database (`SQLiteDatabase.scratch`), not in memory (issue 34):
+/// even two 64-bit digests and an ID per live item made `vault add` grow by 80 MiB per
+/// million items. What it holds is `ScratchDigest`s (keyed afresh by each add) and item IDs,
+/// which the catalogue shows anyway: nothing about names or content.
 private final class KnownContent {
     /// Pages SQLite may keep in memory: what the scratch database outgrows goes to its file.
     private static let cacheKiB = 8192
     private let database: SQLiteDatabase
+    private let digests: ScratchDigest
     private let insertSize: SQLiteStatement
     private let insertContent: SQLiteStatement
     private let findSize: SQLiteStatement
@@ -779,13 +780,11 @@ private final class KnownContent {
     /// The vault's live items but fade ones, read a batch at a time.
     init(_ vault: Vault, now: Date) throws(VaultError) {
         do {
-            database = try SQLiteDatabase(path: "the duplicate check's scratch database", access: .scratch)
-            // Scratch: nothing to recover after a crash, so neither journal nor sync.
+            digests = try ScratchDigest()
+            database = try SQLiteDatabase.scratch(purpose: "the duplicate check's scratch database (in $TMPDIR)", cacheKiB: Self.cacheKiB)
             try database.execute("""
-                PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -\(Self.cacheKiB);
                 CREATE TABLE sizes(key INTEGER NOT NULL);
                 CREATE TABLE contents(key INTEGER NOT NULL, id BLOB NOT NULL);
-                BEGIN;
                 """)
             insertSize = try database.prepare("INSERT INTO sizes(key) VALUES (?1)")
             insertContent = try database.prepare("INSERT INTO contents(key, id) VALUES (?1, ?2)")
@@ -805,28 +804,19 @@ private final class KnownContent {
         } catch { throw VaultError.wrap(error) }
     }
 
-    private static func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> Int64 {
-        var hasher = Hasher()
-        hasher.combine(kind)
-        hasher.combine(compartment)
-        hasher.combine(size)
-        return Int64(hasher.finalize())
+    private func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> Int64 {
+        digests.digest([kind.rawValue, compartment.rawValue, String(size)])
     }
 
-    private static func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> Int64 {
-        var hasher = Hasher()
-        hasher.combine(kind)
-        hasher.combine(compartment)
-        hasher.combine(size)
-        hasher.combine(sha256)
-        return Int64(hasher.finalize())
+    private func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> Int64 {
+        digests.digest([kind.rawValue, compartment.rawValue, String(size), sha256])
     }
 
     func insert(_ item: ItemMetadata) throws {
         guard let id = UUID(uuidString: item.id) else { return }
-        try insertSize.bind(1, Self.sizeKey(item.kind, item.compartment, item.size))
+        try insertSize.bind(1, sizeKey(item.kind, item.compartment, item.size))
         try insertSize.step()
-        try insertContent.bind(1, Self.contentKey(item.kind, item.compartment, item.size, item.sha256))
+        try insertContent.bind(1, contentKey(item.kind, item.compartment, item.size, item.sha256))
         try insertContent.bind(2, blob: withUnsafeBytes(of: id.uuid) { Array($0) })
         try insertContent.step()
     }
@@ -835,7 +825,7 @@ private final class KnownContent {
     func item(with new: Vault.NewItem, in vault: Vault) throws(VaultError) -> ItemMetadata? {
         guard new.rereadable, let size = new.sizeHint else { return nil }
         do {
-            try findSize.bind(1, Self.sizeKey(new.kind, new.compartment, size))
+            try findSize.bind(1, sizeKey(new.kind, new.compartment, size))
             defer { findSize.reset() }
             guard try findSize.step() else { return nil }
         } catch { throw VaultError.wrap(error) }
@@ -860,7 +850,7 @@ private final class KnownContent {
         // Two contents may share a 64-bit digest: only the very same content counts.
         var candidates: [String] = []
         do {
-            try findContent.bind(1, Self.contentKey(new.kind, new.compartment, size, digest))
+            try findContent.bind(1, contentKey(new.kind, new.compartment, size, digest))
             while try findContent.step() {
                 let bytes = findContent.blob(0)
                 guard bytes.count == 16 else { continue }
