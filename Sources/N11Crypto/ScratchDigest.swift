@@ -23,7 +23,8 @@ public final class ScratchDigest: @unchecked Sendable {
         }
         var out = [UInt8](repeating: 0, count: Int(crypto_shorthash_BYTES))
         key.withUnsafeBytes { k in
-            _ = crypto_shorthash(&out, message, UInt64(message.count), k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            guard let keyBytes = k.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+            _ = crypto_shorthash(&out, message, UInt64(message.count), keyBytes)
         }
         return out.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(as: Int64.self)) }
     }

@@ -5,8 +5,9 @@ import Glibc
 /// (a 200-byte note: about 110 µs of waiting, a dozen of work); `posix_fadvise(WILLNEED)`
 /// starts a file's read and returns, so `depth` reads are in flight at once (issue 34).
 /// Only a hint: a file that cannot be opened now, or is no regular file, is left to the
-/// read that follows to report, and only the first `headBytes` are asked for (sequential readahead takes over
-/// from there, and a large photo is not pulled into the cache whole ahead of its turn).
+/// read that follows to report. Only the first `headBytes` are asked for: sequential
+/// readahead takes over from there, and a large photo is not pulled into the cache whole
+/// ahead of its turn.
 public struct InputPrefetch {
     public static let depth = 64
     static let headBytes: off_t = 1 << 20
