@@ -162,22 +162,25 @@ public enum ArchiveRestorer {
         // Plan from the manifest (and, for items already there, their state in the vault).
         var conflicts: [String] = []
         do {
-            for index in selected {
-                let item = try archive.items.item(index)
-                if item.isExpired(at: now) { report.record(.skippedExpired, index: index); continue }
-                switch try vault.lookUp(id: item.id) {
-                case .absent: report.record(.restored, index: index)
-                case .damaged:
-                    // Its record is damaged: the archive's version repairs it.
-                    report.record(.repaired, index: index)
-                case .item(let old):
-                    if old.sha256 == item.sha256 && old.kind == item.kind && old.compartment == item.compartment {
-                        // The same item; skip it only if its content is intact, else repair it.
-                        report.record((try? vault.verify(old)) != nil ? .skippedIdentical : .repaired, index: index)
-                        continue
+            // One read transaction for the plan's lookups (issue 29: four fcntl calls an item).
+            try vault.readingOneState {
+                for index in selected {
+                    let item = try archive.items.item(index)
+                    if item.isExpired(at: now) { report.record(.skippedExpired, index: index); continue }
+                    switch try vault.lookUp(id: item.id) {
+                    case .absent: report.record(.restored, index: index)
+                    case .damaged:
+                        // Its record is damaged: the archive's version repairs it.
+                        report.record(.repaired, index: index)
+                    case .item(let old):
+                        if old.sha256 == item.sha256 && old.kind == item.kind && old.compartment == item.compartment {
+                            // The same item; skip it only if its content is intact, else repair it.
+                            report.record((try? vault.verify(old)) != nil ? .skippedIdentical : .repaired, index: index)
+                            continue
+                        }
+                        if !overwrite { conflicts.append(item.id) }
+                        report.record(.replaced, index: index)
                     }
-                    if !overwrite { conflicts.append(item.id) }
-                    report.record(.replaced, index: index)
                 }
             }
         } catch let error as ArchiveError { throw error } catch let error as VaultError { throw .vault(error) } catch { throw ArchiveError.wrap(error) }

@@ -477,6 +477,14 @@ public final class Vault: @unchecked Sendable {
         case damaged
     }
 
+    /// Runs `body`, whose `lookUp`s then read one state of the catalogue in one read
+    /// transaction: SQLite takes and drops its locks once, not for every lookup (four
+    /// `fcntl` calls each). Not around a change: a change is a transaction of its own.
+    public func readingOneState<T>(_ body: () throws -> T) throws -> T {
+        guard let catalogue else { return try body() }
+        return try catalogue.reading(body)
+    }
+
     /// The vault's item `id`, read by itself: a restore of millions of items asks item by
     /// item instead of holding every record (issue 34). A record that does not open is
     /// retried once with the key store read again (another process may have rotated the
