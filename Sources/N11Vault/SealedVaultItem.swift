@@ -19,6 +19,12 @@ public final class SealedVaultItem {
     /// Where the file is, for messages only.
     public let path: String
     private let file: FileDescriptor
+    /// A small file's bytes, read whole when it was opened: one read, where checking the tag
+    /// and then reading the payload took two seeks and three reads (issue 29: most items of
+    /// a notes vault are a few hundred bytes). Nil for a larger file, read through `file`.
+    private let contents: [UInt8]?
+    /// Files up to this size are read whole (`contents`).
+    static let wholeReadLimit: Int64 = 64 << 10
     private let key: SecureBytes
 
     /// Opens the content file of `item`, the first of `paths` that exists (where a committed
@@ -35,15 +41,31 @@ public final class SealedVaultItem {
             guard status.kind == .regular, status.size == item.size + Int64(Self.overhead) else {
                 throw VaultError.itemDamaged(id: item.id, path: path)
             }
-            var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
-            try file.seek(to: status.size - Int64(tag.count))
-            guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hex == item.contentTag else {
-                throw VaultError.itemDamaged(id: item.id, path: path)
+            if status.size <= Self.wholeReadLimit {
+                var bytes = [UInt8](repeating: 0, count: Int(status.size))
+                guard try file.readFully(into: &bytes, count: bytes.count) == bytes.count,
+                      bytes.suffix(AEADAlgorithm.tagLength).hex == item.contentTag else {
+                    throw VaultError.itemDamaged(id: item.id, path: path)
+                }
+                contents = bytes
+            } else {
+                var tag = [UInt8](repeating: 0, count: AEADAlgorithm.tagLength)
+                try file.seek(to: status.size - Int64(tag.count))
+                guard try file.readFully(into: &tag, count: tag.count) == tag.count, tag.hex == item.contentTag else {
+                    throw VaultError.itemDamaged(id: item.id, path: path)
+                }
+                contents = nil
             }
-            try file.seek(to: 0)
         } catch let error as SystemError where error.isNotFound {
             throw .itemDamaged(id: item.id, path: path)
         } catch { throw VaultError.wrap(error) }
+    }
+
+    /// The sealed file from its first byte: the bytes read at opening, or the file rewound.
+    private func sealedBytes() throws -> ByteSource {
+        if let contents { return MemorySource(contents) }
+        try file.seek(to: 0)
+        return file
     }
 
     private static func openFirst(of paths: [String]) throws -> FileDescriptor {
@@ -60,8 +82,7 @@ public final class SealedVaultItem {
     /// `UnverifiedPlaintextSink`). Reads from the start of the file each time.
     public func read(into sink: UnverifiedPlaintextSink) throws(VaultError) {
         do {
-            try file.seek(to: 0)
-            let length = try SingleTagStream.open(Self.algorithm, key: key, from: file, into: sink, sizeHint: metadata.size)
+            let length = try SingleTagStream.open(Self.algorithm, key: key, from: try sealedBytes(), into: sink, sizeHint: metadata.size)
             guard length == metadata.size else { throw VaultError.itemDamaged(id: metadata.id, path: path) }
         } catch let error as CryptoError where error.kind == .damaged {
             throw .itemDamaged(id: metadata.id, path: path)
@@ -73,7 +94,7 @@ public final class SealedVaultItem {
     public func resealedInChunks(under key: SecureBytes) throws(VaultError) -> ByteSource {
         let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
         do {
-            return NamingItemFailures(try Resealing.singleTagToChunked(file, algorithm: Self.algorithm, openKey: self.key,
+            return NamingItemFailures(try Resealing.singleTagToChunked(try sealedBytes(), algorithm: Self.algorithm, openKey: self.key,
                                                                         sealKey: key, expectedSHA256: digest,
                                                                         expectedLength: metadata.size), item: self)
         } catch { throw VaultError.wrap(error) }
@@ -84,7 +105,7 @@ public final class SealedVaultItem {
     public func wrappedInChunks(under key: SecureBytes) throws(VaultError) -> ByteSource {
         let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
         do {
-            return NamingItemFailures(try Resealing.wrapSingleTag(file, algorithm: Self.algorithm, innerKey: self.key,
+            return NamingItemFailures(try Resealing.wrapSingleTag(try sealedBytes(), algorithm: Self.algorithm, innerKey: self.key,
                                                                    sealKey: key, expectedSHA256: digest,
                                                                    expectedLength: metadata.size), item: self)
         } catch { throw VaultError.wrap(error) }
@@ -96,10 +117,10 @@ public final class SealedVaultItem {
     public func checkedPayload(asVaultFile: Bool) throws(VaultError) -> ByteSource {
         let digest = [UInt8](hex: metadata.sha256, length: 32) ?? []
         do {
-            try file.seek(to: 0)
+            let sealed = try sealedBytes()
             let source = asVaultFile
-                ? try Resealing.checkedSingleTag(file, algorithm: Self.algorithm, key: key, expectedSHA256: digest, expectedLength: metadata.size)
-                : try Resealing.checkedPlaintext(ofSingleTag: file, algorithm: Self.algorithm, key: key, expectedSHA256: digest,
+                ? try Resealing.checkedSingleTag(sealed, algorithm: Self.algorithm, key: key, expectedSHA256: digest, expectedLength: metadata.size)
+                : try Resealing.checkedPlaintext(ofSingleTag: sealed, algorithm: Self.algorithm, key: key, expectedSHA256: digest,
                                                  expectedLength: metadata.size)
             return NamingItemFailures(source, item: self)
         } catch { throw VaultError.wrap(error) }
@@ -109,8 +130,8 @@ public final class SealedVaultItem {
     /// are checked before the new tag is written. Returns the new tag.
     func reseal(under newKey: SecureBytes, to output: FileDescriptor, progress: VaultChangeProgress?) throws -> [UInt8] {
         do {
-            try file.seek(to: 0)
-            let input: ByteSource = progress.map { ProgressCountingSource(file, progress: $0) } ?? file
+            let sealed = try sealedBytes()
+            let input: ByteSource = progress.map { ProgressCountingSource(sealed, progress: $0) } ?? sealed
             return try Self.reseal(input, as: description, openKey: key, key: newKey, to: output)
         } catch let error as CryptoError where error.kind == .damaged {
             throw VaultError.itemDamaged(id: metadata.id, path: path)
