@@ -62,6 +62,8 @@ public final class SealedVaultItem {
     }
 
     /// The sealed file from its first byte: the bytes read at opening, or the file rewound.
+    /// A larger file's sources share its one position, so an item is read by one consumer
+    /// at a time (every caller reads it through once); each small one's has its own.
     private func sealedBytes() throws -> ByteSource {
         if let contents { return MemorySource(contents) }
         try file.seek(to: 0)

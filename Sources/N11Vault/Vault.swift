@@ -479,9 +479,11 @@ public final class Vault: @unchecked Sendable {
 
     /// Runs `body`, whose `lookUp`s then read one state of the catalogue in one read
     /// transaction: SQLite takes and drops its locks once, not for every lookup (four
-    /// `fcntl` calls each). Not around a change: a change is a transaction of its own.
+    /// `fcntl` calls each). Not around a change: a change is a transaction of its own. Only
+    /// with the vault lock held: a reader without it (a dry run) would keep an old state
+    /// while another process changes the vault and moves its files, so it reads as before.
     public func readingOneState<T>(_ body: () throws -> T) throws -> T {
-        guard let catalogue else { return try body() }
+        guard let catalogue, lock != nil else { return try body() }
         return try catalogue.reading(body)
     }
 

@@ -195,7 +195,12 @@ final class VaultCatalogue {
     func reading<T>(_ body: () throws -> T) throws -> T {
         let inTransaction = database.inTransaction
         if !inTransaction { try database.execute("BEGIN") }
-        defer { if !inTransaction { try? database.execute("COMMIT") } }
+        defer {
+            // Never left open: a change begun after it would fail as a nested transaction.
+            if !inTransaction, (try? database.execute("COMMIT")) == nil, database.inTransaction {
+                try? database.execute("ROLLBACK")
+            }
+        }
         return try body()
     }
 
