@@ -131,21 +131,20 @@ final class VaultCatalogue {
     /// What a reader needs, read in one transaction so that it is one state of the vault:
     /// every record (in batches of `batchSize`, to `body`) and the pending file steps.
     func read(batchSize: Int = 4096, _ body: ([(id: String, sealed: [UInt8])]) throws -> Void) throws -> [String] {
-        let inTransaction = database.inTransaction
-        if !inTransaction { try database.execute("BEGIN") }
-        defer { if !inTransaction { try? database.execute("COMMIT") } }
-        let rows = try database.prepare("SELECT id, record FROM items")
-        var batch: [(id: String, sealed: [UInt8])] = []
-        batch.reserveCapacity(batchSize)
-        while try rows.step() {
-            batch.append((rows.text(0), rows.blob(1)))
-            if batch.count == batchSize {
-                try body(batch)
-                batch.removeAll(keepingCapacity: true)
+        try reading {
+            let rows = try database.prepare("SELECT id, record FROM items")
+            var batch: [(id: String, sealed: [UInt8])] = []
+            batch.reserveCapacity(batchSize)
+            while try rows.step() {
+                batch.append((rows.text(0), rows.blob(1)))
+                if batch.count == batchSize {
+                    try body(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
             }
+            if !batch.isEmpty { try body(batch) }
+            return try pendingOperations()
         }
-        if !batch.isEmpty { try body(batch) }
-        return try pendingOperations()
     }
 
     /// Records in ID order from `start` on (every record when nil), in batches of
@@ -155,22 +154,21 @@ final class VaultCatalogue {
     /// `pending` gets the pending file steps of the same state first.
     func readInIDOrder(from start: String?, batchSize: Int = 1024, pending: ([String]) -> Void = { _ in },
                        _ body: ([(id: String, sealed: [UInt8])]) throws -> Bool) throws {
-        let inTransaction = database.inTransaction
-        if !inTransaction { try database.execute("BEGIN") }
-        defer { if !inTransaction { try? database.execute("COMMIT") } }
-        pending(try pendingOperations())
-        let rows = try database.prepare("SELECT id, record FROM items WHERE id >= ? ORDER BY id")
-        try rows.bind(1, start ?? "")
-        var batch: [(id: String, sealed: [UInt8])] = []
-        batch.reserveCapacity(batchSize)
-        while try rows.step() {
-            batch.append((rows.text(0), rows.blob(1)))
-            if batch.count == batchSize {
-                guard try body(batch) else { return }
-                batch.removeAll(keepingCapacity: true)
+        try reading {
+            pending(try pendingOperations())
+            let rows = try database.prepare("SELECT id, record FROM items WHERE id >= ? ORDER BY id")
+            try rows.bind(1, start ?? "")
+            var batch: [(id: String, sealed: [UInt8])] = []
+            batch.reserveCapacity(batchSize)
+            while try rows.step() {
+                batch.append((rows.text(0), rows.blob(1)))
+                if batch.count == batchSize {
+                    guard try body(batch) else { return }
+                    batch.removeAll(keepingCapacity: true)
+                }
             }
+            if !batch.isEmpty { _ = try body(batch) }
         }
-        if !batch.isEmpty { _ = try body(batch) }
     }
 
     /// One record, or nil if no row has `id`.
