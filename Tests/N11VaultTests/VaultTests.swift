@@ -136,18 +136,19 @@ struct VaultTests {
 
     // MARK: tampering
 
-    @Test("a flipped byte (nonce, ciphertext, tag) in a content file: read and verify throw itemDamaged",
-          arguments: ["nonce", "ciphertext", "tag"])
-    func flippedContentByte(position: String) throws {
+    // Both sizes: a file up to 64 KiB is read whole when opened, a larger one through seeks.
+    @Test("a flipped byte (nonce, ciphertext, tag) in a small or a large content file: read and verify throw itemDamaged",
+          arguments: ["nonce", "ciphertext", "tag"], [1_000, 70_000])
+    func flippedContentByte(position: String, size: Int) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
             let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
-            let bytes = randomBytes(70_000)
+            let bytes = randomBytes(size)
             let item = try vault.add(photo(bytes))
             let content = vault.contentPath(of: item)
             let offset = switch position {
                 case "nonce": 3
-                case "ciphertext": 12 + 50_000
+                case "ciphertext": 12 + size * 5 / 7
                 default: overhead + bytes.count - 2
             }
             try flipByte(in: content, at: offset)
