@@ -20,6 +20,8 @@ public enum ArchiveCreator {
         public let formatVersion: Int
         /// Version 3: a pack is closed at this much payload (smaller in tests, to make many).
         var packTarget = PackedLayout.packTarget
+        /// Version 3: one item in this many ends a page, on average (smaller in tests, to make many).
+        var pageAverage = PackedLayout.averagePageItems
         /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4); `ArchiveBackup` gives
         /// the home's signing key. Ignored by version 2, which has no signatures.
         public var signingKey: Ed25519SigningKey?
@@ -210,7 +212,8 @@ public enum ArchiveCreator {
     private static func createPacked(from vault: Vault, _ request: Request, keys: NewArchiveKeys, output: String,
                                      progress: ArchiveProgress?) throws -> Report {
         let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
-                                               packTarget: request.packTarget, reused: request.incremental?.reused)
+                                               packTarget: request.packTarget, pageAverage: request.pageAverage,
+                                               reused: request.incremental?.reused)
         let layout = try PackedLayout(vault: vault, selection)
         let made = PackedPages(vault: vault, layout: layout, selection: selection)
         // Rows staged for an archive that is not written are dropped (the caller drops them
@@ -249,8 +252,10 @@ public enum ArchiveCreator {
         // cores, up to 4; packs take turns) while libzip checksums and writes on this one:
         // a pack's items are decrypted and hashed, and the pack sealed as one stream, by the
         // worker that makes it. From `start()` on only the workers and `made` touch the vault.
+        // A lane opens at most two packs ahead: opening one makes its page (the items' records,
+        // about 2 MB for 4,096), and a night's small packs would otherwise open 16 ahead.
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-        let readAhead = ReadAheadLanes(count: pages.reduce(0) { $0 + $1.packs.count }, lanes: lanes) { _ in
+        let readAhead = ReadAheadLanes(count: pages.reduce(0) { $0 + $1.packs.count }, lanes: lanes, streamsAhead: 2) { _ in
             { n in
                 let parts = try made.takePack(n).map { item in
                     {
@@ -271,7 +276,9 @@ public enum ArchiveCreator {
                 // stops, and the night is not recorded (the next one builds on the last recorded).
                 if let record = request.shipmentRecord, stagingProblem == nil {
                     do {
-                        try record.stage(night: id, madePage.records.map { record in
+                        let records = try ManifestPage.parse(madePage.plaintext, mode: request.mode, dependencies: dependsOn.count,
+                                                             what: "page \(page.number)")
+                        try record.stage(night: id, records.map { record in
                             let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
                             return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
                                                            pack: Int64(record.location.pack), offset: record.location.offset))

@@ -139,17 +139,17 @@ final class PackedContents: @unchecked Sendable {
     /// Pages read again, the few used last; the archive's reader thread and the caller's
     /// take items at once.
     private let lock = NSLock()
-    private var loaded: [Int: LoadedPage] = [:]
+    /// Kept as checked plaintext (about 90 bytes an item); an item is made from its record
+    /// when it is asked for.
+    private var loaded: [Int: ParsedPage] = [:]
     /// Per archive, the ZIP reader pages are read again through: not the one the payload
     /// worker reads packs through at the same time (libzip's handle is one thread's).
     private var pageReaders: [Int: ZipReader] = [:]
     private var lastUsed: [Int] = []
-    private static let pagesKept = 8
+    /// Enough for the two threads that read and a little going back; a page holds 4,096
+    /// items on average (PackedLayout), a few hundred bytes each once made into items.
+    static let pagesKept = 4
 
-    private struct LoadedPage {
-        let items: [Manifest.Item]
-        let locations: [PackLocation?]
-    }
 
     init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes,
          dependencies: [OpenedDependency?] = []) throws {
@@ -302,12 +302,25 @@ final class PackedContents: @unchecked Sendable {
             let middle = (low + high + 1) / 2
             if pages[middle].firstIndex <= index { low = middle } else { high = middle - 1 }
         }
-        let page = try loadedPage(low)
-        let offset = index - pages[low].firstIndex
-        return (page.items[offset], page.locations[offset])
+        let record = try loadedPage(low).record(index - pages[low].firstIndex)
+        let page = pages[low]
+        let itemHolder = try renumber(record.location.holder, from: page.holder)
+        let pack = Int(record.location.pack)
+        let location: PackLocation?
+        if itemHolder == 0 {
+            location = packEnds[pack].map { PackLocation(pack: pack, offset: record.location.offset, endsPack: $0 == index) }
+        } else {
+            location = unplaced.contains(index) ? nil : PackLocation(archive: itemHolder, pack: pack, offset: record.location.offset, endsPack: false)
+        }
+        let item = Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
+                                 created: Timestamp.date(milliseconds: record.created),
+                                 expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
+                                 sha256: record.sha256.hex, mode: mode, pack: (EntryName.pack(pack), record.location.offset),
+                                 heldBy: itemHolder == 0 ? nil : dependsOn[itemHolder - 1].hex)
+        return (item, location)
     }
 
-    private func loadedPage(_ n: Int) throws -> LoadedPage {
+    private func loadedPage(_ n: Int) throws -> ParsedPage {
         lock.lock()
         defer { lock.unlock() }
         if let page = loaded[n] {
@@ -316,56 +329,46 @@ final class PackedContents: @unchecked Sendable {
         }
         let page = pages[n]
         guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(n)'s archive is missing") }
-        let records: [ManifestRecord]
+        let parsed: ParsedPage
         do {
             let zip = try pageReaders[page.holder] ?? holder.reader.zip.independent()
             pageReaders[page.holder] = zip
-            records = try Self.records(of: page, number: n, from: holder, through: zip, mode: mode)
+            let plaintext = try Self.plaintext(of: page, number: n, from: holder, through: zip)
+            parsed = try ManifestPage.indexed(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(n)")
+            try Self.check(page, number: n, holds: parsed.count, from: parsed.firstID)
         } catch let error as FormatError {
             throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
         } catch let error as CryptoError {
             throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
         }
-        var items: [Manifest.Item] = [], locations: [PackLocation?] = []
-        items.reserveCapacity(records.count)
-        locations.reserveCapacity(records.count)
-        for (offset, record) in records.enumerated() {
-            let index = page.firstIndex + offset
-            let itemHolder = try renumber(record.location.holder, from: page.holder)
-            let pack = Int(record.location.pack)
-            if itemHolder == 0 {
-                locations.append(packEnds[pack].map { PackLocation(pack: pack, offset: record.location.offset, endsPack: $0 == index) })
-            } else {
-                locations.append(unplaced.contains(index) ? nil
-                                 : PackLocation(archive: itemHolder, pack: pack, offset: record.location.offset, endsPack: false))
-            }
-            items.append(Manifest.Item(id: record.idString, kind: record.kind, compartment: record.compartment, name: record.name,
-                                       created: Timestamp.date(milliseconds: record.created),
-                                       expires: record.expires.map(Timestamp.date(milliseconds:)), size: record.size,
-                                       sha256: record.sha256.hex, mode: mode,
-                                       pack: (EntryName.pack(pack), record.location.offset),
-                                       heldBy: itemHolder == 0 ? nil : dependsOn[itemHolder - 1].hex))
-        }
-        let made = LoadedPage(items: items, locations: locations)
-        loaded[n] = made
+        loaded[n] = parsed
         lastUsed.append(n)
         if lastUsed.count > Self.pagesKept { loaded[lastUsed.removeFirst()] = nil }
-        return made
+        return parsed
     }
 
     /// A page's records, checked against its descriptor: length, SHA-256, count, first ID.
-    private static func records(of page: Page, number: Int, from holder: Holder, through zip: ZipReader? = nil,
-                                mode: ArchiveMode) throws -> [ManifestRecord] {
-        let descriptor = page.descriptor
-        let plaintext = try open(page.entry, of: holder, through: zip, limit: descriptor.plaintextLength)
-        guard plaintext.count == descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == descriptor.sha256 else {
+    private static func records(of page: Page, number: Int, from holder: Holder, mode: ArchiveMode) throws -> [ManifestRecord] {
+        let plaintext = try plaintext(of: page, number: number, from: holder, through: nil)
+        let records = try ManifestPage.parse(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
+        try check(page, number: number, holds: records.count, from: records.first?.id)
+        return records
+    }
+
+    /// A page's plaintext, checked against its descriptor's length and SHA-256.
+    private static func plaintext(of page: Page, number: Int, from holder: Holder, through zip: ZipReader?) throws -> [UInt8] {
+        let plaintext = try open(page.entry, of: holder, through: zip, limit: page.descriptor.plaintextLength)
+        guard plaintext.count == page.descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == page.descriptor.sha256 else {
             throw FormatError.invalidManifest("page \(number) is not the page the root lists")
         }
-        let records = try ManifestPage.parse(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
-        guard records.count == descriptor.itemCount, records.first?.id == descriptor.firstID else {
+        return plaintext
+    }
+
+    /// A parsed page against its descriptor's item count and first ID.
+    private static func check(_ page: Page, number: Int, holds count: Int, from firstID: [UInt8]?) throws {
+        guard count == page.descriptor.itemCount, firstID == page.descriptor.firstID else {
             throw FormatError.invalidManifest("page \(number) does not hold the items the root lists")
         }
-        return records
     }
 
     private static func open(_ entry: ZipEntryInfo, of holder: Holder, through zip: ZipReader? = nil, limit: Int) throws -> [UInt8] {

@@ -16,8 +16,12 @@ import N11Vault
 struct PackedLayout {
     /// A pack is closed once it holds this much payload, or at the end of its page.
     static let packTarget: Int64 = 64 << 20
-    /// One item in this many ends a page, on average (DESIGN.md §8.2).
-    static let averagePageItems: UInt64 = 512
+    /// One item in this many ends a page, on average (DESIGN.md §8.2). A reader holds a
+    /// record per page and libzip one per entry (a page and its packs), about 2 KB a page in
+    /// all: at 4,096 items a page that is half a byte an item, so opening the archive of a
+    /// vault ten times larger costs next to nothing more (issue 34). Every night writes its
+    /// pages anew (DESIGN.md §8.3), so a larger page costs an incremental night nothing.
+    static let averagePageItems: UInt64 = 4096
 
     struct Pack: Equatable {
         let number: Int
@@ -36,10 +40,10 @@ struct PackedLayout {
         let packs: [Pack]
     }
 
-    /// A page made whole: its records (plaintext), and the items each of its packs holds.
+    /// A page made whole: its plaintext (the records are not kept: a few pages are in memory
+    /// while packs are read ahead), and the items each of its packs holds.
     struct MadePage {
         let page: Page
-        let records: [ManifestRecord]
         let plaintext: [UInt8]
         let packItems: [[ItemMetadata]]
     }
@@ -50,6 +54,8 @@ struct PackedLayout {
         let now: Date
         let mode: ArchiveMode
         let packTarget: Int64
+        /// One item in this many ends a page on average (smaller in tests, to make many pages).
+        var pageAverage = PackedLayout.averagePageItems
         /// An incremental archive's items already shipped (DESIGN.md §8.3), looked up a page
         /// at a time.
         let reused: (any ReusedItems)?
@@ -97,7 +103,9 @@ struct PackedLayout {
                 current.append(item)
                 totals.items += 1
                 totals.bytes += item.size
-                if try Self.endsPage(after: Self.idBytes(item)) || current.count == ManifestV3.pageItems { try close() }
+                if try Self.endsPage(after: Self.idBytes(item), average: selection.pageAverage) || current.count == ManifestV3.pageItems {
+                    try close()
+                }
             }
             return true
         }
@@ -121,8 +129,7 @@ struct PackedLayout {
     /// `firstPack` on. An item in `reused`, unchanged, keeps its location in the archive that
     /// holds it and is packed nowhere here.
     static func make(page items: [ItemMetadata], number: Int, firstPack: Int, _ selection: Selection) throws -> MadePage {
-        var records: [ManifestRecord] = [], packs: [Pack] = [], packItems: [[ItemMetadata]] = []
-        records.reserveCapacity(items.count)
+        var records = ManifestPage.Writer(count: items.count), packs: [Pack] = [], packItems: [[ItemMetadata]] = []
         var current: [ItemMetadata] = [], bytes: Int64 = 0
         let reused = try selection.reused?.forPage(items) ?? [:]
         func closePack() {
@@ -142,18 +149,19 @@ struct PackedLayout {
             bytes += payload
         }
         if !current.isEmpty { closePack() }
-        let plaintext = ManifestPage.serialized(records)
+        let plaintext = records.bytes
         let page = Page(number: number, firstID: items.first?.id ?? "", itemCount: items.count, plaintextLength: plaintext.count,
                         firstPack: firstPack, packs: packs)
-        return MadePage(page: page, records: records, plaintext: plaintext, packItems: packItems)
+        return MadePage(page: page, plaintext: plaintext, packItems: packItems)
     }
 
     /// Whether a page ends after the item `id`: a property of the ID alone, so adding or
-    /// removing an item moves no boundary but its own page's.
-    static func endsPage(after id: [UInt8]) throws -> Bool {
+    /// removing an item moves no boundary but its own page's. `average` is a power of two.
+    static func endsPage(after id: [UInt8], average: UInt64 = averagePageItems) throws -> Bool {
+        precondition(average >= 2 && average & (average - 1) == 0, "a page average of \(average)")
         let digest = try SHA256Digest.hash(Array("n11archive/v3/page".utf8) + id)
         let leading = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return leading < (UInt64(1) << 63) / (averagePageItems / 2)   // 2^64 / 512 = 2^55
+        return leading < (UInt64(1) << 63) / (average / 2)   // 2^64 / 4096 = 2^52
     }
 
     private static func idBytes(_ item: ItemMetadata) throws -> [UInt8] {

@@ -48,6 +48,16 @@ public struct BinaryReader {
         self.what = what
     }
 
+    /// Reading from `offset` on: a record of a page read before (`ParsedPage`).
+    init(_ bytes: [UInt8], at offset: Int, what: String) {
+        precondition((0...bytes.count).contains(offset))
+        self.init(bytes, what: what)
+        self.offset = offset
+    }
+
+    /// How far it has read.
+    var position: Int { offset }
+
     public var isAtEnd: Bool { offset == bytes.count }
 
     func failure(_ why: String) -> FormatError { .invalidManifest("\(what): \(why) at byte \(offset)") }

@@ -163,33 +163,109 @@ public struct ManifestRecord: Sendable, Equatable {
 /// A page of a version 3 manifest: 1…16,384 records in strictly increasing ID order.
 public enum ManifestPage {
     public static func serialized(_ records: [ManifestRecord]) -> [UInt8] {
-        precondition((1...ManifestV3.pageItems).contains(records.count), "a page holds 1…\(ManifestV3.pageItems) items")
-        var w = BinaryWriter(capacity: 16 + records.count * 100)
-        w.append(ManifestV3.pageMagic)
-        w.integer(records.count)
-        for record in records { record.write(to: &w) }
-        return w.bytes
+        var page = Writer(count: records.count)
+        for record in records { page.append(record) }
+        return page.bytes
+    }
+
+    /// A page written a record at a time, so that its writer need not hold the records.
+    public struct Writer {
+        private var w: BinaryWriter
+        private let count: Int
+        private var written = 0
+
+        public init(count: Int) {
+            precondition((1...ManifestV3.pageItems).contains(count), "a page holds 1…\(ManifestV3.pageItems) items")
+            self.count = count
+            w = BinaryWriter(capacity: 16 + count * 100)
+            w.append(ManifestV3.pageMagic)
+            w.integer(count)
+        }
+
+        public mutating func append(_ record: ManifestRecord) {
+            precondition(written < count, "more records than the page's count")
+            record.write(to: &w)
+            written += 1
+        }
+
+        /// The page, once all `count` records are in.
+        public var bytes: [UInt8] {
+            precondition(written == count, "\(written) of the page's \(count) records")
+            return w.bytes
+        }
     }
 
     /// Parses a page's plaintext. `dependencies` is the number of archives its holder
     /// depends on (a record's `holder` is at most that); `what` names it in messages.
     public static func parse(_ bytes: [UInt8], mode: ArchiveMode, dependencies: Int, what: String) throws(FormatError) -> [ManifestRecord] {
+        var records: [ManifestRecord] = []
+        try walk(bytes, mode: mode, dependencies: dependencies, what: what) { count in
+            records.reserveCapacity(count)
+        } each: { _, record in
+            records.append(record)
+        }
+        return records
+    }
+
+    /// Checks a page's plaintext as `parse` does, and keeps it as it is with where each
+    /// record starts: about 90 bytes an item held instead of the records (issue 34).
+    public static func indexed(_ bytes: [UInt8], mode: ArchiveMode, dependencies: Int, what: String) throws(FormatError) -> ParsedPage {
+        var starts: [UInt32] = []
+        try walk(bytes, mode: mode, dependencies: dependencies, what: what) { count in
+            starts.reserveCapacity(count)
+        } each: { start, _ in
+            starts.append(UInt32(start))   // a page is at most 16 MiB
+        }
+        return ParsedPage(plaintext: bytes, starts: starts, mode: mode, dependencies: dependencies, what: what)
+    }
+
+    /// Every record in order, with the offset it starts at, each checked (bounds, strictly
+    /// increasing IDs), then the end.
+    private static func walk(_ bytes: [UInt8], mode: ArchiveMode, dependencies: Int, what: String,
+                             count counted: (Int) -> Void, each: (Int, ManifestRecord) -> Void) throws(FormatError) {
         guard bytes.count <= ManifestV3.pageBytes else { throw .limitExceeded("\(what) of \(bytes.count) bytes (at most \(ManifestV3.pageBytes))") }
         var r = BinaryReader(bytes, what: what)
         guard try r.bytes(ManifestV3.pageMagic.count) == ManifestV3.pageMagic else { throw r.failure("not a manifest page") }
         let count = try r.int(atMost: ManifestV3.pageItems, "item count")
         guard count > 0 else { throw r.failure("a page without items") }
-        var records: [ManifestRecord] = []
-        records.reserveCapacity(count)
+        counted(count)
+        var previous: [UInt8]? = nil
         for _ in 0..<count {
+            let start = r.position
             let record = try ManifestRecord(reading: &r, mode: mode, dependencies: dependencies)
-            if let previous = records.last, !previous.id.lexicographicallyPrecedes(record.id) {
-                throw r.failure("item \(record.idString) is not after \(previous.idString)")
+            if let previous, !previous.lexicographicallyPrecedes(record.id) {
+                throw r.failure("item \(record.idString) is not after \(ManifestRecord.idString(previous))")
             }
-            records.append(record)
+            previous = record.id
+            each(start, record)
         }
         try r.end()
-        return records
+    }
+}
+
+/// A page checked whole by `ManifestPage.indexed`, kept as its plaintext: a record is read
+/// again when it is asked for.
+public struct ParsedPage: Sendable {
+    public let plaintext: [UInt8]
+    private let starts: [UInt32]
+    private let mode: ArchiveMode
+    private let dependencies: Int
+    private let what: String
+
+    fileprivate init(plaintext: [UInt8], starts: [UInt32], mode: ArchiveMode, dependencies: Int, what: String) {
+        self.plaintext = plaintext; self.starts = starts; self.mode = mode; self.dependencies = dependencies; self.what = what
+    }
+
+    public var count: Int { starts.count }
+
+    /// The first record's ID (a page has at least one).
+    public var firstID: [UInt8] { Array(plaintext[Int(starts[0])..<Int(starts[0]) + 16]) }
+
+    /// Record `index`. The bytes were checked when the page was indexed and have not changed
+    /// since, so this does not fail for a page `indexed` returned.
+    public func record(_ index: Int) throws(FormatError) -> ManifestRecord {
+        var r = BinaryReader(plaintext, at: Int(starts[index]), what: what)
+        return try ManifestRecord(reading: &r, mode: mode, dependencies: dependencies)
     }
 }
 

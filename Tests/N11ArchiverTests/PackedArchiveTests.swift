@@ -33,6 +33,7 @@ struct PackedArchiveTests {
             var request = ArchiveCreator.Request(mode: mode, compartments: [.vault], output: path, replaceExisting: false,
                                                  kdf: fastKDF, formatVersion: 3)
             request.packTarget = 4096
+            request.pageAverage = 256   // a few pages of the 1,500 notes
             report = try ArchiveCreator.create(from: vault, request) {
                 ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF)
             }
@@ -67,7 +68,7 @@ struct PackedArchiveTests {
             #expect(pages == (0..<pages.count).map(EntryName.page) && packs == (0..<packs.count).map(EntryName.pack))
             // Pages end where the writer's rule says (DESIGN.md §8.2), whatever the random IDs.
             let ids = try unlock(w.path, keyStore: w.store).items.all().map { try #require(ManifestRecord.idBytes($0.id)) }
-            let boundaries = try ids.dropLast().filter { try PackedLayout.endsPage(after: $0) }.count
+            let boundaries = try ids.dropLast().filter { try PackedLayout.endsPage(after: $0, average: 256) }.count
             #expect(pages.count == boundaries + 1)
             #expect(packs.count > 5, "4 KiB packs: \(packs.count)")
             #expect(names.count == 3 + pages.count + packs.count, "nothing but header, MAC, pages, packs and root")

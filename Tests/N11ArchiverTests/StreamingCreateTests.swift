@@ -63,6 +63,7 @@ struct StreamingCreateTests {
             var request = ArchiveCreator.Request(mode: mode, compartments: [.vault, .fade], output: path, replaceExisting: false,
                                                  kdf: fastKDF, now: now, formatVersion: 3)
             request.packTarget = 2048
+            request.pageAverage = 64
             let report = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
             let all = try vault.items(includeExpired: true, now: now)
             let expected = all.filter { [.vault, .fade].contains($0.compartment) && !$0.isExpired(at: now) }
@@ -74,9 +75,9 @@ struct StreamingCreateTests {
             let archive = try unlock(path, keyStore: store)
             #expect((try archive.items.all()).map(\.id) == expected.map(\.id).sorted())
             let pages = try RawZip.entries(of: readBytes(path)).filter { $0.nameString.hasSuffix(".n11page") }
-            // Pages end where the writer's rule says, whatever the random IDs (often 2 or 3 here).
+            // Pages end where the writer's rule says, whatever the random IDs (about 12 here, one item in 64 ending a page).
             let ids = try expected.map { try #require(ManifestRecord.idBytes($0.id)) }.sorted { $0.lexicographicallyPrecedes($1) }
-            #expect(pages.count == (try ids.dropLast().filter { try PackedLayout.endsPage(after: $0) }.count) + 1)
+            #expect(pages.count == (try ids.dropLast().filter { try PackedLayout.endsPage(after: $0, average: 64) }.count) + 1)
             let exported = dir + "/export"
             let restored = try ArchiveExporter.export(archive, to: exported, keyStore: store, .init(overwrite: false, dryRun: false))
             #expect(try restored.restored.count == expected.count)
@@ -134,19 +135,22 @@ struct StreamingCreateTests {
         try withTemporaryDirectory { dir in
             let (store, vault) = try makeVault(in: dir, name: "home")
             // Page ends are a property of the random IDs: notes are added until they make
-            // more than 8 pages (about 12 on average for 6,000).
+            // twice as many pages as the reader keeps, and more (one item in 256 ends a page).
             var total = 0, ends = 0
-            while ends < 9 {
+            while ends < 2 * PackedContents.pagesKept + 1 {
                 let added = try vault.add((total..<(total + 2000)).map { note(Array("note \($0)".utf8), name: "n\($0).txt") })
                 total += added.count
-                ends += try added.filter { try PackedLayout.endsPage(after: try #require(ManifestRecord.idBytes($0.id))) }.count
+                ends += try added.filter { try PackedLayout.endsPage(after: try #require(ManifestRecord.idBytes($0.id)), average: 256) }.count
             }
             let path = dir + "/many.nu11vlt"
-            _ = try createArchive(from: vault, mode: .portable, to: path, compartments: [.vault], formatVersion: 3)
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: path, replaceExisting: false,
+                                                 kdf: fastKDF, formatVersion: 3)
+            request.pageAverage = 256
+            _ = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
             let archive = try unlock(path, keyStore: store)
             let all = try archive.items.all()
             let pages = try RawZip.entries(of: readBytes(path)).filter { $0.nameString.hasSuffix(".n11page") }.count
-            #expect(pages > 8, "more pages than the reader keeps: \(pages)")
+            #expect(pages > 2 * PackedContents.pagesKept, "more pages than the reader keeps: \(pages)")
             // Back and forth across the archive, so kept pages are let go and read again.
             for index in [total - 1, 0, total / 2, total - 2, 1, total * 3 / 4, 10, total * 5 / 6, 2, total - 1] {
                 #expect(try archive.items.item(index) == all[index], "item \(index)")
@@ -168,7 +172,8 @@ struct StreamingCreateTests {
             let layout = try PackedLayout(vault: vault, selection)
             #expect(layout.itemCount == byID.count - layout.skippedExpired.count)
             let last = try #require(layout.pages.last)
-            #expect(try PackedPages(vault: vault, layout: layout, selection: selection).takePage(last.number).records.count == last.itemCount,
+            let made = try PackedPages(vault: vault, layout: layout, selection: selection).takePage(last.number)
+            #expect(try ManifestPage.parse(made.plaintext, mode: .portable, dependencies: 0, what: "page").count == last.itemCount,
                     "made again as planned")
             // An item added within the last page changes it (the same vault object holds the
             // lock; nothing else could).

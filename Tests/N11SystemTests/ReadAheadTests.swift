@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Testing
 import N11System
@@ -118,6 +119,34 @@ struct ReadAheadTests {
         ahead.finish()   // would hang if the worker could not be woken while it waits for a block
         #expect(opened < 1000)
         #expect(throws: SystemError.self) { _ = try drain(ahead.stream(1), readSize: 8) }
+    }
+
+    @Test("short streams are opened at most streamsAhead past the one being read, whatever room the blocks have", arguments: [1, 2, 5])
+    func streamsAheadBound(limit: Int) throws {
+        final class Count: @unchecked Sendable {
+            private let lock = NSLock()
+            private var n = 0
+            func add() { lock.lock(); n += 1; lock.unlock() }
+            var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+        }
+        let opened = Count()
+        let ahead = ReadAhead(count: 40, blockSize: 64, blocks: 16, streamsAhead: limit) { index in
+            opened.add()
+            return StepSource(content(index, length: 10), step: 10)
+        }
+        try ahead.start()
+        defer { ahead.finish() }
+        var reachedTheBound = false
+        for index in 0..<40 {
+            usleep(2_000)   // room for the worker to run ahead as far as it may
+            // `index` streams were read to their end: the worker may have opened up to `limit` more.
+            let seen = opened.value
+            #expect(seen <= min(40, index + limit), "stream \(index): \(seen) opened")
+            if seen == min(40, index + limit) { reachedTheBound = true }
+            #expect(try drain(ahead.stream(index), readSize: 64) == content(index, length: 10), "stream \(index)")
+        }
+        // Sixteen free blocks would let it open sixteen ahead; it went as far as allowed.
+        #expect(reachedTheBound)
     }
 
     @Test("reading without starting the worker is an error, not a hang")
