@@ -80,6 +80,13 @@ public final class DirectoryHandle: @unchecked Sendable {
     /// order, holding none of them. `body` may remove the name it was handed: POSIX leaves
     /// unspecified only whether a name removed or added during the walk is itself returned.
     public func forEachEntry(_ body: (String) throws -> Void) throws {
+        try forEachEntryAndInode { name, _ in try body(name) }
+    }
+
+    /// `forEachEntry` with each entry's inode number as the directory gives it (`d_ino`,
+    /// read without touching the inode): the order to read many small files in, since a
+    /// file system lays out inodes and their blocks in the order files were made.
+    public func forEachEntryAndInode(_ body: (String, UInt64) throws -> Void) throws {
         let copy = dup(descriptor.rawValue)
         guard copy >= 0, let dir = fdopendir(copy) else {
             if copy >= 0 { Glibc.close(copy) }
@@ -91,7 +98,7 @@ public final class DirectoryHandle: @unchecked Sendable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            if name != "." && name != ".." { try body(name) }
+            if name != "." && name != ".." { try body(name, UInt64(entry.pointee.d_ino)) }
         }
     }
 

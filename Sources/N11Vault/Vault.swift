@@ -325,11 +325,7 @@ public final class Vault: @unchecked Sendable {
     /// records is split over the cores.
     private func readRecords() throws(VaultError) -> (found: [ItemMetadata], damaged: [String]) {
         let keys: [(Compartment, SecureBytes, [UInt8])]
-        do {
-            keys = try Compartment.allCases.flatMap { compartment in
-                try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
-            }
-        } catch { throw VaultError.wrap(error) }
+        do { keys = try recordKeys() } catch { throw VaultError.wrap(error) }
         var found: [ItemMetadata] = [], damaged: [String] = []
         func open(_ batch: [(id: String, sealed: [UInt8]?)]) {
             let result = Self.openRecords(batch, keys: keys)
@@ -384,16 +380,8 @@ public final class Vault: @unchecked Sendable {
         }
         var stoppedBy: (any Error)?
         do {
-            let keys = try Compartment.allCases.flatMap { compartment in
-                try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
-            }
-            try catalogue.readInIDOrder(from: start, batchSize: max(1, batchSize), pending: { lines in
-                // A reader takes a pending move's source as the item's file until it has moved.
-                pendingMoves = [:]
-                for line in lines {
-                    if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
-                }
-            }) { batch in
+            let keys = try recordKeys()
+            try catalogue.readInIDOrder(from: start, batchSize: max(1, batchSize), pending: takePendingMoves) { batch in
                 let opened = Self.openRecords(batch.map { ($0.id, $0.sealed) }, keys: keys)
                 // The parts come back in order, each in its records' order: the batch stays sorted.
                 do { return try body(opened.found, opened.damaged) } catch { stoppedBy = error; return false }
@@ -401,6 +389,71 @@ public final class Vault: @unchecked Sendable {
         } catch { throw VaultError.wrap(error) }
         // The caller's own errors reach it as they are.
         if let stoppedBy { throw stoppedBy }
+    }
+
+    /// Every item, as `forEachItemInIDOrder` gives them, but in batches in the order of
+    /// their content files' inodes (`ContentFileOrder`), for a pass that reads every content
+    /// file: about in sequence on the disk, where ID order is at random. Items whose file
+    /// was not listed (missing, or waiting for a pending move) come last, in ID order. One
+    /// state of the catalogue throughout; a v1 vault (no catalogue) goes in ID order.
+    public func forEachItemInDiskOrder(batchSize: Int = 1024,
+                                       _ body: (_ items: [ItemMetadata], _ damaged: [String]) throws -> Bool) throws {
+        guard let catalogue else { return try forEachItemInIDOrder(batchSize: batchSize, body) }
+        let files: ContentFileOrder
+        do { files = try ContentFileOrder(vaultPath: path) } catch { throw VaultError.wrap(error) }
+        var stoppedBy: (any Error)?
+        do {
+            try catalogue.reading {
+                let keys = try recordKeys()
+                takePendingMoves(try catalogue.pendingOperations())
+                // Each row is given once: an item where its kind's file is, a damaged record
+                // (whose kind is sealed in it) at the first file of its ID. Counted, so that the
+                // pass for the rest is made only if there is a rest.
+                var given: Int64 = 0, stopped = false, damagedGiven = Set<String>()
+                try files.forEachBatch(of: max(1, batchSize)) { listed in
+                    // The batch's IDs in inode order, each once, with the folders it was listed in.
+                    var kinds: [String: Set<ItemKind>] = [:], ids: [String] = []
+                    for file in listed {
+                        if kinds[file.id] == nil { ids.append(file.id) }
+                        kinds[file.id, default: []].insert(file.kind)
+                    }
+                    // A listed file no row names (a leftover, or an item removed since) is not an item.
+                    let rows = try ids.compactMap { id in try catalogue.record(id: id).map { (id: id, sealed: Optional($0)) } }
+                    guard !rows.isEmpty else { return true }
+                    let opened = Self.openRecords(rows, keys: keys)
+                    let found = opened.found.filter { kinds[$0.id]?.contains($0.kind) == true }
+                    let damaged = opened.damaged.filter { damagedGiven.insert($0).inserted }
+                    given += Int64(found.count + damaged.count)
+                    do { stopped = try !body(found, damaged) } catch { stoppedBy = error; stopped = true }
+                    return !stopped
+                }
+                // The rows whose file was not listed, if any: the catalogue once more, in ID order.
+                guard !stopped, given < (try catalogue.count()) else { return }
+                try catalogue.readInIDOrder(from: nil, batchSize: max(1, batchSize)) { batch in
+                    let opened = Self.openRecords(batch.map { (id: $0.id, sealed: Optional($0.sealed)) }, keys: keys)
+                    let found = try opened.found.filter { try !files.lists(id: $0.id, kind: $0.kind) }
+                    let damaged = try opened.damaged.filter { try !files.lists(id: $0, kind: nil) }
+                    guard !found.isEmpty || !damaged.isEmpty else { return true }
+                    do { return try body(found, damaged) } catch { stoppedBy = error; return false }
+                }
+            }
+        } catch { throw VaultError.wrap(error) }
+        if let stoppedBy { throw stoppedBy }
+    }
+
+    /// Every key a record may be sealed under, with its compartment and key ID.
+    private func recordKeys() throws -> [(Compartment, SecureBytes, [UInt8])] {
+        try Compartment.allCases.flatMap { compartment in
+            try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
+        }
+    }
+
+    /// A reader takes a pending move's source as the item's file until it has moved.
+    private func takePendingMoves(_ lines: [String]) {
+        pendingMoves = [:]
+        for line in lines {
+            if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
+        }
     }
 
     /// Whether a v1 vault this reader opened has a catalogue now (a writer migrated it).
@@ -514,9 +567,7 @@ public final class Vault: @unchecked Sendable {
             guard let sealed = try catalogue.record(id: id) else { return .absent }
             for attempt in 0..<2 {
                 if lookupKeys == nil || attempt == 1 {
-                    lookupKeys = try Compartment.allCases.flatMap { compartment in
-                        try keyStore.openingKeys(for: compartment).map { (compartment, $0, try CompartmentKeyRing.id(of: $0)) }
-                    }
+                    lookupKeys = try recordKeys()
                 }
                 if let item = Self.openRecords([(id: id, sealed: Optional(sealed))][...], keys: lookupKeys ?? []).found.first { return .item(item) }
                 guard attempt == 0, !refreshedForLookup else { break }
