@@ -83,6 +83,11 @@ static inline void n11_release_free_heap(void) {
     malloc_trim(0);
 }
 
+/* mallopt(M_MMAP_THRESHOLD): a fixed threshold, which also turns off glibc's raising it. */
+static inline int n11_fix_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
+
 /* syncfs(2): glibc declares it only under _GNU_SOURCE. */
 static inline int n11_syncfs(int fd) {
     return (int)syscall(SYS_syncfs, fd);

@@ -5,6 +5,8 @@ import N11System
 
 // Secrets are about to be held: keep them out of core dumps before anything else runs.
 ProcessHardening.disableCoreDumps()
+// Large arrays mapped and unmapped on their own: memory that does not grow with a long run.
+Heap.fixLargeAllocationThreshold()
 // Before any thread starts: Ctrl-C and SIGTERM clean up what this run made, then end it.
 Interruption.install()
 /// A note from the signal thread (see `Interruption.writeToStandardError`).
