@@ -5,8 +5,8 @@ import N11System
 /// of them (`Vault.forEachItemInDiskOrder`). Item IDs are random, so ID order reads the files
 /// at random places on the disk; a file system gives inodes, and the blocks after them, in
 /// the order files were made, so inode order reads them about in sequence. Measured on this
-/// project's 2-core VM, 30,000 notes of a 1,000,000-note vault, page cache dropped: 4.4 s in
-/// ID order, 2.0 s in inode order (DESIGN.md §8.6).
+/// project's 2-core VM, `vault verify` of 1,000,000 notes with the page cache dropped: 361 s
+/// in ID order, 136 s in inode order (BENCHMARKS.md; DESIGN.md §8.6).
 ///
 /// The listing lives in a scratch database (`SQLiteDatabase.Access.scratch`): millions of
 /// names never sit in memory (issue 34). It holds item IDs and inode numbers, nothing else.
