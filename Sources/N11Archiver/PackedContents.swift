@@ -147,9 +147,8 @@ final class PackedContents: @unchecked Sendable {
     private var pageReaders: [Int: ZipReader] = [:]
     private var lastUsed: [Int] = []
     /// Enough for the two threads that read and a little going back; a page holds 4,096
-    /// items on average (PackedLayout), a few hundred bytes each once made into items.
+    /// items on average (PackedLayout), about 90 bytes each as plaintext.
     static let pagesKept = 4
-
 
     init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes,
          dependencies: [OpenedDependency?] = []) throws {
