@@ -57,7 +57,7 @@ public final class SealedVaultItem {
                 contents = nil
             }
         } catch let error as SystemError where error.isNotFound {
-            throw .itemDamaged(id: item.id, path: path)
+            throw .contentMissing(id: item.id, path: path)
         } catch { throw VaultError.wrap(error) }
     }
 

@@ -34,6 +34,8 @@ public enum VaultError: CategorizedError, Sendable {
     /// An ID prefix shorter than `ItemSelection.minimumPrefixLength`.
     case prefixTooShort(String)
     case itemDamaged(id: String, path: String)
+    /// The item's row is there but its content file is not.
+    case contentMissing(id: String, path: String)
     case itemExpired(id: String)
     case outputExists(path: String)
     case busy(lock: String, holder: Int32?)
@@ -66,7 +68,7 @@ public enum VaultError: CategorizedError, Sendable {
         switch self {
         case .notInitialized, .unsafePermissions: return .configuration
         case .alreadyInitialized, .outputExists: return .outputExists
-        case .keyStoreDamaged, .itemDamaged, .catalogueDamaged: return .damaged
+        case .keyStoreDamaged, .itemDamaged, .contentMissing, .catalogueDamaged: return .damaged
         case .catalogueTooNew: return .configuration
         case .keyStoreLocked, .wrongPIN, .wrongBackupPassphrase, .vaultMismatch, .vaultNeedsItsKeyStore,
              .compartmentKeyForgotten, .compartmentKeyUnknown: return .authentication
@@ -109,6 +111,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .ambiguousID(let prefix, let matches): return "'\(prefix)' matches \(matches) items"
         case .prefixTooShort(let prefix): return ItemSelection.Problem.prefixTooShort(prefix).description(in: "the vault")
         case .itemDamaged(let id, let path): return "item \(id) ('\(path)') failed authentication: it is damaged or was modified; nothing was written"
+        case .contentMissing(let id, let path): return "item \(id) has no content file ('\(path)' is missing); nothing was written"
         case .itemExpired(let id): return "item \(id) has expired (fade)"
         case .outputExists(let path): return "'\(path)' already exists"
         case .busy(let lock, let holder):
@@ -157,7 +160,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
         case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"
         case .prefixTooShort: return "give at least \(ItemSelection.minimumPrefixLength) characters of the ID (`n11archive vault list` shows them)"
-        case .itemDamaged: return "restore this item from an archive (`n11archive restore`)"
+        case .itemDamaged, .contentMissing: return "restore this item from an archive (`n11archive restore`)"
         case .outputExists: return "choose another path or pass --force to replace it"
         case .busy: return "wait for it to finish, or pass --lock-wait SECONDS"
         case .compartmentKeyForgotten: return "a key store backup made before the keys were forgotten (`n11archive key backup`) still holds them; portable and recipient archives do not need them"

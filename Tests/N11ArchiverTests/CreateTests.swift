@@ -76,12 +76,16 @@ struct CreateTests {
             let outDir = dir + "/out"
             try makeDirectory(outDir)
             let output = outDir + "/archive.nu11vlt"
-            let error = expectArchiveError("vaultItemDamaged", kind: .damaged, "\(mode) \(damage)") {
+            // A missing file is said to be missing, not to have failed authentication.
+            let error = expectArchiveError(damage == .removed ? "vault" : "vaultItemDamaged", kind: .damaged, "\(mode) \(damage)") {
                 try createArchive(from: vault, mode: mode, to: output)
             }
             if case .vaultItemDamaged(let id, let path)? = error {
                 #expect(id == victim.id)
                 #expect(path == contentPath)
+            }
+            if case .vault(.contentMissing(let id, let path))? = error {
+                #expect(id == victim.id && path == contentPath)
             }
             #expect(error?.description.contains(victim.id) == true)
             #expect(!exists(output))

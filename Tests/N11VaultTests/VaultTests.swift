@@ -174,7 +174,8 @@ struct VaultTests {
             expectVaultError("itemDamaged") { try vault.read(item, into: CollectingSink()) }
             expectVaultError("itemDamaged") { try vault.verify(item) }
             #expect(unlink(vault.contentPath(of: item)) == 0)
-            expectVaultError("itemDamaged") { try vault.verify(item) }
+            let missing = expectVaultError("contentMissing") { try vault.verify(item) }
+            #expect(missing?.kind == .damaged && missing?.description.contains("is missing") == true)
         }
     }
 
