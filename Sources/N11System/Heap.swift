@@ -10,6 +10,6 @@ public enum Heap {
     /// a long run's large arrays (a manifest page's 4,096 items, made on one thread and freed
     /// on another) leave holes in the heap: `create`'s RSS grew from 70 MiB at 100,000 notes
     /// to 88 MiB at 1,000,000 while its heap peak stayed at 43 MiB (heaptrack); fixed at
-    /// 128 KiB, 74 MiB.
+    /// 128 KiB, 74–76 MiB (BENCHMARKS.md).
     public static func fixLargeAllocationThreshold() { _ = n11_fix_mmap_threshold(128 << 10) }
 }

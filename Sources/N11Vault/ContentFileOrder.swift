@@ -9,7 +9,7 @@ import N11System
 /// in ID order, 136 s in inode order (BENCHMARKS.md; DESIGN.md §8.6).
 ///
 /// The listing lives in a scratch database (`SQLiteDatabase.Access.scratch`): millions of
-/// names never sit in memory (issue 34). It holds item IDs and inode numbers, nothing else.
+/// names never sit in memory (issue 34). It holds item IDs, kinds and inode numbers, nothing else.
 final class ContentFileOrder {
     private let database: SQLiteDatabase
     /// Made with the index by ID, when first asked.
