@@ -339,14 +339,21 @@ public enum ArchiveCreator {
     }
 
     /// Lets libzip write everything out, then publishes the file: its size and SHA-256 are
-    /// read back from the file before it is renamed into place.
+    /// taken from the file before it is renamed into place. The SHA-256 is read back from the
+    /// page cache while libzip writes (`TrailingSHA256`); if that could not follow the
+    /// writer, the whole file is read back while fsync waits on the disk, as before.
     private static func finish(_ writer: ZipWriter, file: AtomicFile, output: String, replaceExisting: Bool) throws -> (Int64, String) {
+        let trailing = TrailingSHA256(file.descriptor)
+        defer { trailing.cancel() }
+        writer.observeFinalPrefix(trailing)
         do { try writer.finish() }
         catch let error as SystemError where error.path == output {
             throw SystemError("cannot write the archive", path: output, errno: error.errno)
         }
         let size = try file.descriptor.status().size
-        let sha256 = try WrittenArchives.sha256(of: file.descriptor) { try file.descriptor.sync() }
+        // fsync waits on the disk while the thread hashes what libzip wrote last.
+        try file.descriptor.sync()
+        let sha256 = try trailing.finish(size: size) ?? WrittenArchives.sha256(of: file.descriptor)
         do { try file.commit(replaceExisting: replaceExisting) }
         catch let error as SystemError where error.errno == EEXIST { throw ArchiveError.outputExists(path: output) }
         return (size, sha256)

@@ -21,6 +21,14 @@ final class ZipOutputFile {
     /// libzip's write position, and the end of what was flushed to the file so far.
     private var position: Int64 = 0
     private var flushedEnd: Int64 = 0
+    /// What is final (`FinalPrefixObserver`): bytes below `declaredFinal` will not be written
+    /// again. libzip writes an entry's local header, its data, then seeks back to rewrite the
+    /// header with the CRC and seeks to the end again; once it is back at the end after such a
+    /// rewrite, everything before is final. A write below `declaredFinal` voids the observer.
+    var observer: FinalPrefixObserver?
+    private var declaredFinal: Int64 = 0
+    private var toldFinal: Int64 = 0
+    private var rewroteSinceDeclared = false
     /// The first system error, handed back by `ZipWriter.finish()` as it is (disk full stays disk full).
     private(set) var failure: SystemError?
     var error = zip_error_t()
@@ -51,6 +59,14 @@ final class ZipOutputFile {
     private var end: Int64 { max(flushedEnd, bufferStart + Int64(bufferLength)) }
 
     func write(_ data: UnsafeRawPointer, count: Int) -> Bool {
+        if count > 0, let observer {
+            if position < declaredFinal {
+                observer.finalPrefixWasRewritten()
+                self.observer = nil
+            } else if position < end {
+                rewroteSinceDeclared = true
+            }
+        }
         // Writing outside the buffered range (a seek went elsewhere): start a new buffer there.
         if position < bufferStart || position > bufferStart + Int64(bufferLength) {
             guard flush() else { return false }
@@ -85,7 +101,23 @@ final class ZipOutputFile {
         }
         guard base + offset >= 0 else { return fail(SystemError("seek before the start", path: path, errno: EINVAL)) }
         position = base + offset
+        if rewroteSinceDeclared && position == end {
+            rewroteSinceDeclared = false
+            declare(final: end)
+        }
         return true
+    }
+
+    /// Bytes below `final` will not change; the observer hears of those already in the file:
+    /// not those still in the buffer, which may sit below others already written (a header
+    /// rewritten in place).
+    private func declare(final: Int64) {
+        declaredFinal = max(declaredFinal, final)
+        let told = min(declaredFinal, flushedEnd, bufferLength > 0 ? bufferStart : .max)
+        if told > toldFinal, let observer {
+            toldFinal = told
+            observer.prefixIsFinal(upTo: told)
+        }
     }
 
     var tell: Int64 { position }
@@ -113,12 +145,14 @@ final class ZipOutputFile {
         if bufferLength > 0 { FileDescriptor.startWriteback(fd, offset: bufferStart, count: bufferLength) }
         bufferStart += Int64(bufferLength)
         bufferLength = 0
+        declare(final: declaredFinal)
         return true
     }
 
     /// libzip finished the archive: everything goes to the file, which is then closed.
     func commit() -> Bool {
         guard flush() else { return false }
+        declare(final: end)
         if borrowed != nil {
             fd = -1
             return true

@@ -77,6 +77,11 @@ public final class ZipWriter {
         providers.append(provider)
     }
 
+    /// Tells `observer` how much of the file is final while `finish()` writes it.
+    public func observeFinalPrefix(_ observer: FinalPrefixObserver) {
+        output.observer = observer
+    }
+
     /// Writes the whole archive. If an entry source threw, that error is rethrown as is.
     public func finish() throws {
         guard let za = archive else { return }
