@@ -43,8 +43,10 @@ public final class SealedVaultItem {
             }
             if status.size <= Self.wholeReadLimit {
                 var bytes = [UInt8](repeating: 0, count: Int(status.size))
+                // The tag is the last bytes (an Array slice: `suffix` here resolved to
+                // Sequence's, which walks every byte of the item through a ring buffer).
                 guard try file.readFully(into: &bytes, count: bytes.count) == bytes.count,
-                      bytes.suffix(AEADAlgorithm.tagLength).hex == item.contentTag else {
+                      Array(bytes[max(0, bytes.count - AEADAlgorithm.tagLength)...]).hex == item.contentTag else {
                     throw VaultError.itemDamaged(id: item.id, path: path)
                 }
                 contents = bytes
