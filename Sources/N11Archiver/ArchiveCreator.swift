@@ -22,6 +22,8 @@ public enum ArchiveCreator {
         var packTarget = PackedLayout.packTarget
         /// Version 3: one item in this many ends a page, on average (smaller in tests, to make many).
         var pageAverage = PackedLayout.averagePageItems
+        /// Version 3: a pack's items are read in segments of about this much (smaller in tests, to make many).
+        var segmentTarget = PackedLayout.segmentTarget
         /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4); `ArchiveBackup` gives
         /// the home's signing key. Ignored by version 2, which has no signatures.
         public var signingKey: Ed25519SigningKey?
@@ -212,8 +214,8 @@ public enum ArchiveCreator {
     private static func createPacked(from vault: Vault, _ request: Request, keys: NewArchiveKeys, output: String,
                                      progress: ArchiveProgress?) throws -> Report {
         let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
-                                               packTarget: request.packTarget, pageAverage: request.pageAverage,
-                                               reused: request.incremental?.reused)
+                                               packTarget: request.packTarget, segmentTarget: request.segmentTarget,
+                                               pageAverage: request.pageAverage, reused: request.incremental?.reused)
         let layout = try PackedLayout(vault: vault, selection)
         let made = PackedPages(vault: vault, layout: layout, selection: selection)
         // Rows staged for an archive that is not written are dropped (the caller drops them
@@ -248,24 +250,39 @@ public enum ArchiveCreator {
             try add(EntryName.headerSignature, try signingKey.sign(ArchiveReader.signatureContext + keys.header.bytes))
         }
         progress?.begin(items: sameAs == nil ? layout.newItems : 0, bytes: sameAs == nil ? layout.newBytes : 0)
-        // Each pack is read, checked and sealed on a worker thread (as many as there are
-        // cores, up to 4; packs take turns) while libzip checksums and writes on this one:
-        // a pack's items are decrypted and hashed, and the pack sealed as one stream, by the
-        // worker that makes it. From `start()` on only the workers and `made` touch the vault.
-        // A lane opens at most two packs ahead: opening one makes its page (the items' records,
-        // about 2 MB for 4,096), and a night's small packs would otherwise open 16 ahead.
+        // A pack's items are read and checked a segment (about 1 MiB) at a time on worker
+        // threads (as many as there are cores, up to 4; segments take turns) while libzip
+        // checksums and writes on this one, where each pack is sealed as its segments arrive.
+        // A worker is a few MiB ahead at most: with a whole 64 MiB pack per worker, the other
+        // waited for the writer to finish this one, and one core did all the work (issue 29).
+        // From `start()` on only the workers and `made` touch the vault. A lane opens at most
+        // four segments ahead: opening one may make its page (about 2 MB of records for 4,096
+        // items), and a night's small packs would otherwise open 20 ahead.
+        let packs = pages.flatMap(\.packs)
+        var firstSegment: [Int] = [], segmentCount = 0
+        for pack in packs {
+            firstSegment.append(segmentCount)
+            segmentCount += pack.segments
+        }
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-        let readAhead = ReadAheadLanes(count: pages.reduce(0) { $0 + $1.packs.count }, lanes: lanes, streamsAhead: 2) { _ in
-            { n in
-                let parts = try made.takePack(n).map { item in
+        let readAhead = ReadAheadLanes(count: segmentCount, lanes: lanes, streamsAhead: 4) { _ in
+            { segment in
+                // The pack that holds it: the last whose first segment is not after it.
+                var low = 0, high = firstSegment.count - 1
+                while low < high {
+                    let middle = (low + high + 1) / 2
+                    if firstSegment[middle] <= segment { low = middle } else { high = middle - 1 }
+                }
+                let items = try made.takeSegment(pack: packs[low].number, segment: segment - firstSegment[low])
+                return ConcatenatedSource(items.map { item in
                     {
                         progress.counting(try vault.sealedItem(item).checkedPayload(asVaultFile: request.mode == .secure), size: item.size)
                     } as () throws -> ByteSource
-                }
-                return try Resealing.chunked(ConcatenatedSource(parts), key: try keys.entryKey(EntryName.pack(n)))
+                })
             }
         }
         defer { readAhead.finish() }
+        var packIndex = 0
         for page in pages {
             let pageName = EntryName.page(page.number)
             try writer.addEntry(name: pageName, size: FormatLimits.sealedLength(payloadSize: Int64(page.plaintextLength)), modified: mtime) {
@@ -296,8 +313,15 @@ public enum ArchiveCreator {
                 return MemorySource(try ChunkedStream.seal(madePage.plaintext, key: keys.entryKey(pageName)))
             }
             for pack in page.packs {
+                let first = firstSegment[packIndex]
+                packIndex += 1
                 try writer.addEntry(name: EntryName.pack(pack.number), size: FormatLimits.sealedLength(payloadSize: pack.payloadBytes),
-                                    modified: mtime) { readAhead.stream(pack.number) }
+                                    modified: mtime) {
+                    let segments = (first..<first + pack.segments).map { segment in
+                        { readAhead.stream(segment) } as () throws -> ByteSource
+                    }
+                    return try Resealing.chunked(ConcatenatedSource(segments), key: try keys.entryKey(EntryName.pack(pack.number)))
+                }
             }
         }
         func root() throws -> [UInt8] {

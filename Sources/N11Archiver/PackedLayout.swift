@@ -16,6 +16,11 @@ import N11Vault
 struct PackedLayout {
     /// A pack is closed once it holds this much payload, or at the end of its page.
     static let packTarget: Int64 = 64 << 20
+    /// `create` reads and checks a pack's items a segment at a time, segments taking turns
+    /// across the worker lanes, and seals the pack as they arrive. A segment ends after the
+    /// item that brings it to this much payload: a lane is at most a few MiB ahead of the
+    /// writer, so with a pack per lane only one lane worked at a time (issue 29).
+    static let segmentTarget: Int64 = 1 << 20
     /// One item in this many ends a page, on average (DESIGN.md §8.2). A reader holds a
     /// record per page and libzip one per entry (a page and its packs), about 2 KB a page in
     /// all: at 4,096 items a page that is half a byte an item, so opening the archive of a
@@ -27,6 +32,8 @@ struct PackedLayout {
         let number: Int
         let payloadBytes: Int64
         let itemCount: Int
+        /// How many segments its items are read in (`segmentTarget`).
+        let segments: Int
     }
 
     struct Page: Equatable {
@@ -46,6 +53,8 @@ struct PackedLayout {
         let page: Page
         let plaintext: [UInt8]
         let packItems: [[ItemMetadata]]
+        /// Per pack, the ranges of `packItems` its segments hold.
+        let packSegments: [[Range<Int>]]
     }
 
     /// Which items an archive lists: the live ones of its compartments.
@@ -54,6 +63,8 @@ struct PackedLayout {
         let now: Date
         let mode: ArchiveMode
         let packTarget: Int64
+        /// A pack's items are read in segments of about this much payload (smaller in tests).
+        var segmentTarget = PackedLayout.segmentTarget
         /// One item in this many ends a page on average (smaller in tests, to make many pages).
         var pageAverage = PackedLayout.averagePageItems
         /// An incremental archive's items already shipped (DESIGN.md §8.3), looked up a page
@@ -130,11 +141,14 @@ struct PackedLayout {
     /// holds it and is packed nowhere here.
     static func make(page items: [ItemMetadata], number: Int, firstPack: Int, _ selection: Selection) throws -> MadePage {
         var records = ManifestPage.Writer(count: items.count), packs: [Pack] = [], packItems: [[ItemMetadata]] = []
+        var packSegments: [[Range<Int>]] = []
         var current: [ItemMetadata] = [], bytes: Int64 = 0
         let reused = try selection.reused?.forPage(items) ?? [:]
         func closePack() {
-            packs.append(Pack(number: firstPack + packs.count, payloadBytes: bytes, itemCount: current.count))
+            let segments = Self.segments(of: current, mode: selection.mode, target: selection.segmentTarget)
+            packs.append(Pack(number: firstPack + packs.count, payloadBytes: bytes, itemCount: current.count, segments: segments.count))
             packItems.append(current)
+            packSegments.append(segments)
             (current, bytes) = ([], 0)
         }
         for item in items {
@@ -142,7 +156,7 @@ struct PackedLayout {
                 records.append(try record(item, location: shipped.location))
                 continue
             }
-            let payload = selection.mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
+            let payload = Self.payload(of: item, mode: selection.mode)
             if !current.isEmpty && bytes + payload > selection.packTarget { closePack() }
             records.append(try record(item, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes)))
             current.append(item)
@@ -152,7 +166,27 @@ struct PackedLayout {
         let plaintext = records.bytes
         let page = Page(number: number, firstID: items.first?.id ?? "", itemCount: items.count, plaintextLength: plaintext.count,
                         firstPack: firstPack, packs: packs)
-        return MadePage(page: page, plaintext: plaintext, packItems: packItems)
+        return MadePage(page: page, plaintext: plaintext, packItems: packItems, packSegments: packSegments)
+    }
+
+    /// An item's bytes in its pack: its plaintext (portable), or its vault file (secure).
+    static func payload(of item: ItemMetadata, mode: ArchiveMode) -> Int64 {
+        mode == .portable ? item.size : item.size + FormatLimits.vaultFileOverhead
+    }
+
+    /// A pack's items cut into segments: each ends after the item that brings it to
+    /// `target` bytes of payload, or at the pack's end. At least one for a pack.
+    static func segments(of items: [ItemMetadata], mode: ArchiveMode, target: Int64 = segmentTarget) -> [Range<Int>] {
+        var segments: [Range<Int>] = [], start = 0, bytes: Int64 = 0
+        for (index, item) in items.enumerated() {
+            bytes += payload(of: item, mode: mode)
+            if bytes >= target {
+                segments.append(start..<index + 1)
+                (start, bytes) = (index + 1, 0)
+            }
+        }
+        if start < items.count || segments.isEmpty { segments.append(start..<items.count) }
+        return segments
     }
 
     /// Whether a page ends after the item `id`: a property of the ID alone, so adding or
@@ -201,7 +235,7 @@ final class PackedPages: @unchecked Sendable {
     private let layout: PackedLayout
     private let selection: PackedLayout.Selection
     private let lock = NSLock()
-    /// Made pages, and how many of their parts (the page entry, each pack) are still to be taken.
+    /// Made pages, and how many of their parts (the page entry, each pack's segments) are still to be taken.
     private var made: [Int: (page: PackedLayout.MadePage, parts: Int)] = [:]
     private let pageOfPack: [Int]
 
@@ -215,16 +249,19 @@ final class PackedPages: @unchecked Sendable {
     /// Page `n`'s records and plaintext (once).
     func takePage(_ n: Int) throws -> PackedLayout.MadePage { try take(page: n) { $0 } }
 
-    /// The items pack `n` holds, in order (once).
-    func takePack(_ n: Int) throws -> [ItemMetadata] {
+    /// The items segment `segment` of pack `n` holds, in order (once).
+    func takeSegment(pack n: Int, segment: Int) throws -> ArraySlice<ItemMetadata> {
         let pageNumber = pageOfPack[n]
-        return try take(page: pageNumber) { $0.packItems[n - layout.pages[pageNumber].firstPack] }
+        return try take(page: pageNumber) { made in
+            let k = n - layout.pages[pageNumber].firstPack
+            return made.packItems[k][made.packSegments[k][segment]]
+        }
     }
 
     private func take<T>(page n: Int, _ part: (PackedLayout.MadePage) -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
-        let entry = try made[n] ?? (make(n), 1 + layout.pages[n].packs.count)
+        let entry = try made[n] ?? (make(n), 1 + layout.pages[n].packs.reduce(0) { $0 + $1.segments })
         made[n] = entry.parts > 1 ? (entry.page, entry.parts - 1) : nil
         return part(entry.page)
     }

@@ -88,6 +88,60 @@ struct PackedArchiveTests {
         }
     }
 
+    @Test("packs read in many segments across the worker lanes come out whole: every item exported byte for byte", arguments: [ArchiveMode.portable, .secure])
+    func segmentedPacks(mode: ArchiveMode) throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, mode: mode, notes: 600, noteBytes: 700)
+            var request = ArchiveCreator.Request(mode: mode, compartments: [.vault], output: dir + "/segments.nu11vlt",
+                                                 replaceExisting: false, kdf: fastKDF, formatVersion: 3)
+            request.packTarget = 300_000   // packs of several chunks ...
+            request.segmentTarget = 5_000  // ... each read in dozens of segments, the photo in one of its own
+            request.pageAverage = 128
+            let report = try ArchiveCreator.create(from: w.vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            // The record create keeps is the file's SHA-256 (hashed while libzip wrote it).
+            #expect(report.sha256 == (try SHA256Digest.hash(try readBytes(request.output)).hex))
+            let archive = try unlock(request.output, keyStore: w.store)
+            #expect(try ArchiveVerifier.verify(archive, keyStore: w.store).items == w.plaintexts.count)
+            let exported = dir + "/export"
+            _ = try ArchiveExporter.export(try unlock(request.output, keyStore: w.store), to: exported, keyStore: w.store,
+                                           .init(overwrite: false, dryRun: false))
+            for item in try archive.items.all() {
+                let folder = item.name == "big.jpg" ? "Photos/" : "Notes/"
+                #expect(try readBytes(exported + "/" + folder + item.name) == w.plaintexts[item.id], "\(item.name)")
+            }
+        }
+    }
+
+    @Test("a pack's segments: each ends at the item that brings it to the target, the last at the pack's end; every item in exactly one")
+    func segmentRule() throws {
+        try withTemporaryDirectory { dir in
+            let (_, vault) = try makeVault(in: dir, name: "home")
+            var sizes: [Int] = []
+            for i in 0..<40 {
+                let size = [10, 900, 3000, 1, 5000, 12_000][i % 6]
+                _ = try vault.add(note(randomBytes(size), name: "n\(i).txt"))
+                sizes.append(size)
+            }
+            let items = try vault.items()
+            for mode in [ArchiveMode.portable, .secure] {
+                for target in [Int64(1), 2000, 5000, 1 << 20] {
+                    let segments = PackedLayout.segments(of: items, mode: mode, target: target)
+                    #expect(segments.first?.lowerBound == 0 && segments.last?.upperBound == items.count)
+                    for (a, b) in zip(segments, segments.dropFirst()) { #expect(a.upperBound == b.lowerBound && !a.isEmpty) }
+                    for (k, segment) in segments.enumerated() {
+                        let payloads = items[segment].map { PackedLayout.payload(of: $0, mode: mode) }
+                        let total = payloads.reduce(0, +)
+                        if k < segments.count - 1 { #expect(total >= target, "a segment before the last reaches the target") }
+                        #expect(total - payloads.last! < target, "no segment goes on past the item that reached the target")
+                    }
+                }
+                #expect(PackedLayout.segments(of: items, mode: mode, target: 1).count == items.count)
+                #expect(PackedLayout.segments(of: items, mode: mode, target: 1 << 40).count == 1)
+            }
+            #expect(PackedLayout.segments(of: [], mode: .portable).count == 1, "an empty pack (none is written) still has its one segment")
+        }
+    }
+
     @Test("items read out of order and one at a time (a pack opened again and read up to the item) are the right bytes")
     func payloadsOutOfOrder() throws {
         try withTemporaryDirectory { dir in
