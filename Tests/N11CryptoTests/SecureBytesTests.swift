@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Testing
-import N11Crypto
+@testable import N11Crypto
 import N11System
 
 @Suite("SecureBytes and SecureRandom")
@@ -33,6 +33,35 @@ struct SecureBytesTests {
         let draws = (0..<1000).map { _ in SecureRandom.uniform(below: 7) }
         #expect(draws.allSatisfy { $0 < 7 })
         #expect(Set(draws).count == 7)
+    }
+
+    @Test("small random values come from a pool filled 4 KiB at a time: never the same bytes twice, across refills and threads")
+    func pooledRandom() throws {
+        let pool = RandomPool()
+        // 12-byte nonces across several refills: all distinct, none zero, one fill per 341.
+        let nonces = (0..<3000).map { _ in pool.take(12) }
+        #expect(Set(nonces).count == nonces.count)
+        #expect(!nonces.contains([UInt8](repeating: 0, count: 12)))
+        #expect(pool.fills == (3000 + 340) / 341, "one getrandom per 4 KiB, not per nonce: \(pool.fills)")
+        // A draw that does not fit what is left refills first: no short or reused value.
+        let odd = (0..<500).map { i in pool.take([1, 16, 63, 64][i % 4]) }
+        #expect(odd.enumerated().allSatisfy { $0.element.count == [1, 16, 63, 64][$0.offset % 4] })
+        #expect(Set(odd.filter { $0.count == 64 }).count == 125)
+        // Threads drawing at once never get the same bytes.
+        let threads = 4, each = 2000
+        let lock = NSLock()
+        nonisolated(unsafe) var drawn: [[UInt8]] = []
+        DispatchQueue.concurrentPerform(iterations: threads) { _ in
+            var mine: [[UInt8]] = []
+            for _ in 0..<each { mine.append(pool.take(16)) }
+            lock.withLock { drawn += mine }
+        }
+        #expect(Set(drawn).count == threads * each)
+        // SecureRandom.bytes serves small counts from the shared pool, larger ones directly.
+        let before = RandomPool.shared.fills
+        for _ in 0..<400 { _ = SecureRandom.bytes(12) }
+        #expect(RandomPool.shared.fills - before <= 2)
+        #expect(SecureRandom.bytes(1000).count == 1000)
     }
 
     @Test("constantTimeEquals")
