@@ -365,7 +365,7 @@ public enum ArchiveCreator {
     /// Lets libzip write everything out, then publishes the file: its size and SHA-256 are
     /// taken from the file before it is renamed into place. The SHA-256 is read back from the
     /// page cache while libzip writes (`TrailingSHA256`); if that could not follow the
-    /// writer, the whole file is read back while fsync waits on the disk, as before.
+    /// writer, the whole file is read back once it is durable.
     private static func finish(_ writer: ZipWriter, file: AtomicFile, output: String, replaceExisting: Bool) throws -> (Int64, String) {
         let trailing = TrailingSHA256(file.descriptor)
         defer { trailing.cancel() }

@@ -7,6 +7,7 @@ import N11System
 /// the pipeline leaves free. Hashing the complete file afterwards was a serial pass of its own,
 /// 0.35 s of a 1.5 s create on the mixed set (BENCHMARKS.md, issue 29). If the writer voids
 /// what it declared, or a read fails, `finish` says so and the caller reads the file back.
+/// Its thread holds it until `finish` or `cancel` is called: one of them must be.
 final class TrailingSHA256: FinalPrefixObserver, @unchecked Sendable {
     private let fd: FileDescriptor
     private let condition = NSCondition()
@@ -27,8 +28,6 @@ final class TrailingSHA256: FinalPrefixObserver, @unchecked Sendable {
         let thread = Thread { [self] in run() }
         thread.start()
     }
-
-    deinit { cancel() }
 
     func prefixIsFinal(upTo end: Int64) {
         condition.lock()

@@ -212,21 +212,4 @@ public enum WrittenArchives {
         }
         return try digest.finish().hex
     }
-
-    /// `sha256(of:)` on a second thread while `body` runs on this one: `create` hashes the new
-    /// archive from the page cache while fsync waits on the disk, so the record costs about
-    /// max(hash, fsync) rather than their sum. Returns the digest once both are done.
-    static func sha256(of fd: FileDescriptor, during body: () throws -> Void) throws -> String {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var outcome: Result<String, any Error> = .failure(CancellationError())
-        let thread = Thread {
-            outcome = Result { try sha256(of: fd) }
-            done.signal()
-        }
-        thread.start()
-        let bodyError = Result { try body() }
-        done.wait()
-        try bodyError.get()
-        return try outcome.get()
-    }
 }

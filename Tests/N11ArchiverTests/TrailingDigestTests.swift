@@ -13,12 +13,29 @@ import N11TestSupport
 /// tests hold the trailing digest to the SHA-256 of the finished file.
 @Suite("Trailing SHA-256 of an archive being written")
 struct TrailingDigestTests {
-    /// What the writer told: every end in order, and whether it voided them.
+    /// What the writer told: every end in order, and whether it voided them. Given the file,
+    /// it also hashes what it is told is final at the moment it is told, so that a prefix
+    /// declared final too early (and changed afterwards) shows whatever the timing of the
+    /// digest's own thread.
     final class Recorder: FinalPrefixObserver {
         var ends: [Int64] = []
+        var prefixDigests: [Int64: [UInt8]] = [:]
         var voided = false
-        func prefixIsFinal(upTo end: Int64) { ends.append(end) }
+        var path: String?
+        func prefixIsFinal(upTo end: Int64) {
+            ends.append(end)
+            if let path, let bytes = try? Array(Data(contentsOf: URL(fileURLWithPath: path)).prefix(Int(end))),
+               let digest = try? SHA256Digest.hash(bytes) {
+                prefixDigests[end] = digest
+            }
+        }
         func finalPrefixWasRewritten() { voided = true }
+
+        /// Every prefix hashed when it was told final is the same prefix of the finished file.
+        func prefixesHeld(in finished: String) throws -> Bool {
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: finished)))
+            return try prefixDigests.allSatisfy { end, digest in try SHA256Digest.hash(Array(bytes.prefix(Int(end)))) == digest }
+        }
     }
 
     static func fileSHA256(_ path: String) throws -> String {
@@ -30,6 +47,7 @@ struct TrailingDigestTests {
     static func write(_ sizes: [Int], in dir: String, seed: UInt8, recorder: Recorder? = nil) throws -> (String, String?) {
         let path = dir + "/t-\(seed).zip"
         let file = try AtomicFile(path: path)
+        recorder?.path = "/proc/self/fd/\(file.descriptor.rawValue)"
         let writer = try ZipWriter(writingTo: file.descriptor, named: path)
         for (i, size) in sizes.enumerated() {
             let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i &+ Int(seed)) }
@@ -62,6 +80,8 @@ struct TrailingDigestTests {
             let recorder = Recorder()
             let (path, digest) = try Self.write(sizes, in: dir, seed: 0, recorder: recorder)
             #expect(digest == (try Self.fileSHA256(path)))
+            #expect(recorder.prefixDigests.count == recorder.ends.count)
+            #expect(try recorder.prefixesHeld(in: path), "nothing told final changed afterwards")
             // It followed the writer: told more than once, in order, up to the whole file.
             #expect(!recorder.voided)
             #expect(recorder.ends.count > sizes.count / 2)
@@ -78,8 +98,10 @@ struct TrailingDigestTests {
                 let sizes = (0..<Int.random(in: 1...24, using: &rng)).map { _ in
                     Bool.random(using: &rng) ? Int.random(in: 0...20_000, using: &rng) : Int.random(in: 0...(3 << 20), using: &rng)
                 }
-                let (path, digest) = try Self.write(sizes, in: dir, seed: seed)
+                let recorder = Recorder()
+                let (path, digest) = try Self.write(sizes, in: dir, seed: seed, recorder: recorder)
                 #expect(digest == (try Self.fileSHA256(path)), "sizes \(sizes)")
+                #expect(try recorder.prefixesHeld(in: path), "sizes \(sizes)")
             }
         }
     }
@@ -119,6 +141,17 @@ struct TrailingDigestTests {
             trailing.prefixIsFinal(upTo: 5000)
             trailing.finalPrefixWasRewritten()
             #expect(trailing.finish(size: 5000) == nil)
+        }
+    }
+
+    @Test("a file shorter than it was declared final gives no digest")
+    func shorterThanDeclared() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/f"
+            try Data(repeating: 9, count: 5000).write(to: URL(fileURLWithPath: path))
+            let trailing = TrailingSHA256(try FileDescriptor.openForReading(path))
+            trailing.prefixIsFinal(upTo: 8000)
+            #expect(trailing.finish(size: 8000) == nil)
         }
     }
 
