@@ -238,6 +238,10 @@ final class PackedPages: @unchecked Sendable {
     /// Made pages, and how many of their parts (the page entry, each pack's segments) are still to be taken.
     private var made: [Int: (page: PackedLayout.MadePage, parts: Int)] = [:]
     private let pageOfPack: [Int]
+    /// For tests: how many times a page was made, and how many are held now (each page is
+    /// made once and let go when its last part is taken).
+    private(set) var pagesMade = 0
+    var pagesHeld: Int { lock.withLock { made.count } }
 
     init(vault: Vault, layout: PackedLayout, selection: PackedLayout.Selection) {
         self.vault = vault
@@ -267,6 +271,7 @@ final class PackedPages: @unchecked Sendable {
     }
 
     private func make(_ n: Int) throws -> PackedLayout.MadePage {
+        pagesMade += 1
         let planned = layout.pages[n]
         var items: [ItemMetadata] = []
         items.reserveCapacity(planned.itemCount)

@@ -162,6 +162,40 @@ struct StreamingCreateTests {
         }
     }
 
+    @Test("each page is made once while its parts are taken (the page entry and every segment of its packs) and let go after the last")
+    func segmentsTakeEachPageOnce() throws {
+        try withTemporaryDirectory { dir in
+            let now = Date()
+            let (_, vault, _) = try Self.mixedVault(in: dir, now: now)
+            var selection = PackedLayout.Selection(compartments: [.vault, .fade, .backup], now: now, mode: .portable,
+                                                   packTarget: 2048, reused: nil)
+            selection.segmentTarget = 300
+            selection.pageAverage = 64
+            let layout = try PackedLayout(vault: vault, selection)
+            #expect(layout.pages.count > 5 && layout.pages.contains { $0.packs.contains { $0.segments > 2 } })
+            let pages = PackedPages(vault: vault, layout: layout, selection: selection)
+            var items = 0
+            for page in layout.pages {
+                // Segments first (as lanes ahead of the writer take them), the page entry last.
+                for pack in page.packs {
+                    var inPack = 0
+                    for segment in 0..<pack.segments {
+                        let taken = try pages.takeSegment(pack: pack.number, segment: segment)
+                        #expect(!taken.isEmpty)
+                        inPack += taken.count
+                    }
+                    #expect(inPack == pack.itemCount)
+                    items += inPack
+                }
+                #expect(pages.pagesHeld == (page.packs.isEmpty ? 0 : 1), "held until its page entry is taken")
+                _ = try pages.takePage(page.number)
+                #expect(pages.pagesHeld == 0, "let go once every part was taken")
+            }
+            #expect(pages.pagesMade == layout.pages.count, "no page made twice")
+            #expect(items == layout.newItems)
+        }
+    }
+
     @Test("a page that comes out otherwise the second time (the vault changed between the passes) is refused")
     func changedBetweenPasses() throws {
         try withTemporaryDirectory { dir in
