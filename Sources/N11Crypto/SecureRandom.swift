@@ -7,7 +7,10 @@ public enum SecureRandom {
     /// `SecureBytes(randomCount:)` instead, straight into locked memory.
     public static func bytes(_ count: Int) -> [UInt8] {
         Sodium.ensureInitialized()
-        if count <= RandomPool.largestServed { return RandomPool.shared.take(count) }
+        if count <= RandomPool.largestServed {
+            RandomPool.registerForkHandler()
+            return RandomPool.shared.take(count)
+        }
         var out = [UInt8](repeating: 0, count: count)
         out.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
         return out
@@ -25,8 +28,9 @@ public enum SecureRandom {
 /// call per nonce was two system calls an item (issue 29). Every byte is handed out once
 /// and zeroed as it goes; the pool is refilled whole when what is left is too short. A
 /// nonce only has to be unique, which bytes of the same CSPRNG drawn a moment earlier are as
-/// much as bytes drawn now. The process never forks without exec'ing at once (child
-/// processes are posix_spawn'ed), so no two processes hand out the same pool.
+/// much as bytes drawn now. Child processes are posix_spawn'ed, never forked to run on, and
+/// a fork's child would still start from an empty pool (`pthread_atfork`), so no two
+/// processes hand out the same bytes.
 final class RandomPool: @unchecked Sendable {
     static let shared = RandomPool()
     static let size = 4096
@@ -35,9 +39,25 @@ final class RandomPool: @unchecked Sendable {
     private var next = RandomPool.size
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     /// How many times the pool was filled (for tests: the batching is the point).
-    private(set) var fills = 0
+    private var fillCount = 0
+    var fills: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return fillCount
+    }
 
-    init() { pthread_mutex_init(mutex, nil) }
+    init() {
+        pthread_mutex_init(mutex, nil)
+    }
+
+    /// Registered once, for the shared pool: a fork's child (one thread, the mutex in
+    /// whatever state the fork found it) drops what is left rather than hand out the
+    /// parent's next bytes.
+    private static let forgetsOnFork: Void = {
+        pthread_atfork(nil, nil) { RandomPool.shared.next = RandomPool.size }
+    }()
+
+    static func registerForkHandler() { _ = forgetsOnFork }
 
     func take(_ count: Int) -> [UInt8] {
         precondition(count >= 0 && count <= Self.largestServed)
@@ -52,7 +72,7 @@ final class RandomPool: @unchecked Sendable {
             buffer.withUnsafeMutableBytes { randombytes_buf_deterministic($0.baseAddress!, $0.count, seed) }
             sodium_memzero(&seed, seed.count)
             next = 0
-            fills += 1
+            fillCount += 1
         }
         let out = Array(buffer[next..<next + count])
         buffer.withUnsafeMutableBytes { raw in _ = memset(raw.baseAddress! + next, 0, count) }

@@ -140,8 +140,9 @@ public final class Vault: @unchecked Sendable {
     }
 
     /// A new item's ID: a random (version 4) UUID in upper case, as seed 003 names items.
-    /// From getrandom, like every other secret-adjacent random value here: Foundation's
-    /// `UUID()` opens, reads and closes /dev/urandom each time, three system calls per item.
+    /// From the CSPRNG (`SecureRandom`'s pool), like every other random value here:
+    /// Foundation's `UUID()` opens, reads and closes /dev/urandom each time, three system
+    /// calls per item.
     static func newItemID() -> String {
         var bytes = SecureRandom.bytes(16)
         bytes[6] = (bytes[6] & 0x0F) | 0x40
