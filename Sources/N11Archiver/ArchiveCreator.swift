@@ -256,7 +256,7 @@ public enum ArchiveCreator {
         // A worker is a few MiB ahead at most: with a whole 64 MiB pack per worker, the other
         // waited for the writer to finish this one, and one core did all the work (issue 29).
         // From `start()` on only the workers and `made` touch the vault. A lane opens at most
-        // four segments ahead: opening one may make its page (about 2 MB of records for 4,096
+        // two segments ahead: opening one may make its page (about 2 MB of records for 4,096
         // items), and a night's small packs would otherwise open 20 ahead.
         let packs = pages.flatMap(\.packs)
         var firstSegment: [Int] = [], segmentCount = 0
@@ -265,7 +265,7 @@ public enum ArchiveCreator {
             segmentCount += pack.segments
         }
         let lanes = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 4))
-        let readAhead = ReadAheadLanes(count: segmentCount, lanes: lanes, streamsAhead: 4) { _ in
+        let readAhead = ReadAheadLanes(count: segmentCount, lanes: lanes, streamsAhead: 2) { _ in
             { segment in
                 // The pack that holds it: the last whose first segment is not after it.
                 var low = 0, high = firstSegment.count - 1
