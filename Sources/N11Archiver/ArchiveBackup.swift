@@ -107,7 +107,8 @@ public enum ArchiveBackup {
                 }
             }
         }
-        func create(at path: String, replaceExisting: Bool = false) throws -> ArchiveCreator.Report {
+        func create(at path: String, replaceExisting: Bool = false,
+                    follower: ((FileDescriptor) -> any FinalPrefixObserver)? = nil) throws -> ArchiveCreator.Report {
             // (Again under the lock when an unchanged night was to be skipped: the night did change.)
             if let incremental = request.incremental, case .store(let store, _, _) = request.destination {
                 (base, fullBecause) = try decide(incremental, store: store, recorded: recorded, vault: vault, request)
@@ -138,6 +139,7 @@ public enum ArchiveBackup {
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
             creation.shipmentRecord = recorded?.record
+            creation.follower = follower
             let report = try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
             created = report.archiveID
             return report
@@ -152,7 +154,7 @@ public enum ArchiveBackup {
             report = try create(at: path, replaceExisting: replaceExisting)
             (location, upload) = (Path.absolute(report.path), nil)
         case let .store(store, name, options):
-            let publication = try store.publishNew(name: name, at: request.now, options) { try create(at: $0) }
+            let publication = try store.publishNew(name: name, at: request.now, options) { try create(at: $0.path, follower: $0.follower) }
             (report, location, upload) = (publication.report, publication.location, publication.upload)
         case .standardOutput(let spool):
             report = try toStandardOutput(spool: spool) { try create(at: $0) }

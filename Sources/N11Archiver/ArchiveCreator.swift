@@ -34,6 +34,9 @@ public enum ArchiveCreator {
         /// bytes are is staged (`ShipmentRecord.stage`, under the archive's ID) a page at a
         /// time as the archive is written; nil: none kept.
         var shipmentRecord: ShipmentRecord?
+        /// Made when libzip starts writing, from the file's descriptor: told how far the file is
+        /// final as it is written (a remote store streams it up: `StreamedUpload`).
+        var follower: ((FileDescriptor) -> any FinalPrefixObserver)?
 
         public init(mode: ArchiveMode, compartments: Set<Compartment>, output: String, replaceExisting: Bool,
                     kdf: Argon2Parameters = .moderate, now: Date = Date(), formatVersion: Int = ArchiveHeader.currentVersion) {
@@ -202,7 +205,7 @@ public enum ArchiveCreator {
         // A secure archive must never exist without its key: store the key first.
         if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()
-        return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+        return try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting, follower: request.follower)
     }
 
     /// Version 3 (DESIGN.md §8.2): the header and its MAC (and signature), then each manifest
@@ -345,7 +348,8 @@ public enum ArchiveCreator {
         }
         if let deviceKey = keys.deviceKey { try vault.keyStore.addArchiveKey(id: keys.header.archiveID, key: deviceKey) }
         try readAhead.start()
-        let (archiveBytes, sha256) = try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting)
+        let (archiveBytes, sha256) = try finish(writer, file: file, output: output, replaceExisting: request.replaceExisting,
+                                                follower: request.follower)
         progress?.finish()
         return Report(path: output, archiveID: id, mode: request.mode, items: layout.itemCount,
                       plaintextBytes: layout.plaintextBytes, skippedExpired: layout.skippedExpired, archiveBytes: archiveBytes,
@@ -365,11 +369,12 @@ public enum ArchiveCreator {
     /// Lets libzip write everything out, then publishes the file: its size and SHA-256 are
     /// taken from the file before it is renamed into place. The SHA-256 is read back from the
     /// page cache while libzip writes (`TrailingSHA256`); if that could not follow the
-    /// writer, the whole file is read back once it is durable.
-    private static func finish(_ writer: ZipWriter, file: AtomicFile, output: String, replaceExisting: Bool) throws -> (Int64, String) {
+    /// writer, the whole file is read back once it is durable. A `follower` hears the same.
+    private static func finish(_ writer: ZipWriter, file: AtomicFile, output: String, replaceExisting: Bool,
+                               follower: ((FileDescriptor) -> any FinalPrefixObserver)?) throws -> (Int64, String) {
         let trailing = TrailingSHA256(file.descriptor)
         defer { trailing.cancel() }
-        writer.observeFinalPrefix(trailing)
+        writer.observeFinalPrefix(FinalPrefixObservers([trailing] + (follower.map { [$0(file.descriptor)] } ?? [])))
         do { try writer.finish() }
         catch let error as SystemError where error.path == output {
             throw SystemError("cannot write the archive", path: output, errno: error.errno)

@@ -33,14 +33,33 @@ public protocol ArchiveStore: AnyObject {
     func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record?
     /// Writes a new archive into the store under the store's shared lock (so a prune of it
     /// waits): under `name`, or the first free dated name for `date` (`create --output-dir`).
-    /// `make` writes the archive at the local path it is given (in the directory itself, or
-    /// in the spool for a remote) and returns its report; the store publishes it there
-    /// without ever replacing an archive.
+    /// `make` writes the archive where `NewArchiveFile` says (in the directory itself, or in
+    /// the spool for a remote) and returns its report; the store publishes it there without
+    /// ever replacing an archive.
     func publishNew(name: String?, at date: Date, _ options: PublishOptions,
-                    make: (String) throws -> ArchiveCreator.Report) throws -> Publication
+                    make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication
     /// How this home's record of writing an archive applies to `object`, which claims the
     /// record's archive ID in its header.
     func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch
+}
+
+/// Where a store has a new archive made, and who reads it while it is written.
+public struct NewArchiveFile {
+    /// The local path to write it at.
+    public let path: String
+    /// Made from the file's descriptor when libzip starts writing, and told how far the file
+    /// is final (`ArchiveCreator.Request.follower`): a remote streams the upload this way.
+    let follower: ((FileDescriptor) -> any FinalPrefixObserver)?
+
+    public init(path: String) {
+        self.path = path
+        follower = nil
+    }
+
+    init(path: String, follower: ((FileDescriptor) -> any FinalPrefixObserver)?) {
+        self.path = path
+        self.follower = follower
+    }
 }
 
 /// One object of a store, as its listing gives it.
@@ -85,7 +104,11 @@ public struct PublishOptions {
 }
 
 public enum PublishNotice {
-    case uploading(bytes: Int64, to: String)
+    /// The upload's last part (`whileWritten`: the rest went up while the archive was
+    /// written), or the whole of it.
+    case uploading(bytes: Int64, to: String, whileWritten: Bool)
+    /// The upload that followed the archive failed; the archive is uploaded whole instead.
+    case streamFailed(reason: String)
     /// How the upload was checked: `sha256`, `sha1`, `md5` (the remote's hash) or `read-back`.
     case uploaded(seconds: Double, checkedBy: String)
     case keptLocal(path: String)
@@ -105,12 +128,15 @@ public struct Publication {
         public let checkedBy: String
         public let seconds: Double
         public let keptLocal: String?
+        /// Sent while the archive was written (`seconds` is then what the upload took after it).
+        public let whileWritten: Bool
 
-        public init(bytes: Int64, checkedBy: String, seconds: Double, keptLocal: String?) {
+        public init(bytes: Int64, checkedBy: String, seconds: Double, keptLocal: String?, whileWritten: Bool = false) {
             self.bytes = bytes
             self.checkedBy = checkedBy
             self.seconds = seconds
             self.keptLocal = keptLocal
+            self.whileWritten = whileWritten
         }
     }
 

@@ -61,11 +61,11 @@ public final class LocalDirectoryStore: ArchiveStore {
     /// it with `renameat2` without replacing (`ArchiveCreator`), so a name taken between
     /// the check here and the publish is still never overwritten (73).
     public func publishNew(name: String?, at date: Date, _ options: PublishOptions,
-                           make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+                           make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication {
         let lock = try self.lock(exclusive: false, waitSeconds: options.lockWait)
         defer { lock.release() }
         let path = try name.map { location(of: $0) } ?? freePath(at: date)
-        let report = try make(path)
+        let report = try make(NewArchiveFile(path: path))
         return Publication(report: report, location: Path.absolute(path), upload: nil)
     }
 

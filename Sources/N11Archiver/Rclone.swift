@@ -62,14 +62,49 @@ public protocol RemoteTransport: Sendable {
     /// One quick try, for Ctrl-C: never waits long, never throws.
     func deleteOnInterrupt(_ remote: RemotePath)
     /// The remote's own hashes of an object by type (`sha256`, `sha1`, `md5`, …), in one
-    /// call; empty if it keeps none.
-    func remoteHashes(_ remote: RemotePath) throws(ArchiveError) -> [String: String]
+    /// call: only of `types` when given (each may cost the remote a pass over the object);
+    /// empty if it keeps none.
+    func remoteHashes(_ remote: RemotePath, types: [String]?) throws(ArchiveError) -> [String: String]
     /// The same kind of hash of a local file, computed the way the remote side does.
     func localHash(_ path: String, type: String) throws(ArchiveError) -> String
     /// SHA-256 of an object, read back whole (for remotes without hashes).
     func sha256ByReading(_ remote: RemotePath) throws(ArchiveError) -> String
     /// The first `count` bytes of an object.
     func prefix(_ remote: RemotePath, count: Int) throws(ArchiveError) -> [UInt8]
+    /// What the backend of `directory` can do for an upload; nil when it cannot be told.
+    func uploadFeatures(of directory: RemotePath) -> UploadFeatures?
+    /// Starts an upload to `remote` of bytes given as they come (`rclone rcat`).
+    func startStreamingUpload(to remote: RemotePath) throws(ArchiveError) -> any StreamingUpload
+}
+
+/// What a backend can do for an upload, as rclone tells it.
+public struct UploadFeatures: Sendable, Equatable {
+    /// It takes an upload of unknown length as it comes (rclone's PutStream). Without it,
+    /// `rcat` would copy the stream to a file on this machine before sending: an archive is
+    /// then better uploaded from the spool.
+    public let streams: Bool
+    /// The hashes it keeps of an object (`sha256`, `sha1`, `md5`, …).
+    public let hashes: [String]
+
+    public init(streams: Bool, hashes: [String]) {
+        self.streams = streams
+        self.hashes = hashes
+    }
+}
+
+/// An upload fed as its bytes come. One thread writes and finishes it; `interrupt` may come
+/// from another. Nothing is retried: the bytes are not kept (the caller falls back to an
+/// upload of the whole file).
+public protocol StreamingUpload: AnyObject, Sendable {
+    /// Sends the next bytes; blocks while the remote is slower than the writer.
+    func write(_ bytes: ArraySlice<UInt8>) throws(ArchiveError)
+    /// Ends the input and waits for the upload to be complete on the remote.
+    func finish() throws(ArchiveError)
+    /// Ends the upload unfinished, and waits for that (what reached the remote stays under
+    /// its temp name, for the caller to delete).
+    func abandon()
+    /// From another thread: makes a blocked `write` return with an error at once.
+    func interrupt()
 }
 
 /// Remote storage through the `rclone` program, configured by the user's own rclone.conf
@@ -243,9 +278,10 @@ public struct Rclone: RemoteTransport {
                              "--log-level", "ERROR", "--use-json-log=false"]
 
     /// The remote's own hash of a file (`sha256`, `sha1`, `md5`), or nil if the backend has none.
-    public func remoteHashes(_ remote: RemotePath) throws(ArchiveError) -> [String: String] {
-        // One process for every hash the backend has (each rclone start costs ~0.1 s).
-        let output = try run(["lsjson", "--hash", "--files-only", "--no-mimetype", remote.description], about: remote)
+    public func remoteHashes(_ remote: RemotePath, types: [String]?) throws(ArchiveError) -> [String: String] {
+        // One process for every hash asked for (each rclone start costs ~0.1 s).
+        let asked = types.map { $0.flatMap { ["--hash-type", $0] } } ?? ["--hash"]
+        let output = try run(["lsjson"] + asked + ["--files-only", "--no-mimetype", remote.description], about: remote)
         guard let items = try? JSONSerialization.jsonObject(with: Data(output)) as? [[String: Any]] else {
             throw .remote(location: remote.description, why: "rclone lsjson printed something that is not a listing", kind: .other, hint: nil)
         }
@@ -278,8 +314,75 @@ public struct Rclone: RemoteTransport {
         catch { throw ArchiveError.wrap(error) }
     }
 
+    /// rclone's own account of the backend (`backend features`).
+    public func uploadFeatures(of directory: RemotePath) -> UploadFeatures? {
+        guard let output = try? run(["backend", "features", directory.description], about: directory),
+              let document = try? JSONSerialization.jsonObject(with: Data(output)) as? [String: Any],
+              let features = document["Features"] as? [String: Any] else { return nil }
+        return UploadFeatures(streams: features["PutStream"] as? Bool ?? false,
+                              hashes: (document["Hashes"] as? [String] ?? []).map { $0.lowercased() })
+    }
+
+    public func startStreamingUpload(to remote: RemotePath) throws(ArchiveError) -> any StreamingUpload {
+        do { return RcloneStreamingUpload(try ChildProcess.start([program, "rcat", remote.description] + Self.commonFlags, standardInput: true),
+                                          remote: remote) }
+        catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
+        catch { throw ArchiveError.wrap(error) }
+    }
+
     /// The first `count` bytes of a remote file (enough for an archive's header entries).
     public func prefix(_ remote: RemotePath, count: Int) throws(ArchiveError) -> [UInt8] {
         try run(["cat", "--count", String(count), remote.description], about: remote, outputLimit: count)
+    }
+}
+
+/// `rclone rcat REMOTE:PATH`, fed through its standard input.
+final class RcloneStreamingUpload: StreamingUpload, @unchecked Sendable {
+    private let child: ChildProcess
+    private let remote: RemotePath
+    /// Held while the child is reaped, and by `interrupt`: a signal must never reach a PID
+    /// that was reaped (it may be another process's by then).
+    private let reaping = NSLock()
+    private var reaped = false
+
+    init(_ child: ChildProcess, remote: RemotePath) {
+        self.child = child
+        self.remote = remote
+    }
+
+    private func reap() -> ChildProcess.Outcome {
+        reaping.lock()
+        defer { reaping.unlock() }
+        reaped = true
+        return child.wait()
+    }
+
+    func write(_ bytes: ArraySlice<UInt8>) throws(ArchiveError) {
+        guard let input = child.input else { preconditionFailure("rcat is started with an input") }
+        do { try input.write(bytes) }
+        catch {
+            // rclone ended (EPIPE): what it said is the reason.
+            let outcome = reap()
+            throw outcome.status == 0 ? ArchiveError.wrap(error) : Rclone.classify(outcome, subject: remote)
+        }
+    }
+
+    func finish() throws(ArchiveError) {
+        child.closeInput()
+        let outcome = reap()
+        guard outcome.status == 0 else { throw Rclone.classify(outcome, subject: remote) }
+    }
+
+    func abandon() {
+        reaping.lock()
+        defer { reaping.unlock() }
+        reaped = true
+        child.terminate()
+    }
+
+    func interrupt() {
+        reaping.lock()
+        defer { reaping.unlock() }
+        if !reaped { child.askToEnd() }
     }
 }

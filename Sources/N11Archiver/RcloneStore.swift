@@ -66,11 +66,13 @@ public final class RcloneStore: ArchiveStore {
     }
 
     /// Made whole in the spool under a temp name of this process (a copy a killed run left
-    /// is swept by the next one, and Ctrl-C takes it back at once), then uploaded under a
-    /// temp name, checked and moved into place (`RemoteArchives.publish`). The spooled copy
-    /// goes, unless `keepLocal` keeps it under the archive's name.
+    /// is swept by the next one, and Ctrl-C takes it back at once) and uploaded under a temp
+    /// name while it is written, where the backend takes a stream (`StreamedUpload`; else
+    /// uploaded once it is complete), then checked and moved into place
+    /// (`RemoteArchives.publish`). The spooled copy goes, unless `keepLocal` keeps it under the
+    /// archive's name.
     public func publishNew(name: String?, at date: Date, _ options: PublishOptions,
-                           make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+                           make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication {
         guard let home else { preconditionFailure("a store opened without a home is only listed") }
         let spool = try RemoteArchives.spool(spoolOption, home: home)
         let lock = try RemoteLock.acquire(directory, exclusive: false, waitSeconds: options.lockWait, rclone: rclone,
@@ -92,10 +94,37 @@ public final class RcloneStore: ArchiveStore {
         }
         listedUnderLock = lock.listing.map { StoredObject(name: $0.name, size: $0.size) }
         defer { listedUnderLock = nil }
-        let report = try make(local)
-        options.notice(.uploading(bytes: report.archiveBytes, to: final.description))
+        // Ctrl-C takes the streamed temp object back too (after the rclone child, whose own
+        // cleanup is newer and runs first).
+        let streamed = StreamedUpload(to: RemoteArchives.tempObject(for: final), transport: rclone)
+        let streamCleanup = Interruption.onInterrupt { [rclone] in rclone.deleteOnInterrupt(streamed.temp) }
+        defer { Interruption.cancel(streamCleanup) }
+        let report: ArchiveCreator.Report
+        do {
+            report = try make(NewArchiveFile(path: local) { descriptor in
+                streamed.attach(descriptor)
+                return streamed
+            })
+        } catch {
+            if streamed.abandon() { try? rclone.delete(streamed.temp) }
+            throw error
+        }
         let started = Date()
-        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone, progress: options.progress)
+        let sent: RemoteArchives.SentUpload?
+        switch streamed.finish(size: report.archiveBytes) {
+        case let .sent(hash, features):
+            options.notice(.uploading(bytes: report.archiveBytes, to: final.description, whileWritten: true))
+            sent = .init(temp: streamed.temp, hash: hash, keptHashes: features.hashes)
+        case let .notSent(why, started):
+            if started {
+                options.notice(.streamFailed(reason: why))
+                try? rclone.delete(streamed.temp)
+            }
+            options.notice(.uploading(bytes: report.archiveBytes, to: final.description, whileWritten: false))
+            sent = nil
+        }
+        let checkedBy = try RemoteArchives.publish(local, sha256: report.sha256, as: final, rclone: rclone, progress: options.progress,
+                                                   sent: sent)
         let seconds = Date().timeIntervalSince(started)
         options.notice(.uploaded(seconds: seconds, checkedBy: checkedBy))
         // Published: keeping the copy must not fail the command, nor replace a file that
@@ -113,7 +142,7 @@ public final class RcloneStore: ArchiveStore {
         }
         return Publication(report: report, location: final.description,
                            upload: .init(bytes: report.archiveBytes, checkedBy: checkedBy, seconds: (seconds * 1000).rounded() / 1000,
-                                         keptLocal: keptCopy))
+                                         keptLocal: keptCopy, whileWritten: sent != nil))
     }
 
     /// An upload this home published and recorded: the same place and size.

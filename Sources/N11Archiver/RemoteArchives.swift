@@ -54,20 +54,38 @@ public enum RemoteArchives {
         }
     }
 
-    /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`. Returns
-    /// how the upload was checked: `sha256`, `sha1` or `md5` (the remote's hash), or `read-back`.
+    /// The temp object an upload of `final` goes to before it is checked and moved.
+    static func tempObject(for final: RemotePath) -> RemotePath {
+        final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
+    }
+
+    /// An upload already complete under its temp name (streamed while the archive was
+    /// written), with the remote's kind of hash of what was sent where it keeps SHA-1 or MD5.
+    struct SentUpload {
+        let temp: RemotePath
+        let hash: (type: String, hex: String)?
+        /// The hashes the remote keeps (from rclone's account of the backend).
+        let keptHashes: [String]
+    }
+
+    /// Publishes the local archive `local` (whose SHA-256 is `sha256`) as `final`: uploaded
+    /// under a temp name, or already `sent` there. Returns how the upload was checked:
+    /// `sha256`, `sha1` or `md5` (the remote's hash), or `read-back`.
     @discardableResult
-    public static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: any RemoteTransport = Rclone(),
-                               progress: ArchiveProgress? = nil) throws(ArchiveError) -> String {
-        let temp = final.parent.appending(tempPrefix + final.name + "." + Path.randomSuffix())
+    static func publish(_ local: String, sha256: String, as final: RemotePath, rclone: any RemoteTransport = Rclone(),
+                        progress: ArchiveProgress? = nil, sent: SentUpload? = nil) throws(ArchiveError) -> String {
+        let temp = sent?.temp ?? tempObject(for: final)
         // Ctrl-C or SIGTERM takes the temp object back (the running upload is ended first:
-        // cleanups run newest first, and the rclone child registered its own).
-        let cleanup = Interruption.onInterrupt { rclone.deleteOnInterrupt(temp) }
-        defer { Interruption.cancel(cleanup) }
+        // cleanups run newest first, and the rclone child registered its own). A streamed
+        // upload's caller registered this already.
+        let cleanup = sent == nil ? Interruption.onInterrupt { rclone.deleteOnInterrupt(temp) } : nil
+        defer { if let cleanup { Interruption.cancel(cleanup) } }
         do {
-            let size = (try? FileStatus.of(local))??.size ?? 0
-            try rclone.upload(local, to: temp, progress: progress, size: size)
-            let (matches, checkedBy) = try uploaded(temp, matches: local, sha256: sha256, rclone: rclone)
+            if sent == nil {
+                let size = (try? FileStatus.of(local))??.size ?? 0
+                try rclone.upload(local, to: temp, progress: progress, size: size)
+            }
+            let (matches, checkedBy) = try uploaded(temp, matches: local, sha256: sha256, sent: sent, rclone: rclone)
             guard matches else {
                 throw ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",
                                           kind: .ioFailure, hint: "run the command again; if it keeps failing, check the remote")
@@ -84,13 +102,20 @@ public enum RemoteArchives {
         }
     }
 
-    /// Whether the object `temp` holds exactly the bytes of `local`.
-    static func uploaded(_ temp: RemotePath, matches local: String, sha256: String,
+    /// Whether the object `temp` holds exactly the bytes of `local`. A streamed upload asks the
+    /// remote only for the hash it took on the way (each kind may cost the remote a pass over
+    /// the object), and reads back at once where the remote keeps none.
+    static func uploaded(_ temp: RemotePath, matches local: String, sha256: String, sent: SentUpload?,
                          rclone: any RemoteTransport) throws(ArchiveError) -> (Bool, String) {
-        let hashes = try rclone.remoteHashes(temp)
+        let types: [String]? = sent.map { sent in
+            sent.keptHashes.contains("sha256") ? ["sha256"] : sent.hash.map { [$0.type] } ?? []
+        }
+        let hashes = types == [] ? [:] : try rclone.remoteHashes(temp, types: types)
         if let hash = hashes["sha256"] { return (hash == sha256, "sha256") }
         for type in ["sha1", "md5"] {
-            if let hash = hashes[type] { return (hash == (try rclone.localHash(local, type: type)), type) }
+            guard let hash = hashes[type] else { continue }
+            if let taken = sent?.hash, taken.type == type { return (hash == taken.hex, type) }
+            return (hash == (try rclone.localHash(local, type: type)), type)
         }
         return (try rclone.sha256ByReading(temp) == sha256, "read-back")
     }

@@ -1,28 +1,26 @@
 internal import CLibCrypto
 import N11System
 
-/// Streaming SHA-256 (OpenSSL EVP), for the plaintext digests archives carry. Every
-/// OpenSSL return code is checked: a digest that failed must never come out as bytes (an
-/// all-zero digest would be recorded by `vault add` as the item's). `update` stays cheap and
-/// does not throw; a failure there is remembered and thrown by `finish()`.
-public final class SHA256Digest {
+/// A streaming message digest (OpenSSL EVP). Every OpenSSL return code is checked: a digest
+/// that failed must never come out as bytes (an all-zero digest would be recorded by `vault
+/// add` as the item's). `update` stays cheap and does not throw; a failure there is
+/// remembered and thrown by `finish()`.
+public class MessageDigest {
     private let context: OpaquePointer
     private let algorithm: OpaquePointer?
+    private let length: Int
     /// The first OpenSSL call that failed since the last `finish()`, with OpenSSL's error.
     private var failure: CryptoError?
 
-    public convenience init() throws(CryptoError) { try self.init(algorithm: Self.sha256) }
-
-    /// `algorithm` is the fetched digest; nil only in a test that checks failures surface.
-    init(algorithm: OpaquePointer?) throws(CryptoError) {
+    /// `algorithm` is the fetched digest, of `length` bytes; nil only in a test that checks
+    /// failures surface.
+    init(algorithm: OpaquePointer?, length: Int) throws(CryptoError) {
         guard let context = EVP_MD_CTX_new() else { throw CryptoError.openSSL("EVP_MD_CTX_new") }
         self.context = context
         self.algorithm = algorithm
+        self.length = length
         restart()
     }
-
-    /// Fetched once rather than looked up by EVP_sha256() on every init (see `AEADAlgorithm`).
-    nonisolated(unsafe) private static let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
 
     deinit { EVP_MD_CTX_free(context) }
 
@@ -45,9 +43,9 @@ public final class SHA256Digest {
     /// The digest; the object can be used again after (it restarts). Throws if any call
     /// since the last restart failed.
     public func finish() throws(CryptoError) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        if failure == nil && (EVP_DigestFinal_ex(context, &out, &length) != 1 || length != 32) {
+        var out = [UInt8](repeating: 0, count: length)
+        var written: UInt32 = 0
+        if failure == nil && (EVP_DigestFinal_ex(context, &out, &written) != 1 || Int(written) != length) {
             failure = CryptoError.openSSL("EVP_DigestFinal_ex")
         }
         let failed = failure
@@ -55,12 +53,39 @@ public final class SHA256Digest {
         if let failed { throw failed }
         return out
     }
+}
+
+/// Streaming SHA-256, for the plaintext digests archives carry and an archive's own digest.
+public final class SHA256Digest: MessageDigest {
+    public convenience init() throws(CryptoError) { try self.init(algorithm: Self.sha256) }
+
+    /// `algorithm` is the fetched digest; nil only in a test that checks failures surface.
+    init(algorithm: OpaquePointer?) throws(CryptoError) { try super.init(algorithm: algorithm, length: 32) }
+
+    /// Fetched once rather than looked up by EVP_sha256() on every init (see `AEADAlgorithm`).
+    nonisolated(unsafe) private static let sha256 = EVP_MD_fetch(nil, "SHA256", nil)
 
     public static func hash(_ bytes: [UInt8]) throws(CryptoError) -> [UInt8] {
         let d = try SHA256Digest()
         d.update(bytes[...])
         return try d.finish()
     }
+}
+
+/// Streaming SHA-1. Never for anything n11archive vouches for: only to compare an upload with
+/// the SHA-1 a remote keeps of it (sftp's `sha1sum`, B2), a check against damage on the way
+/// (the archive's own SHA-256 is what the record holds, and its tags what a reader trusts).
+public final class SHA1Digest: MessageDigest {
+    public init() throws(CryptoError) { try super.init(algorithm: Self.sha1, length: 20) }
+
+    nonisolated(unsafe) private static let sha1 = EVP_MD_fetch(nil, "SHA1", nil)
+}
+
+/// Streaming MD5, for the same comparison only (S3's and Azure's object hashes).
+public final class MD5Digest: MessageDigest {
+    public init() throws(CryptoError) { try super.init(algorithm: Self.md5, length: 16) }
+
+    nonisolated(unsafe) private static let md5 = EVP_MD_fetch(nil, "MD5", nil)
 }
 
 /// Passes a source through, hashing it; at the end checks length and digest against what

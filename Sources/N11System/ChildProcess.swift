@@ -2,7 +2,7 @@ internal import CLinux
 import Glibc
 
 /// A program run without a shell (posix_spawnp, so PATH is searched): its stdin is
-/// /dev/null, its stdout a pipe we read, its stderr an anonymous in-memory file (memfd) read
+/// /dev/null or a pipe we write (`standardInput`), its stdout a pipe we read, its stderr an anonymous in-memory file (memfd) read
 /// once it has ended (two pipes read by one thread can deadlock). Used to drive `rclone`.
 /// Sendable: `errorTail` (pread on its own descriptor) may run on another thread while the
 /// owner waits; nothing else is shared.
@@ -10,6 +10,9 @@ public final class ChildProcess: @unchecked Sendable {
     public let arguments: [String]
     /// Our end of the program's standard output.
     public let output: FileDescriptor
+    /// Our end of its standard input, when it was started with one (else it reads /dev/null).
+    /// Written from one thread; `closeInput` tells the program the input ended.
+    public let input: FileDescriptor?
     private let errorFile: FileDescriptor
     private let pid: pid_t
     private var reaped = false
@@ -27,24 +30,37 @@ public final class ChildProcess: @unchecked Sendable {
         public let errorText: String
     }
 
-    private init(arguments: [String], output: FileDescriptor, errorFile: FileDescriptor, pid: pid_t) {
+    private init(arguments: [String], output: FileDescriptor, input: FileDescriptor?, errorFile: FileDescriptor, pid: pid_t) {
         self.arguments = arguments
         self.output = output
+        self.input = input
         self.errorFile = errorFile
         self.pid = pid
     }
 
-    /// Starts `arguments[0]` (found on PATH) with `arguments`, and `environment` added to ours.
-    /// Throws a SystemError with ENOENT if there is no such program.
-    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+    /// Starts `arguments[0]` (found on PATH) with `arguments`, and `environment` added to ours;
+    /// with `standardInput`, its standard input is a pipe we write (`input`). Throws a
+    /// SystemError with ENOENT if there is no such program.
+    public static func start(_ arguments: [String], environment: [String: String] = [:],
+                             standardInput: Bool = false) throws -> ChildProcess {
         precondition(!arguments.isEmpty)
         var fds: [Int32] = [-1, -1]
         guard n11_pipe_cloexec(&fds) == 0 else { throw SystemError("cannot create a pipe for", path: arguments[0]) }
         let (readEnd, writeEnd) = (fds[0], fds[1])
         defer { Glibc.close(writeEnd) }
+        var inputFDs: [Int32] = [-1, -1]
+        if standardInput {
+            guard n11_pipe_cloexec(&inputFDs) == 0 else {
+                Glibc.close(readEnd)
+                throw SystemError("cannot create a pipe for", path: arguments[0])
+            }
+        }
+        // The program's end of its input is ours to close once it has it; ours stays open.
+        defer { if inputFDs[0] >= 0 { Glibc.close(inputFDs[0]) } }
         let errorFD = n11_memfd_cloexec("n11archive-child-stderr")
         guard errorFD >= 0 else {
             Glibc.close(readEnd)
+            if inputFDs[1] >= 0 { Glibc.close(inputFDs[1]) }
             throw SystemError("cannot create a file for the errors of", path: arguments[0])
         }
         let errorFile = FileDescriptor(adopting: errorFD, path: "the errors of \(arguments[0])")
@@ -52,7 +68,11 @@ public final class ChildProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if standardInput {
+            posix_spawn_file_actions_adddup2(&actions, inputFDs[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
         posix_spawn_file_actions_adddup2(&actions, errorFD, 2)
 
@@ -72,10 +92,12 @@ public final class ChildProcess: @unchecked Sendable {
         let rc = SpawnAttributes.withDefaultSignals { posix_spawnp(&pid, arguments[0], &actions, $0, argv, envp) }
         guard rc == 0 else {
             Glibc.close(readEnd)
+            if inputFDs[1] >= 0 { Glibc.close(inputFDs[1]) }
             throw SystemError("cannot run", path: arguments[0], errno: rc)
         }
+        let input = standardInput ? FileDescriptor(adopting: inputFDs[1], path: "the input of \(arguments[0])") : nil
         let child = ChildProcess(arguments: arguments, output: FileDescriptor(adopting: readEnd, path: "the output of \(arguments[0])"),
-                                 errorFile: errorFile, pid: pid)
+                                 input: input, errorFile: errorFile, pid: pid)
         child.interruptCleanup = Interruption.onInterrupt { Self.end(pid) }
         return child
     }
@@ -106,9 +128,22 @@ public final class ChildProcess: @unchecked Sendable {
         return (child.wait(), collected)
     }
 
-    /// Waits for the program to end (closing our end of its output first).
+    /// Tells the program its input has ended (it reads end-of-file). Safe to call twice.
+    public func closeInput() {
+        try? input?.close()
+    }
+
+    /// Asks the program to end (SIGTERM) without waiting or reaping: for another thread to
+    /// unblock the owner, which is writing to `input` or waiting. Only while the owner has not
+    /// reaped it (its PID could be another process's after that).
+    public func askToEnd() {
+        kill(pid, SIGTERM)
+    }
+
+    /// Waits for the program to end (closing our ends of its output and input first).
     public func wait() -> Outcome {
         try? output.close()
+        closeInput()
         if !reaped {
             // Exited but not reaped: its PID cannot be reused yet, so the Ctrl-C cleanup is
             // cancelled while a signal from it can still only reach this program.
@@ -150,4 +185,15 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     deinit { if !reaped { terminate() } }
+
+    /// Makes a write to a pipe whose reader has gone fail with EPIPE on the calling thread,
+    /// instead of SIGPIPE ending the whole process: for the thread that feeds a program's
+    /// `input` (the program may fail at any time). The signal stays pending on that thread
+    /// and is dropped when it exits, so call this only on a thread of its own.
+    public static func blockBrokenPipeSignalOnThisThread() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
 }

@@ -70,6 +70,14 @@ public final class FileDescriptor: @unchecked Sendable {
         if Glibc.close(rawValue) != 0 { throw SystemError("cannot close", path: path) }
     }
 
+    /// A second descriptor of the same open file (close-on-exec), for a reader on another
+    /// thread that must outlive this one's owner: pread on either does not move the other.
+    public func duplicate() throws -> FileDescriptor {
+        let copy = fcntl(rawValue, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { throw SystemError("cannot duplicate the descriptor of", path: path) }
+        return FileDescriptor(adopting: copy, path: path)
+    }
+
     public func status() throws -> FileStatus {
         var st = stat()
         guard fstat(rawValue, &st) == 0 else { throw SystemError("cannot stat", path: path) }

@@ -9,3 +9,19 @@ public protocol FinalPrefixObserver: AnyObject {
     /// is told. Not expected of libzip; the observer falls back to reading the file back.
     func finalPrefixWasRewritten()
 }
+
+/// Tells every one of `observers` the same, in order (the record's hash and a streamed
+/// upload follow one archive).
+public final class FinalPrefixObservers: FinalPrefixObserver {
+    private let observers: [any FinalPrefixObserver]
+
+    public init(_ observers: [any FinalPrefixObserver]) { self.observers = observers }
+
+    public func prefixIsFinal(upTo end: Int64) {
+        for observer in observers { observer.prefixIsFinal(upTo: end) }
+    }
+
+    public func finalPrefixWasRewritten() {
+        for observer in observers { observer.finalPrefixWasRewritten() }
+    }
+}

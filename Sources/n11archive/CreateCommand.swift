@@ -192,7 +192,10 @@ struct Create: ParsableCommand, HasOutputOptions {
         let bytes: Int64
         /// `sha256`, `sha1`, `md5` (the remote's own hash) or `read-back`.
         let checkedBy: String
+        /// What the upload took after the archive was complete (with `streamed`, the rest went
+        /// up while it was written).
         let seconds: Double
+        let streamed: Bool
         let keptLocal: String?
     }
 
@@ -262,7 +265,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         if outputOptions.json {
             let upload = backup.upload.map { Upload(remote: backup.location, bytes: $0.bytes, checkedBy: $0.checkedBy,
-                                                    seconds: $0.seconds, keptLocal: $0.keptLocal) }
+                                                    seconds: $0.seconds, streamed: $0.whileWritten, keptLocal: $0.keptLocal) }
             try Console.json(Document(archive: backup.location, archiveId: report.archiveID, mode: report.mode.rawValue, items: report.items,
                                        plaintextBytes: report.plaintextBytes, archiveBytes: report.archiveBytes,
                                        skippedExpired: report.skippedExpired,
@@ -304,7 +307,11 @@ struct Create: ParsableCommand, HasOutputOptions {
     /// What publishing on a remote tells the user on the way.
     private static func say(_ notice: PublishNotice) {
         switch notice {
-        case let .uploading(bytes, final): Console.note("uploading \(Console.byteCount(bytes)) to \(final)…")
+        case let .uploading(bytes, final, whileWritten):
+            Console.note(whileWritten ? "sent \(Console.byteCount(bytes)) to \(final) while writing it; checking…"
+                                      : "uploading \(Console.byteCount(bytes)) to \(final)…")
+        case .streamFailed(let reason):
+            Console.note("the upload that followed the archive failed (\(reason)); uploading it whole from the spool")
         case let .uploaded(seconds, checkedBy):
             Console.note("uploaded in \(String(format: "%.1f", seconds)) s, checked by \(checkedBy == "read-back" ? "reading it back (the remote keeps no hash)" : "the remote's \(checkedBy.uppercased())")")
         case .keptLocal(let path): Console.note("kept the local copy \(path)")

@@ -133,6 +133,11 @@ struct RemoteCLITests {
                 // WebDAV keeps no hash: the upload was read back. rclone's sftp server answers
                 // sha1sum itself, so there the remote's SHA-1 checked it.
                 #expect(upload["checkedBy"] as? String == (remote == "dav" ? "read-back" : "sha1"), "\(upload)")
+                // rclone's sftp backend takes a stream (PutStream): the upload followed the
+                // archive as it was written, and its SHA-1 was taken on the way. rclone's
+                // webdav backend does not: the spooled archive was uploaded once complete.
+                #expect(upload["streamed"] as? Bool == (remote == "sf"), "\(upload)")
+                #expect(created.err.contains(remote == "sf" ? "while writing it" : "uploading"), "\(created.err)")
                 let name = String(archive.split(separator: "/").last!)
                 #expect(world.stored.contains(name), "\(world.stored)")
                 #expect(world.stored.allSatisfy { !$0.hasPrefix(".n11tmp") }, "temp objects left: \(world.stored)")
@@ -412,8 +417,10 @@ struct OpenSSHRemoteTests {
                 expectExit(run, 0)
                 made.append(try #require(try jsonDocument(run)["archive"] as? String))
                 // OpenSSH runs sha1sum/md5sum for rclone: the remote's hash checks the upload.
-                let checkedBy = (try jsonDocument(run)["upload"] as? [String: Any])?["checkedBy"] as? String
+                let upload = try jsonDocument(run)["upload"] as? [String: Any]
+                let checkedBy = upload?["checkedBy"] as? String
                 #expect(checkedBy == "sha1" || checkedBy == "md5", "\(String(describing: checkedBy))")
+                #expect(upload?["streamed"] as? Bool == true, "rclone's sftp backend takes a stream: \(String(describing: upload))")
             }
             expectExit(try s.run(["archives", dir], environment: environment), 0)
             expectExit(try s.run(["verify", made[1], "--password-file", pw], environment: environment), 0)

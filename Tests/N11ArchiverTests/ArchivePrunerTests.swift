@@ -83,9 +83,9 @@ final class MemoryArchiveStore: ArchiveStore {
     }
 
     func publishNew(name: String?, at date: Date, _ options: PublishOptions,
-                    make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+                    make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication {
         let chosen = name ?? ArchiveRetention.fileName(for: date)
-        let report = try make(scratch + "/made-" + chosen)
+        let report = try make(NewArchiveFile(path: scratch + "/made-" + chosen))
         objects[chosen] = try readBytes(report.path)
         return Publication(report: report, location: location(of: chosen), upload: nil)
     }

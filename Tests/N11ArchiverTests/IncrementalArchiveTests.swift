@@ -347,7 +347,7 @@ struct IncrementalArchiveTests {
         func lock(exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> any ArchiveStoreLock { try inner.lock(exclusive: exclusive, waitSeconds: waitSeconds) }
         func removeLeftovers(dryRun: Bool) -> Int { inner.removeLeftovers(dryRun: dryRun) }
         func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? { inner.recorded(object, in: records) }
-        func publishNew(name: String?, at date: Date, _ options: PublishOptions, make: (String) throws -> ArchiveCreator.Report) throws -> Publication {
+        func publishNew(name: String?, at date: Date, _ options: PublishOptions, make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication {
             try inner.publishNew(name: name, at: date, options, make: make)
         }
         func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch {

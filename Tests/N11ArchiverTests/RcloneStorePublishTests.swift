@@ -19,9 +19,23 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
     var cutUploadAfter: Int?
     /// An archive upload stores its bytes with one of them changed, and succeeds.
     var corruptUploads = false
+    /// Whether it takes streamed uploads (rclone's PutStream).
+    var streams = true
+    /// Whether it keeps SHA-1 (sftp's `sha1sum`) where it keeps no SHA-256.
+    var keepsSHA1 = false
+    /// A streamed upload (only) stores this many bytes, then fails.
+    var cutStreamAfter: Int?
+    /// A streamed upload's writes block until it is interrupted, then fail.
+    var stallStreams = false
+    /// How often the local file was hashed by the remote's kind of hash (`rclone hashsum`).
+    private(set) var localHashes = 0
+    /// Bytes that streamed uploads took, in all.
+    private(set) var streamedBytes = 0
+    /// The archive uploads, by temp name, in order: streamed ones and whole ones.
     private(set) var uploads: [String] = []
+    private(set) var streamedUploads: [String] = []
 
-    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+    fileprivate func locked<T>(_ body: () throws -> T) rethrows -> T {
         guardLock.lock()
         defer { guardLock.unlock() }
         return try body()
@@ -87,13 +101,72 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
 
     func deleteOnInterrupt(_ remote: RemotePath) { try? delete(remote) }
 
-    func remoteHashes(_ remote: RemotePath) throws(ArchiveError) -> [String: String] {
-        guard hasSHA256 else { return [:] }
-        return ["sha256": try sha256ByReading(remote)]
+    func remoteHashes(_ remote: RemotePath, types: [String]?) throws(ArchiveError) -> [String: String] {
+        guard let bytes = self[remote.description] else { throw failure(remote, "object not found") }
+        var hashes: [String: String] = [:]
+        if hasSHA256, types?.contains("sha256") ?? true { hashes["sha256"] = sha256Hex(bytes) }
+        if keepsSHA1, types?.contains("sha1") ?? true { hashes["sha1"] = try? Self.sha1Hex(bytes) }
+        return hashes
+    }
+
+    func uploadFeatures(of directory: RemotePath) -> UploadFeatures? {
+        UploadFeatures(streams: streams, hashes: (hasSHA256 ? ["sha256"] : []) + (keepsSHA1 ? ["sha1"] : []))
+    }
+
+    func startStreamingUpload(to remote: RemotePath) throws(ArchiveError) -> any StreamingUpload {
+        locked {
+            uploads.append(remote.name)
+            streamedUploads.append(remote.name)
+        }
+        return Stream(remote: self, path: remote)
+    }
+
+    /// A streamed upload: the object grows under its name as bytes come, as on a server
+    /// that writes what it receives (a cut or abandoned upload leaves what came).
+    final class Stream: StreamingUpload, @unchecked Sendable {
+        let remote: MemoryRemote
+        let path: RemotePath
+        var bytes: [UInt8] = []
+        let interrupted = DispatchSemaphore(value: 0)
+
+        init(remote: MemoryRemote, path: RemotePath) {
+            self.remote = remote
+            self.path = path
+        }
+
+        func write(_ more: ArraySlice<UInt8>) throws(ArchiveError) {
+            if remote.stallStreams {
+                interrupted.wait()
+                throw remote.failure(path, "ended while stalled")
+            }
+            bytes.append(contentsOf: more)
+            remote.locked { remote.streamedBytes += more.count }
+            if let cut = remote.cutUploadAfter ?? remote.cutStreamAfter, bytes.count > cut {
+                remote[path.description] = Array(bytes.prefix(cut))
+                throw remote.failure(path, "the connection dropped")
+            }
+            remote[path.description] = bytes
+        }
+
+        func finish() throws(ArchiveError) {
+            if remote.corruptUploads, !bytes.isEmpty { bytes[bytes.count / 2] ^= 0x01 }
+            remote[path.description] = bytes
+        }
+
+        func abandon() {}
+        func interrupt() { interrupted.signal() }
     }
 
     func localHash(_ path: String, type: String) throws(ArchiveError) -> String {
-        throw failure(RemotePath(remote: "local", path: path), "this remote has no \(type)")
+        locked { localHashes += 1 }
+        guard type == "sha1", keepsSHA1 else { throw failure(RemotePath(remote: "local", path: path), "this remote has no \(type)") }
+        do { return try Self.sha1Hex(readBytes(path)) } catch { throw failure(RemotePath(remote: "local", path: path), "cannot read") }
+    }
+
+    static func sha1Hex(_ bytes: [UInt8]) throws -> String {
+        let digest = try SHA1Digest()
+        digest.update(bytes[...])
+        return try digest.finish().hex
     }
 
     func sha256ByReading(_ remote: RemotePath) throws(ArchiveError) -> String {
@@ -144,12 +217,14 @@ private struct PublishWorld {
 
 @Suite("RcloneStore publishing against an in-memory remote: checks, and what a failure leaves")
 struct RcloneStorePublishTests {
-    @Test("an upload checked by the remote's SHA-256, or read back without one, is moved to a free dated name and recorded")
-    func publishes() throws {
-        for hasSHA256 in [true, false] {
+    @Test("an upload, streamed while the archive is written or sent once it is complete, checked by the remote's SHA-256 or read back without one, is moved to a free dated name and recorded",
+          arguments: [true, false], [true, false])
+    func publishes(hasSHA256: Bool, streams: Bool) throws {
+        do {
             try withTemporaryDirectory { dir in
                 let w = try PublishWorld(dir: dir)
                 w.remote.hasSHA256 = hasSHA256
+                w.remote.streams = streams
                 let taken = ArchiveRetention.fileName(for: w.now)
                 w.remote[w.directory.appending(taken).description] = Array("someone else's".utf8)
                 var notices: [PublishNotice] = []
@@ -164,10 +239,96 @@ struct RcloneStorePublishTests {
                 #expect(sha256Hex(published) == report.archive?.sha256)
                 #expect(w.remote.uploads.count == 1 && w.remote.uploads[0].hasPrefix(RemoteArchives.tempPrefix),
                         "uploaded under a temp name, then moved")
+                #expect(w.remote.streamedUploads.count == (streams ? 1 : 0))
+                #expect(report.upload?.whileWritten == streams)
+                #expect(w.remote.streamedBytes == (streams ? Int(report.archive?.archiveBytes ?? -1) : 0))
                 #expect(((try? FileManager.default.contentsOfDirectory(atPath: w.spool)) ?? []).isEmpty, "the spooled copy is gone")
                 #expect(WrittenArchives.all(in: w.home).map(\.location) == [report.location])
                 #expect(notices.count == 2)
             }
+        }
+    }
+
+    @Test("a streamed upload cut short: its temp object is taken back, the archive is uploaded whole from the spool and published")
+    func streamCut() throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            w.remote.cutStreamAfter = 1000
+            var notices: [String] = []
+            let report = try w.create(notices: { notices.append("\($0)") })
+            #expect(notices.contains { $0.contains("streamFailed") && $0.contains("connection dropped") }, "\(notices)")
+            #expect(report.upload?.whileWritten == false)
+            #expect(w.remote.uploads.count == 2 && w.remote.streamedUploads.count == 1 && w.remote.uploads[0] != w.remote.uploads[1],
+                    "streamed, then uploaded whole under a second temp name: \(w.remote.uploads)")
+            #expect(Set(w.remote.names(in: w.directory)) == ["README", String(report.location.split(separator: "/").last!)],
+                    "the cut stream's temp object is gone")
+            #expect(sha256Hex(try #require(w.remote[report.location])) == report.archive?.sha256)
+        }
+    }
+
+    @Test("a remote that keeps SHA-1 (sftp): a streamed upload is checked by the SHA-1 taken on the way, without hashing the file again; a whole upload hashes the file; a changed byte is caught either way",
+          arguments: [true, false])
+    func sha1Remote(streams: Bool) throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            w.remote.hasSHA256 = false
+            w.remote.keepsSHA1 = true
+            w.remote.streams = streams
+            let report = try w.create()
+            #expect(report.upload?.checkedBy == "sha1")
+            #expect(w.remote.localHashes == (streams ? 0 : 1))
+            #expect(sha256Hex(try #require(w.remote[report.location])) == report.archive?.sha256)
+        }
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            w.remote.hasSHA256 = false
+            w.remote.keepsSHA1 = true
+            w.remote.streams = streams
+            w.remote.corruptUploads = true
+            #expect { try w.create() } throws: { error in "\(error)".contains("the uploaded copy differs from the archive that was sent") }
+            w.expectNothingLeft()
+        }
+    }
+
+    @Test("a create that fails while its upload streams: the stream is ended and its temp object deleted; nothing is left")
+    func createFailsWhileStreaming() throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            // Photos of 1.5 MiB: the writer's 1 MiB buffer goes out (and up) before the last
+            // one in ID order, whose content is damaged, stops the create.
+            var added: [ItemMetadata] = []
+            for index in 0..<4 { added.append(try w.world.vault.add(photo(randomBytes(1_500_000), name: "big\(index).jpg"))) }
+            let last = try #require(added.max { $0.id < $1.id })
+            let path = w.world.vault.contentPath(of: last)
+            var content = try readBytes(path)
+            content[content.count - 3] ^= 0x80
+            try writeBytes(content, to: path)
+            #expect { try w.create() } throws: { error in "\(error)".contains(last.id) }
+            #expect(w.remote.streamedUploads.count == 1 && w.remote.streamedBytes > 0, "the upload had started: \(w.remote.streamedBytes) bytes")
+            w.expectNothingLeft()
+        }
+    }
+
+    @Test("a stalled streamed upload is ended at once when the archive fails: abandon does not wait for the remote")
+    func abandonStalled() throws {
+        try withTemporaryDirectory { dir in
+            let remote = MemoryRemote()
+            remote.stallStreams = true
+            let file = dir + "/archive"
+            try writeBytes(randomBytes(300_000), to: file)
+            let descriptor = try FileDescriptor.openForReading(file)
+            let upload = StreamedUpload(to: RemotePath(remote: "mem", path: "d/.n11tmp-x"), transport: remote)
+            upload.attach(descriptor)
+            upload.prefixIsFinal(upTo: 300_000)
+            // The thread is blocked in a write once the stream object exists and took nothing.
+            for _ in 0..<500 where remote.streamedUploads.isEmpty { usleep(10_000) }
+            usleep(50_000)
+            let ended = DispatchSemaphore(value: 0)
+            nonisolated(unsafe) var started = false
+            Thread { started = upload.abandon(); ended.signal() }.start()
+            #expect(ended.wait(timeout: .now() + 10) == .success, "abandon waited on the stalled remote")
+            #expect(started, "the upload had started, so its temp object may exist")
+            #expect(remote.streamedBytes == 0)
         }
     }
 

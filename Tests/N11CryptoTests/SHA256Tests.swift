@@ -33,4 +33,17 @@ struct SHA256Tests {
         // Nothing hashed at all: still an error, not the digest of the empty string.
         #expect(throws: CryptoError.self) { _ = try SHA256Digest(algorithm: nil).finish() }
     }
+
+    @Test("SHA-1 (FIPS 180-2) and MD5 (RFC 1321) known answers, for comparing uploads with a remote's hash")
+    func transferHashes() throws {
+        func hex(_ digest: MessageDigest, _ pieces: [String]) throws -> String {
+            for piece in pieces { digest.update(Array(piece.utf8)[...]) }
+            return try digest.finish().hex
+        }
+        #expect(try hex(SHA1Digest(), ["abc"]) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(try hex(SHA1Digest(), ["abcdbcdecdefdefgefghfghighijh", "ijkijkljklmklmnlmnomnopnopq"]) == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        #expect(try hex(MD5Digest(), []) == "d41d8cd98f00b204e9800998ecf8427e")
+        #expect(try hex(MD5Digest(), ["a", "bc"]) == "900150983cd24fb0d6963f7d28e17f72")
+        #expect(try hex(MD5Digest(), ["message digest"]) == "f96b697d7cb7938d525a2f31aaf161d0")
+    }
 }

@@ -185,6 +185,35 @@ struct SystemPiecesTests {
         #expect(sleeper.wait().status == 128 + SIGTERM)
     }
 
+    @Test("ChildProcess with a standard input: what we write it reads, closing the input ends it; a write after it died fails with EPIPE on a thread that blocks SIGPIPE, and the process lives")
+    func childProcessInput() throws {
+        let counter = try ChildProcess.start(["wc", "-c"], standardInput: true)
+        let input = try #require(counter.input)
+        try input.write([UInt8](repeating: 7, count: 200_000))   // more than a pipe holds: wc reads as we write
+        counter.closeInput()
+        let counted = try counter.output.readAll(limit: 100)
+        #expect(counter.wait().status == 0)
+        #expect(String(decoding: counted, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "200000")
+
+        let quitter = try ChildProcess.start(["sh", "-c", "exit 4"], standardInput: true)
+        let failed = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var writeError: SystemError? = nil
+        Thread {
+            ChildProcess.blockBrokenPipeSignalOnThisThread()
+            // Until the shell has gone: then the write has no reader.
+            for _ in 0..<500 {
+                do { try quitter.input?.write([1, 2, 3]) } catch let error as SystemError { writeError = error; break } catch {}
+                usleep(10_000)
+            }
+            failed.signal()
+        }.start()
+        #expect(failed.wait(timeout: .now() + 10) == .success)
+        #expect(writeError?.errno == EPIPE, "\(String(describing: writeError))")
+        #expect(quitter.wait().status == 4)
+        // No input asked for: none made (the program reads /dev/null).
+        #expect(try ChildProcess.start(["true"]).input == nil)
+    }
+
     @Test("Shared places: a place others can write is refused to act in; a new place below a non-sticky shared directory too")
     func sharedPlaces() throws {
         try scratch { dir in
