@@ -104,8 +104,8 @@ public struct PublishOptions {
 }
 
 public enum PublishNotice {
-    /// The upload's last part (`whileWritten`: the rest went up while the archive was
-    /// written), or the whole of it.
+    /// The upload's last part (`whileWritten`: it began with the archive, and what is left
+    /// goes up now), or the whole of it.
     case uploading(bytes: Int64, to: String, whileWritten: Bool)
     /// The upload that followed the archive failed; the archive is uploaded whole instead.
     case streamFailed(reason: String)

@@ -110,10 +110,11 @@ public final class RcloneStore: ArchiveStore {
             throw error
         }
         let started = Date()
+        let sending = streamed.isSending
+        if sending { options.notice(.uploading(bytes: report.archiveBytes, to: final.description, whileWritten: true)) }
         let sent: RemoteArchives.SentUpload?
-        switch streamed.finish(size: report.archiveBytes) {
+        switch streamed.finish(size: report.archiveBytes, progress: sending ? options.progress : nil) {
         case let .sent(hash, features):
-            options.notice(.uploading(bytes: report.archiveBytes, to: final.description, whileWritten: true))
             sent = .init(temp: streamed.temp, hash: hash, keptHashes: features.hashes)
         case let .notSent(why, started):
             if started {

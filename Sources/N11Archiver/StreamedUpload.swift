@@ -35,6 +35,9 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
     private var exited = false
     /// Whether `rcat` was started: the temp object may then exist.
     private var uploadStarted = false
+    /// Told of the bytes sent from when `finish` is called (what is left once the archive is
+    /// complete).
+    private var progress: ArchiveProgress?
 
     enum Outcome: Equatable {
         /// Complete on the remote under `temp`; `hash` is the remote's kind of hash of what
@@ -84,14 +87,34 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Once the archive is complete at `size` bytes: sends the rest, ends the upload and
-    /// waits for the remote to have it.
-    func finish(size: Int64) -> Outcome {
+    /// Whether it is sending (started, and nothing went wrong so far): what to tell the user
+    /// while `finish` waits. Waits until the thread has decided whether to stream (rclone's
+    /// account of the backend comes while the archive is written, but a small archive can be
+    /// done first).
+    var isSending: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !uploadStarted && problem == nil && !exited { condition.wait() }
+        return uploadStarted && problem == nil && !abandoned
+    }
+
+    /// Once the archive is complete at `size` bytes: sends the rest (telling `progress`), ends
+    /// the upload and waits for the remote to have it.
+    func finish(size: Int64, progress: ArchiveProgress? = nil) -> Outcome {
         condition.lock()
         defer { condition.unlock() }
         end = size
+        if let progress {
+            progress.begin(items: 1, bytes: size)
+            progress.add(bytes: sent)
+            self.progress = progress
+        }
         condition.broadcast()
         while !exited { condition.wait() }
+        if outcome != nil, let progress {
+            progress.itemDone()
+            progress.finish()
+        }
         return outcome ?? .notSent(problem ?? "the upload stopped", started: uploadStarted)
     }
 
@@ -124,6 +147,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         func stop(_ why: String) {
             condition.lock()
             if problem == nil { problem = why }
+            condition.broadcast()
             condition.unlock()
             upload?.abandon()
         }
@@ -134,6 +158,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
             condition.lock()
             let given = abandoned
             uploadStarted = !given
+            condition.broadcast()
             condition.unlock()
             if given { return }
             upload = try transport.startStreamingUpload(to: temp)
@@ -181,6 +206,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
             }
             condition.lock()
             writing = nil
+            progress?.add(bytes: position - sent)
             sent = position
             if let failure, problem == nil { problem = failure }
         }

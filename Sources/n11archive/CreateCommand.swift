@@ -308,7 +308,7 @@ struct Create: ParsableCommand, HasOutputOptions {
     private static func say(_ notice: PublishNotice) {
         switch notice {
         case let .uploading(bytes, final, whileWritten):
-            Console.note(whileWritten ? "sent \(Console.byteCount(bytes)) to \(final) while writing it; checking…"
+            Console.note(whileWritten ? "finishing the upload of \(Console.byteCount(bytes)) to \(final) (it began with the archive)…"
                                       : "uploading \(Console.byteCount(bytes)) to \(final)…")
         case .streamFailed(let reason):
             Console.note("the upload that followed the archive failed (\(reason)); uploading it whole from the spool")
