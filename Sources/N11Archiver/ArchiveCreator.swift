@@ -22,6 +22,8 @@ public enum ArchiveCreator {
         var packTarget = PackedLayout.packTarget
         /// Version 3: one item in this many ends a page, on average (smaller in tests, to make many).
         var pageAverage = PackedLayout.averagePageItems
+        /// Version 3: a page is cut at this many items (smaller in tests).
+        var pageCap = PackedLayout.pageItemsCap
         /// Version 3: a pack's items are read in segments of about this much (smaller in tests, to make many).
         var segmentTarget = PackedLayout.segmentTarget
         /// Version 3: signs the header (`header.sig`, DESIGN.md §8.4); `ArchiveBackup` gives
@@ -218,7 +220,8 @@ public enum ArchiveCreator {
                                      progress: ArchiveProgress?) throws -> Report {
         let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
                                                packTarget: request.packTarget, segmentTarget: request.segmentTarget,
-                                               pageAverage: request.pageAverage, reused: request.incremental?.reused)
+                                               pageAverage: request.pageAverage, pageCap: request.pageCap,
+                                               reused: request.incremental?.reused)
         let layout = try PackedLayout(vault: vault, selection)
         let made = PackedPages(vault: vault, layout: layout, selection: selection)
         // Rows staged for an archive that is not written are dropped (the caller drops them

@@ -27,6 +27,15 @@ struct PackedLayout {
     /// vault ten times larger costs next to nothing more (issue 34). Every night writes its
     /// pages anew (DESIGN.md §8.3), so a larger page costs an incremental night nothing.
     static let averagePageItems: UInt64 = 4096
+    /// A page is cut at this many items when no ID has ended it before (FORMAT.md allows
+    /// 16,384). Page lengths are spread as a geometric distribution, so the longest page of a
+    /// vault grows with the number of pages until it meets the cap, and `create` holds a whole
+    /// page's records at once (a lane's segments of it, its plaintext, its sealed entry): at
+    /// a cap of 16,384 the peak RSS of `create` was 68 MiB at 100,000 notes and 78–83 MiB at
+    /// 1,000,000 (the longest pages hit the cap); at 8,192, 66 and 69–71 MiB (issue 34 asks
+    /// for 1.1×). Every night writes its pages anew (DESIGN.md §8.3), so a cut that is not
+    /// the IDs' costs nothing later; pages average 3,540 items instead of 4,096.
+    static let pageItemsCap = 8192
 
     struct Pack: Equatable {
         let number: Int
@@ -67,6 +76,8 @@ struct PackedLayout {
         var segmentTarget = PackedLayout.segmentTarget
         /// One item in this many ends a page on average (smaller in tests, to make many pages).
         var pageAverage = PackedLayout.averagePageItems
+        /// A page is cut at this many items (smaller in tests).
+        var pageCap = PackedLayout.pageItemsCap
         /// An incremental archive's items already shipped (DESIGN.md §8.3), looked up a page
         /// at a time.
         let reused: (any ReusedItems)?
@@ -114,7 +125,7 @@ struct PackedLayout {
                 current.append(item)
                 totals.items += 1
                 totals.bytes += item.size
-                if try Self.endsPage(after: Self.idBytes(item), average: selection.pageAverage) || current.count == ManifestV3.pageItems {
+                if try Self.endsPage(after: Self.idBytes(item), average: selection.pageAverage) || current.count == selection.pageCap {
                     try close()
                 }
             }

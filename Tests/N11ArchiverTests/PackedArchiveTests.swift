@@ -142,6 +142,48 @@ struct PackedArchiveTests {
         }
     }
 
+    @Test("a page is cut at the writer's cap when no ID ended it: pages of the cap, then the rest; the archive reads back whole")
+    func pageCap() throws {
+        try withTemporaryDirectory { dir in
+            let (store, vault) = try makeVault(in: dir, name: "home")
+            var texts: [String: [UInt8]] = [:]
+            for i in 0..<35 {
+                let text = Array("note \(i)".utf8)
+                texts[try vault.add(note(text, name: "n\(i).txt")).id] = text
+            }
+            var selection = PackedLayout.Selection(compartments: [.vault], now: Date(), mode: .portable, packTarget: 1 << 20, reused: nil)
+            // An ID ends a page once in 2^40 items: only the cap cuts.
+            selection.pageAverage = 1 << 40
+            selection.pageCap = 10
+            #expect(try PackedLayout(vault: vault, selection).pages.map(\.itemCount) == [10, 10, 10, 5])
+            // With IDs ending pages too, no page passes the cap, and every page shorter than
+            // it ends where an ID says.
+            selection.pageAverage = 4
+            selection.pageCap = 6
+            let pages = try PackedLayout(vault: vault, selection).pages
+            #expect(pages.reduce(0) { $0 + $1.itemCount } == 35 && pages.allSatisfy { $0.itemCount <= 6 })
+            let ids = try vault.items().map(\.id).sorted()
+            var first = 0
+            for page in pages.dropLast() {
+                let last = try #require(ManifestRecord.idBytes(ids[first + page.itemCount - 1]))
+                let endedByID = try PackedLayout.endsPage(after: last, average: 4)
+                #expect(page.itemCount == 6 || endedByID, "page \(page.number)")
+                first += page.itemCount
+            }
+
+            var request = ArchiveCreator.Request(mode: .portable, compartments: [.vault], output: dir + "/capped.nu11vlt",
+                                                 replaceExisting: false, kdf: fastKDF, formatVersion: 3)
+            request.pageAverage = 1 << 40
+            request.pageCap = 10
+            _ = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
+            let names = try RawZip.entries(of: readBytes(request.output)).map(\.nameString)
+            #expect(names.filter { $0.hasPrefix("Manifest/") && $0 != EntryName.manifestRoot }.count == 4)
+            let archive = try unlock(request.output, keyStore: store)
+            #expect(try archive.items.all().map(\.id) == ids)
+            #expect(try ArchiveVerifier.verify(archive, keyStore: store).items == 35)
+        }
+    }
+
     @Test("items read out of order and one at a time (a pack opened again and read up to the item) are the right bytes")
     func payloadsOutOfOrder() throws {
         try withTemporaryDirectory { dir in
