@@ -85,10 +85,24 @@ public struct UploadFeatures: Sendable, Equatable {
     public let streams: Bool
     /// The hashes it keeps of an object (`sha256`, `sha1`, `md5`, …).
     public let hashes: [String]
+    /// Its hashes are computed from the stored bytes when asked for (sftp runs `sha1sum` on
+    /// the server; a local directory hashes the file). Elsewhere a hash is what the uploader
+    /// declared, and rclone declares none for a stream of unknown length (S3 keeps no MD5
+    /// for a multipart upload, B2 no SHA-1 for a large file): a streamed upload would then
+    /// have to be read back whole.
+    public let hashesFromContent: Bool
 
-    public init(streams: Bool, hashes: [String]) {
+    public init(streams: Bool, hashes: [String], hashesFromContent: Bool) {
         self.streams = streams
         self.hashes = hashes
+        self.hashesFromContent = hashesFromContent
+    }
+
+    /// Whether an archive is best uploaded as it is written: the backend takes a stream,
+    /// and the check after it costs no more than after an upload of the whole file (the
+    /// remote hashes what it stores, or keeps no hash, so the upload is read back either way).
+    public var streamsWithCheck: Bool {
+        streams && (hashesFromContent || !hashes.contains { ["sha256", "sha1", "md5"].contains($0) })
     }
 }
 
@@ -103,8 +117,9 @@ public protocol StreamingUpload: AnyObject, Sendable {
     /// Ends the upload unfinished, and waits for that (what reached the remote stays under
     /// its temp name, for the caller to delete).
     func abandon()
-    /// From another thread: makes a blocked `write` return with an error at once.
-    func interrupt()
+    /// From another thread: makes a blocked `write` return with an error (`force`: even if
+    /// the uploader is busy taking back what it sent over a stalled connection).
+    func interrupt(force: Bool)
 }
 
 /// Remote storage through the `rclone` program, configured by the user's own rclone.conf
@@ -319,8 +334,12 @@ public struct Rclone: RemoteTransport {
         guard let output = try? run(["backend", "features", directory.description], about: directory),
               let document = try? JSONSerialization.jsonObject(with: Data(output)) as? [String: Any],
               let features = document["Features"] as? [String: Any] else { return nil }
+        // rclone names the backend only in its description: "sftp://user@host/", "Local file
+        // system at /path".
+        let description = document["String"] as? String ?? ""
         return UploadFeatures(streams: features["PutStream"] as? Bool ?? false,
-                              hashes: (document["Hashes"] as? [String] ?? []).map { $0.lowercased() })
+                              hashes: (document["Hashes"] as? [String] ?? []).map { $0.lowercased() },
+                              hashesFromContent: description.hasPrefix("sftp://") || description.hasPrefix("Local file system"))
     }
 
     public func startStreamingUpload(to remote: RemotePath) throws(ArchiveError) -> any StreamingUpload {
@@ -380,9 +399,9 @@ final class RcloneStreamingUpload: StreamingUpload, @unchecked Sendable {
         child.terminate()
     }
 
-    func interrupt() {
+    func interrupt(force: Bool) {
         reaping.lock()
         defer { reaping.unlock() }
-        if !reaped { child.askToEnd() }
+        if !reaped { child.askToEnd(force: force) }
     }
 }

@@ -81,16 +81,17 @@ public enum RemoteArchives {
         let cleanup = sent == nil ? Interruption.onInterrupt { rclone.deleteOnInterrupt(temp) } : nil
         defer { if let cleanup { Interruption.cancel(cleanup) } }
         do {
-            if sent == nil {
-                let size = (try? FileStatus.of(local))??.size ?? 0
-                try rclone.upload(local, to: temp, progress: progress, size: size)
-            }
+            let size = (try? FileStatus.of(local))??.size ?? 0
+            if sent == nil { try rclone.upload(local, to: temp, progress: progress, size: size) }
+            let differs = ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",
+                                              kind: .ioFailure, hint: "run the command again; if it keeps failing, check the remote")
             let (matches, checkedBy) = try uploaded(temp, matches: local, sha256: sha256, sent: sent, rclone: rclone)
-            guard matches else {
-                throw ArchiveError.remote(location: final.description, why: "the uploaded copy differs from the archive that was sent; nothing was published",
-                                          kind: .ioFailure, hint: "run the command again; if it keeps failing, check the remote")
-            }
-            if try rclone.list(final.parent).contains(where: { $0.name == final.name }) {
+            guard matches else { throw differs }
+            // A SHA-1 or MD5 taken on the way vouches for what was sent; the listing's size
+            // ties that to the archive's (the writer ensures all of it was sent).
+            let listing = try rclone.list(final.parent)
+            guard listing.first(where: { $0.name == temp.name })?.size == size else { throw differs }
+            if listing.contains(where: { $0.name == final.name }) {
                 throw ArchiveError.outputExists(path: final.description)
             }
             try rclone.move(temp, to: final)

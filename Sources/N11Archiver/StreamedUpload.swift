@@ -10,9 +10,10 @@ import N11System
 /// remote keeps (SHA-1 on sftp, MD5 on S3; none where the remote keeps SHA-256 or nothing), so
 /// that the upload is checked against the remote's hash without reading the file again.
 ///
-/// Only where the backend takes a stream (rclone's PutStream); elsewhere rcat would copy the
-/// stream to a file on this machine before sending it, and the spooled file is uploaded as
-/// before. Whatever goes wrong here (no such backend, rclone failing, libzip rewriting what it
+/// Only where the backend takes a stream (rclone's PutStream; elsewhere rcat would copy the
+/// stream to a file on this machine before sending it) and the check after it costs no more
+/// than after a whole upload (`UploadFeatures.streamsWithCheck`: S3 keeps no MD5 of a
+/// stream, so it would be read back); elsewhere the spooled file is uploaded as before. Whatever goes wrong here (no such backend, rclone failing, libzip rewriting what it
 /// declared final) only makes `finish` say `.notSent`: the caller then uploads the spooled
 /// file whole, with rclone's retries. The temp object is never published unchecked.
 final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
@@ -126,8 +127,17 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         abandoned = true
-        writing?.interrupt()
+        writing?.interrupt(force: false)
         condition.broadcast()
+        // rclone ends on SIGTERM once it has taken back what it sent (an S3 multipart upload
+        // is aborted over the same connection): if that is stalled too, it is killed.
+        let deadline = Date().addingTimeInterval(2)
+        while !exited {
+            if !condition.wait(until: deadline) {
+                if !exited { writing?.interrupt(force: true) }
+                break
+            }
+        }
         while !exited { condition.wait() }
         return uploadStarted
     }
@@ -137,7 +147,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         ChildProcess.blockBrokenPipeSignalOnThisThread()
         var upload: (any StreamingUpload)? = nil
         var hash: (type: String, digest: MessageDigest)? = nil
-        var features = UploadFeatures(streams: false, hashes: [])
+        var features = UploadFeatures(streams: false, hashes: [], hashesFromContent: false)
         defer {
             condition.lock()
             exited = true
@@ -152,7 +162,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
             upload?.abandon()
         }
         if let told = transport.uploadFeatures(of: temp.parent) { features = told }
-        guard features.streams else { return stop("the remote takes no streamed uploads") }
+        guard features.streamsWithCheck else { return stop("the remote takes no streamed uploads it can check") }
         do {
             hash = try Self.digest(for: features.hashes)
             condition.lock()

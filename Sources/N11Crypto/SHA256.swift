@@ -76,14 +76,22 @@ public final class SHA256Digest: MessageDigest {
 /// the SHA-1 a remote keeps of it (sftp's `sha1sum`, B2), a check against damage on the way
 /// (the archive's own SHA-256 is what the record holds, and its tags what a reader trusts).
 public final class SHA1Digest: MessageDigest {
-    public init() throws(CryptoError) { try super.init(algorithm: Self.sha1, length: 20) }
+    /// Throws at once where OpenSSL has no SHA-1 (a FIPS-only configuration), not at `finish`.
+    public init() throws(CryptoError) {
+        guard let algorithm = Self.sha1 else { throw CryptoError.openSSL("EVP_MD_fetch(SHA1)") }
+        try super.init(algorithm: algorithm, length: 20)
+    }
 
     nonisolated(unsafe) private static let sha1 = EVP_MD_fetch(nil, "SHA1", nil)
 }
 
 /// Streaming MD5, for the same comparison only (S3's and Azure's object hashes).
 public final class MD5Digest: MessageDigest {
-    public init() throws(CryptoError) { try super.init(algorithm: Self.md5, length: 16) }
+    /// Throws at once where OpenSSL has no MD5 (a FIPS-only configuration), not at `finish`.
+    public init() throws(CryptoError) {
+        guard let algorithm = Self.md5 else { throw CryptoError.openSSL("EVP_MD_fetch(MD5)") }
+        try super.init(algorithm: algorithm, length: 16)
+    }
 
     nonisolated(unsafe) private static let md5 = EVP_MD_fetch(nil, "MD5", nil)
 }

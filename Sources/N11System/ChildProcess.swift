@@ -133,11 +133,11 @@ public final class ChildProcess: @unchecked Sendable {
         try? input?.close()
     }
 
-    /// Asks the program to end (SIGTERM) without waiting or reaping: for another thread to
+    /// Asks the program to end (SIGTERM; with `force`, SIGKILL) without waiting or reaping: for another thread to
     /// unblock the owner, which is writing to `input` or waiting. Only while the owner has not
     /// reaped it (its PID could be another process's after that).
-    public func askToEnd() {
-        kill(pid, SIGTERM)
+    public func askToEnd(force: Bool = false) {
+        kill(pid, force ? SIGKILL : SIGTERM)
     }
 
     /// Waits for the program to end (closing our ends of its output and input first).
