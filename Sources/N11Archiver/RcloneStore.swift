@@ -97,7 +97,7 @@ public final class RcloneStore: ArchiveStore {
         // Ctrl-C takes the streamed temp object back too (after the rclone child, whose own
         // cleanup is newer and runs first).
         let streamed = StreamedUpload(to: RemoteArchives.tempObject(for: final), transport: rclone)
-        let streamCleanup = Interruption.onInterrupt { [rclone] in rclone.deleteOnInterrupt(streamed.temp) }
+        let streamCleanup = Interruption.onInterrupt { [rclone] in if streamed.hasStarted { rclone.deleteOnInterrupt(streamed.temp) } }
         defer { Interruption.cancel(streamCleanup) }
         let report: ArchiveCreator.Report
         do {
@@ -116,8 +116,8 @@ public final class RcloneStore: ArchiveStore {
         switch streamed.finish(size: report.archiveBytes, progress: sending ? options.progress : nil) {
         case let .sent(hash, features):
             sent = .init(temp: streamed.temp, hash: hash, keptHashes: features.hashes)
-        case let .notSent(why, started):
-            if started {
+        case let .notSent(why, begun):
+            if begun {
                 options.notice(.streamFailed(reason: why))
                 try? rclone.delete(streamed.temp)
             }

@@ -88,6 +88,13 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Whether `rcat` was started (its temp object may exist), for Ctrl-C's cleanup.
+    var hasStarted: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return uploadStarted
+    }
+
     /// Whether it is sending (started, and nothing went wrong so far): what to tell the user
     /// while `finish` waits. Waits until the thread has decided whether to stream (rclone's
     /// account of the backend comes while the archive is written, but a small archive can be
