@@ -7,13 +7,14 @@ import N11System
 /// (`FinalPrefixObserver`, as `TrailingSHA256` does) and feeds it to `rclone rcat` under the
 /// upload's temp name. The upload then ends a moment after the archive does, instead of
 /// starting once it is complete (issue 29). On the way it hashes the bytes with the hash the
-/// remote keeps (SHA-1 on sftp, MD5 on S3; none where the remote keeps SHA-256 or nothing), so
+/// remote keeps (SHA-1 or MD5 on sftp; none where the remote keeps SHA-256 or nothing), so
 /// that the upload is checked against the remote's hash without reading the file again.
 ///
 /// Only where the backend takes a stream (rclone's PutStream; elsewhere rcat would copy the
 /// stream to a file on this machine before sending it) and the check after it costs no more
 /// than after a whole upload (`UploadFeatures.streamsWithCheck`: S3 keeps no MD5 of a
-/// stream, so it would be read back); elsewhere the spooled file is uploaded as before. Whatever goes wrong here (no such backend, rclone failing, libzip rewriting what it
+/// stream, so it would be read back); elsewhere the spooled file is uploaded as before.
+/// Whatever goes wrong here (no such backend, rclone failing, libzip rewriting what it
 /// declared final) only makes `finish` say `.notSent`: the caller then uploads the spooled
 /// file whole, with rclone's retries. The temp object is never published unchecked.
 final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
