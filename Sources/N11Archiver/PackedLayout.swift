@@ -31,9 +31,9 @@ struct PackedLayout {
     /// 16,384). Page lengths are spread as a geometric distribution, so the longest page of a
     /// vault grows with the number of pages until it meets the cap, and `create` holds a whole
     /// page's records at once (a lane's segments of it, its plaintext, its sealed entry): at
-    /// a cap of 16,384 the peak RSS of `create` was 68 MiB at 100,000 notes and 78–83 MiB at
-    /// 1,000,000 (the longest pages hit the cap); at 8,192, 66 and 69–71 MiB (issue 34 asks
-    /// for 1.1×). Every night writes its pages anew (DESIGN.md §8.3), so a cut that is not
+    /// a cap of 16,384 the peak RSS of `create` was 65.5–66.4 MiB at 100,000 notes and
+    /// 76.4–81.3 MiB at 1,000,000 (the longest pages hit the cap); at 8,192, 63.8–65.0 and
+    /// 67.6–69.7 MiB, and 71.7 at 3,000,000 (issue 34 asks for 1.1×). Every night writes its pages anew (DESIGN.md §8.3), so a cut that is not
     /// the IDs' costs nothing later; pages average 3,540 items instead of 4,096.
     static let pageItemsCap = 8192
 
