@@ -336,6 +336,40 @@ struct RcloneStorePublishTests {
         }
     }
 
+    @Test("a stream is not usable when the writer voids what it declared final, or the archive ends past what was declared: finish says so, so the file is uploaded whole")
+    func streamNotUsable() throws {
+        try withTemporaryDirectory { dir in
+            let remote = MemoryRemote()
+            let file = dir + "/archive"
+            let bytes = randomBytes(300_000)
+            try writeBytes(bytes, to: file)
+            let descriptor = try FileDescriptor.openForReading(file)
+            let temp = RemotePath(remote: "mem", path: "d/.n11tmp-x")
+
+            let complete = StreamedUpload(to: temp, transport: remote)
+            complete.attach(descriptor)
+            complete.prefixIsFinal(upTo: 300_000)
+            guard case .sent = complete.finish(size: 300_000) else { Issue.record("a whole declared file was not sent"); return }
+            #expect(remote[temp.description] == bytes)
+
+            let voided = StreamedUpload(to: temp, transport: remote)
+            voided.attach(descriptor)
+            voided.prefixIsFinal(upTo: 100_000)
+            voided.finalPrefixWasRewritten()
+            voided.prefixIsFinal(upTo: 300_000)
+            guard case .notSent(let why, _) = voided.finish(size: 300_000) else { Issue.record("a voided stream was sent"); return }
+            #expect(why.contains("declared final"), "\(why)")
+
+            let short = StreamedUpload(to: temp, transport: remote)
+            short.attach(descriptor)
+            short.prefixIsFinal(upTo: 200_000)
+            guard case .notSent(let shortWhy, let started) = short.finish(size: 300_000) else {
+                Issue.record("a stream of part of the archive was sent as the whole"); return
+            }
+            #expect(shortWhy.contains("declared final") && started, "\(shortWhy)")
+        }
+    }
+
     @Test("a stalled streamed upload is ended at once when the archive fails: abandon does not wait for the remote")
     func abandonStalled() throws {
         try withTemporaryDirectory { dir in
