@@ -35,6 +35,10 @@ public enum ChunkedStream {
 public final class ChunkedStreamSealer {
     private let context: AEADContext
     private let sink: ByteSink
+    /// Plaintext bytes per chunk: the archive format's `ChunkedStream.chunkSize`, unless the
+    /// stream never leaves this process (a `SpoolFile` uses smaller chunks so that a merge can
+    /// hold many streams open at once).
+    private let chunkSize: Int
     private var pending: [UInt8]
     private var pendingCount = 0
     private var sealed: [UInt8]
@@ -45,11 +49,13 @@ public final class ChunkedStreamSealer {
     public private(set) var plaintextLength: Int64 = 0
     public private(set) var sealedLength: Int64 = 0
 
-    public init(key: SecureBytes, sink: ByteSink) throws(CryptoError) {
+    public init(key: SecureBytes, sink: ByteSink, chunkSize: Int = ChunkedStream.chunkSize) throws(CryptoError) {
+        precondition(chunkSize > 0)
         context = try AEADContext(ChunkedStream.algorithm, key: key, encrypting: true)
         self.sink = sink
-        pending = .scratch(count: ChunkedStream.chunkSize)
-        sealed = .scratch(count: ChunkedStream.sealedChunkSize)
+        self.chunkSize = chunkSize
+        pending = .scratch(count: chunkSize)
+        sealed = .scratch(count: chunkSize + ChunkedStream.tagLength)
     }
 
     deinit { pending.wipe(prefix: pendingUsed) }
@@ -59,8 +65,8 @@ public final class ChunkedStreamSealer {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             // A full pending chunk is sealed only when more data arrives: it may be the last.
-            if pendingCount == ChunkedStream.chunkSize { try sealPending(isLast: false) }
-            let take = min(ChunkedStream.chunkSize - pendingCount, bytes.endIndex - index)
+            if pendingCount == chunkSize { try sealPending(isLast: false) }
+            let take = min(chunkSize - pendingCount, bytes.endIndex - index)
             pending.withUnsafeMutableBufferPointer { dst in
                 bytes.withUnsafeBufferPointer { src in
                     (dst.baseAddress! + pendingCount).update(from: src.baseAddress! + (index - bytes.startIndex), count: take)
@@ -75,7 +81,7 @@ public final class ChunkedStreamSealer {
 
     /// Reads `source` to its end and seals everything it gives.
     public func write(from source: ByteSource) throws {
-        var buffer = [UInt8](repeating: 0, count: ChunkedStream.chunkSize)
+        var buffer = [UInt8](repeating: 0, count: chunkSize)
         defer { buffer.wipe() }
         while true {
             let n = try source.read(into: &buffer, offset: 0, count: buffer.count)
@@ -110,6 +116,8 @@ public final class ChunkedStreamSealer {
 public final class ChunkedStreamOpener {
     private let context: AEADContext
     private let source: ByteSource
+    /// As the sealer's: the stream's own chunk size.
+    private let chunkSize: Int
     private var sealed: [UInt8]
     private var plain: [UInt8]
     private var lookahead: UInt8? = nil
@@ -119,12 +127,15 @@ public final class ChunkedStreamOpener {
     private var plainUsed = 0
     public private(set) var plaintextLength: Int64 = 0
 
-    public init(key: SecureBytes, source: ByteSource, firstChunk: UInt64 = 0) throws(CryptoError) {
+    public init(key: SecureBytes, source: ByteSource, firstChunk: UInt64 = 0,
+                chunkSize: Int = ChunkedStream.chunkSize) throws(CryptoError) {
+        precondition(chunkSize > 0)
         context = try AEADContext(ChunkedStream.algorithm, key: key, encrypting: false)
         self.source = source
+        self.chunkSize = chunkSize
         counter = firstChunk
-        sealed = .scratch(count: ChunkedStream.sealedChunkSize + 1)
-        plain = .scratch(count: ChunkedStream.chunkSize)
+        sealed = .scratch(count: chunkSize + ChunkedStream.tagLength + 1)
+        plain = .scratch(count: chunkSize)
     }
 
     deinit { plain.wipe(prefix: plainUsed) }
@@ -134,9 +145,10 @@ public final class ChunkedStreamOpener {
         if done { return nil }
         var filled = 0
         if let byte = lookahead { sealed[0] = byte; filled = 1; lookahead = nil }
-        filled += try source.readFully(into: &sealed, offset: filled, count: ChunkedStream.sealedChunkSize - filled)
+        let sealedChunkSize = chunkSize + ChunkedStream.tagLength
+        filled += try source.readFully(into: &sealed, offset: filled, count: sealedChunkSize - filled)
         // A full chunk is the last one only if nothing follows it; peek one byte to know.
-        var isLast = filled < ChunkedStream.sealedChunkSize
+        var isLast = filled < sealedChunkSize
         if !isLast {
             var peek = [UInt8](repeating: 0, count: 1)
             let n = try source.readFully(into: &peek, count: 1)

@@ -7,6 +7,10 @@ import N11System
 /// that lives only in this process's locked memory: item names and metadata never touch the
 /// disk readable (DESIGN.md §3), and a spool changed on disk fails its tags when read back.
 public final class SpoolFile {
+    /// Plaintext bytes per sealed chunk. Smaller than the archive's 64 KiB: a merge holds a
+    /// chunk (sealed and opened) per spool it reads, and reads up to `ExternalSorter`'s
+    /// fan-in of them at once; the tag costs 16 bytes in 8 KiB.
+    static let chunkSize = 8 * 1024
     /// Internal for tests, which read what reached the disk.
     let file: FileDescriptor
     private let key: SecureBytes
@@ -18,8 +22,8 @@ public final class SpoolFile {
     public init(in directory: String) throws {
         file = try FileDescriptor.createUnnamed(in: directory)
         key = try SecureBytes(randomCount: 32)
-        sealer = try ChunkedStreamSealer(key: key, sink: file)
-        pending.reserveCapacity(1 << 16)
+        sealer = try ChunkedStreamSealer(key: key, sink: file, chunkSize: Self.chunkSize)
+        pending.reserveCapacity(Self.chunkSize + 256)
     }
 
     deinit { pending.wipe() }
@@ -30,7 +34,7 @@ public final class SpoolFile {
         for _ in 0..<4 { pending.append(UInt8(length & 0xff)); length >>= 8 }
         pending += record
         count += 1
-        if pending.count >= 1 << 16 { try flush() }
+        if pending.count >= Self.chunkSize { try flush() }
     }
 
     private func flush() throws {
@@ -52,7 +56,7 @@ public final class SpoolFile {
     public func reader() throws -> Reader {
         try finishWriting()
         try file.seek(to: 0)
-        return try Reader(ChunkedStreamOpener(key: key, source: file))
+        return try Reader(ChunkedStreamOpener(key: key, source: file, chunkSize: Self.chunkSize))
     }
 
     public final class Reader {
@@ -94,9 +98,15 @@ public final class SpoolFile {
 
 /// Sorts more rows than should be held at once: runs of `runLength` rows sorted in memory
 /// and spooled (`SpoolFile`), then merged, at most `fanIn` runs at a time. Memory: one run,
-/// and a row and a chunk buffer per run while merging, whatever the number of rows. Rows
-/// that fit in one run are never spooled. Equal rows keep no particular order: make the
-/// order total (a unique key last).
+/// and a row and a chunk buffer (`SpoolFile.chunkSize`) per run while merging, whatever the
+/// number of rows. Rows that fit in one run are never spooled. Equal rows keep no particular
+/// order: make the order total (a unique key last).
+///
+/// Each merge before the last rewrites its rows once more, which is most of the cost past a
+/// million rows, so merges take the smallest spools and only as many as needed: up to
+/// `fanIn` runs (4,194,304 rows at the defaults) no row is rewritten; up to `2 × fanIn - 1`
+/// runs only the smallest `runs - fanIn + 1` are merged first; beyond that the runs are
+/// merged `fanIn` at a time as they come (every spool holds a descriptor open).
 public struct ExternalSorter<Row> {
     private let runLength: Int
     private let fanIn: Int
@@ -105,10 +115,12 @@ public struct ExternalSorter<Row> {
     private let decode: ([UInt8]) throws -> Row
     private let isOrderedBefore: (Row, Row) -> Bool
     private var run: [Row] = []
-    /// Spooled runs and their level: a run of level L holds `fanIn`^L runs' rows.
-    private var runs: [(spool: SpoolFile, level: Int)] = []
+    private var runs: [SpoolFile] = []
+    /// Rows written to disk again by merges before the last (what the schedule minimises);
+    /// internal, for tests.
+    private(set) var rowsRewritten = 0
 
-    public init(runLength: Int = 32_768, fanIn: Int = 16, directory: String, encode: @escaping (Row) -> [UInt8],
+    public init(runLength: Int = 32_768, fanIn: Int = 128, directory: String, encode: @escaping (Row) -> [UInt8],
                 decode: @escaping ([UInt8]) throws -> Row, by isOrderedBefore: @escaping (Row, Row) -> Bool) {
         precondition(runLength > 0 && fanIn > 1)
         self.runLength = runLength
@@ -130,18 +142,18 @@ public struct ExternalSorter<Row> {
         for row in run { try spool.append(encode(row)) }
         try spool.finishWriting()
         run.removeAll(keepingCapacity: true)
-        runs.append((spool, 0))
-        // `fanIn` runs of one level are merged into one of the next as they come (each row
-        // is rewritten once a level: log-many times, not once a run), so open files and the
-        // final merge stay few whatever the number of rows.
-        while runs.count >= fanIn, case let level = runs[runs.count - 1].level,
-              runs.suffix(fanIn).allSatisfy({ $0.level == level }) {
-            let merged = try SpoolFile(in: directory)
-            try merge(runs.suffix(fanIn).map(\.spool)) { try merged.append(encode($0)) }
-            try merged.finishWriting()
-            runs.removeLast(fanIn)
-            runs.append((merged, level + 1))
-        }
+        runs.append(spool)
+        if runs.count == 2 * fanIn - 1 { try mergeSmallest(fanIn) }
+    }
+
+    /// Merges the `count` spools holding the fewest rows into one.
+    private mutating func mergeSmallest(_ count: Int) throws {
+        let chosen = Set(runs.indices.sorted { runs[$0].count < runs[$1].count }.prefix(count))
+        let merged = try SpoolFile(in: directory)
+        try merge(runs.indices.filter(chosen.contains).map { runs[$0] }) { try merged.append(encode($0)) }
+        try merged.finishWriting()
+        rowsRewritten += merged.count
+        runs = runs.indices.filter { !chosen.contains($0) }.map { runs[$0] } + [merged]
     }
 
     /// Hands every row to `body` in order; the sorter is used up.
@@ -152,15 +164,10 @@ public struct ExternalSorter<Row> {
             return
         }
         if !run.isEmpty { try spoolRun() }
-        var all = runs.map(\.spool)
+        run = []   // its capacity, a run's worth of rows, is not needed while merging
+        while runs.count > fanIn { try mergeSmallest(min(fanIn, runs.count - fanIn + 1)) }
+        let all = runs
         runs = []
-        while all.count > fanIn {
-            let merged = try SpoolFile(in: directory)
-            try merge(Array(all[0..<fanIn])) { try merged.append(encode($0)) }
-            try merged.finishWriting()
-            all.removeFirst(fanIn)
-            all.append(merged)
-        }
         try merge(all, body)
     }
 

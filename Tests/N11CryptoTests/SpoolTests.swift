@@ -64,4 +64,24 @@ struct SpoolTests {
         #expect(out == rows.sorted())
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
     }
+
+    @Test("merges before the last take the smallest spools, and no more of them than the last merge needs",
+          arguments: [(rows: 40, rewritten: 0), (rows: 45, rewritten: 15), (rows: 61, rewritten: 31), (rows: 100, rewritten: 80)])
+    func mergeSchedule(rows: Int, rewritten: Int) throws {
+        // Runs of 10, fan-in 4: 4 runs merge at the end alone; 5 runs (the last of 5 rows)
+        // first merge the two smallest (5 + 10); 7 runs (the last of 1) the four smallest
+        // (1 + 30); 10 runs merge four as the 7th arrives and four as the 10th does.
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var sorter = ExternalSorter<UInt32>(runLength: 10, fanIn: 4, directory: directory,
+                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
+                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
+                                            by: <)
+        let input = (0..<UInt32(rows)).map { ($0 * 7_919) % UInt32(rows) }
+        for row in input { try sorter.add(row) }
+        var out: [UInt32] = []
+        try sorter.forEachSorted { out.append($0) }
+        #expect(out == input.sorted())
+        #expect(sorter.rowsRewritten == rewritten)
+    }
 }
