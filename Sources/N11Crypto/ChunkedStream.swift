@@ -8,6 +8,8 @@ import N11System
 ///
 /// The key must be unique to the stream (derive it per entry); nonces restart at zero.
 public enum ChunkedStream {
+    /// The archive format's chunk size (FORMAT.md); a stream that never leaves the process may
+    /// use another (`ChunkedStreamSealer(chunkSize:)`), and the two lengths below are then not its.
     public static let chunkSize = 64 * 1024
     public static let tagLength = AEADAlgorithm.tagLength
     public static let sealedChunkSize = chunkSize + tagLength
@@ -15,8 +17,8 @@ public enum ChunkedStream {
 
     /// Errors of the source or sink pass through unchanged; crypto failures are `CryptoError`.
 
-    /// Ciphertext length for a plaintext of `length` bytes: every chunk adds a tag, and an
-    /// empty plaintext is one empty last chunk.
+    /// Ciphertext length for a plaintext of `length` bytes at the format's chunk size: every
+    /// chunk adds a tag, and an empty plaintext is one empty last chunk.
     public static func sealedLength(plaintextLength length: Int64) -> Int64 {
         let chunks = max(1, (length + Int64(chunkSize) - 1) / Int64(chunkSize))
         return length + chunks * Int64(tagLength)

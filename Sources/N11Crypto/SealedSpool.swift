@@ -98,15 +98,17 @@ public final class SpoolFile {
 
 /// Sorts more rows than should be held at once: runs of `runLength` rows sorted in memory
 /// and spooled (`SpoolFile`), then merged, at most `fanIn` runs at a time. Memory: one run,
-/// and a row and a chunk buffer (`SpoolFile.chunkSize`) per run while merging, whatever the
-/// number of rows. Rows that fit in one run are never spooled. Equal rows keep no particular
+/// and while merging a row and about four chunks (`SpoolFile.chunkSize`: sealed, opened and
+/// buffered) per spool read, whatever the number of rows. Rows that fit in one run are never spooled. Equal rows keep no particular
 /// order: make the order total (a unique key last).
 ///
 /// Each merge before the last rewrites its rows once more, which is most of the cost past a
 /// million rows, so merges take the smallest spools and only as many as needed: up to
 /// `fanIn` runs (4,194,304 rows at the defaults) no row is rewritten; up to `2 × fanIn - 1`
-/// runs only the smallest `runs - fanIn + 1` are merged first; beyond that the runs are
-/// merged `fanIn` at a time as they come (every spool holds a descriptor open).
+/// runs only the smallest `runs - fanIn + 1` are merged first. Every spool holds a
+/// descriptor (and a locked page for its key), so whenever `2 × fanIn - 1` are open the
+/// `fanIn` smallest are merged: at most `2 × fanIn` spools are open at once, and `fanIn` is
+/// lowered where RLIMIT_NOFILE would not leave room for them beside the rest of the process.
 public struct ExternalSorter<Row> {
     private let runLength: Int
     private let fanIn: Int
@@ -124,7 +126,9 @@ public struct ExternalSorter<Row> {
                 decode: @escaping ([UInt8]) throws -> Row, by isOrderedBefore: @escaping (Row, Row) -> Bool) {
         precondition(runLength > 0 && fanIn > 1)
         self.runLength = runLength
-        self.fanIn = fanIn
+        // Its 2 × fanIn spools take at most half the descriptors past 64 (the archive, the
+        // vault and SQLite keep theirs): 128 at the usual 1,024, 48 at 256.
+        self.fanIn = min(fanIn, max(2, (ProcessHardening.openFilesLimit - 64) / 4))
         self.directory = directory
         self.encode = encode
         self.decode = decode

@@ -10,6 +10,13 @@ public enum ProcessHardening {
         _ = n11_set_not_dumpable()
     }
 
+    /// How many descriptors this process may hold open (RLIMIT_NOFILE's soft limit).
+    public static var openFilesLimit: Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(clamping: limit.rlim_cur)   // RLIM_INFINITY is the largest value: Int.max
+    }
+
     public static var coreLimit: UInt64 {
         var limit = rlimit()
         _ = getrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)

@@ -75,8 +75,9 @@ final class Sandbox: @unchecked Sendable {
     /// Runs n11archive with `arguments`. The environment is this process's, minus N11_PIN_FILE,
     /// with N11_HOME set to this sandbox's home, then `environment` applied on top.
     /// `descriptors` are files the child opens for reading on the given descriptor numbers.
+    /// `openFilesLimit` runs it under that RLIMIT_NOFILE (through util-linux's `prlimit`).
     func run(_ arguments: [String], stdin: [UInt8]? = nil, environment: [String: String] = [:],
-             descriptors: [Int32: String] = [:]) throws -> RunResult {
+             descriptors: [Int32: String] = [:], openFilesLimit: Int? = nil) throws -> RunResult {
         var env = ProcessInfo.processInfo.environment
         env["N11_PIN_FILE"] = nil
         env["N11_HOME"] = home
@@ -106,7 +107,9 @@ final class Sandbox: @unchecked Sendable {
             posix_spawn_file_actions_addopen(&actions, fd, path, O_RDONLY, 0)
         }
 
-        let argv = ([n11archiveBinary] + arguments).map { strdup($0) } + [nil]
+        let wrapper = openFilesLimit.map { ["/usr/bin/prlimit", "--nofile=\($0)", "--"] } ?? []
+        let program = wrapper.first ?? n11archiveBinary
+        let argv = (wrapper + [n11archiveBinary] + arguments).map { strdup($0) } + [nil]
         let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for p in argv { free(p) }
@@ -120,9 +123,9 @@ final class Sandbox: @unchecked Sendable {
         defer { posix_spawnattr_destroy(&attributes) }
         posix_spawnattr_setflags(&attributes, 0x80)   // POSIX_SPAWN_SETSID (glibc; not exported to Swift)
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, n11archiveBinary, &actions, &attributes, argv, envp)
+        let rc = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
         guard rc == 0 else {
-            throw RunnerError(description: "cannot start \(n11archiveBinary): \(String(cString: strerror(rc))) — build it first, or set N11_TEST_BINARY")
+            throw RunnerError(description: "cannot start \(program): \(String(cString: strerror(rc))) — build it first, or set N11_TEST_BINARY")
         }
 
         // Wait, sampling the child's VmHWM until it exits (see `RunResult.peakRSSKiB`).
