@@ -22,11 +22,18 @@ public final class ArchiveProgress: Sendable, VaultChangeProgress {
         public let elapsed: Double
         /// True for the last report of a run.
         public let finished: Bool
+        /// Bytes already done at `begin` (an upload that followed the archive as it was
+        /// written): counted in `bytes`, but not done in `elapsed`.
+        public let bytesAtBegin: Int64
 
-        public init(totalItems: Int, totalBytes: Int64, items: Int, bytes: Int64, elapsed: Double, finished: Bool) {
+        public init(totalItems: Int, totalBytes: Int64, items: Int, bytes: Int64, elapsed: Double, finished: Bool,
+                    bytesAtBegin: Int64 = 0) {
             self.totalItems = totalItems; self.totalBytes = totalBytes; self.items = items
-            self.bytes = bytes; self.elapsed = elapsed; self.finished = finished
+            self.bytes = bytes; self.elapsed = elapsed; self.finished = finished; self.bytesAtBegin = bytesAtBegin
         }
+
+        /// Bytes a second since `begin`, of the bytes done since then (0 before any time passed).
+        public var rate: Double { elapsed > 0 ? Double(max(0, bytes - bytesAtBegin)) / elapsed : 0 }
     }
 
     private let intervalNanoseconds: UInt64
@@ -35,6 +42,7 @@ public final class ArchiveProgress: Sendable, VaultChangeProgress {
     private let totalBytes = Atomic<Int64>(0)
     private let items = Atomic<Int>(0)
     private let bytes = Atomic<Int64>(0)
+    private let bytesAtBegin = Atomic<Int64>(0)
     private let started = Atomic<UInt64>(0)
     private let lastReport = Atomic<UInt64>(0)
 
@@ -45,9 +53,16 @@ public final class ArchiveProgress: Sendable, VaultChangeProgress {
     }
 
     /// The totals, known before any item is read; reports once, so a bar appears at 0.
-    public func begin(items: Int, bytes: Int64) {
+    public func begin(items: Int, bytes: Int64) { begin(items: items, bytes: bytes, alreadyDone: 0) }
+
+    /// As `begin(items:bytes:)`, with `alreadyDone` bytes done before the bar (an upload that
+    /// followed the archive as it was written): the rate and the ETA count only what is done
+    /// from here.
+    public func begin(items: Int, bytes: Int64, alreadyDone: Int64) {
         totalItems.store(items, ordering: .relaxed)
         totalBytes.store(bytes, ordering: .relaxed)
+        bytesAtBegin.store(alreadyDone, ordering: .relaxed)
+        self.bytes.add(alreadyDone, ordering: .relaxed)
         let now = Self.now()
         started.store(now, ordering: .relaxed)
         lastReport.store(now, ordering: .relaxed)
@@ -88,7 +103,8 @@ public final class ArchiveProgress: Sendable, VaultChangeProgress {
     private func snapshot(at now: UInt64, finished: Bool) -> Snapshot {
         Snapshot(totalItems: totalItems.load(ordering: .relaxed), totalBytes: totalBytes.load(ordering: .relaxed),
                  items: items.load(ordering: .relaxed), bytes: bytes.load(ordering: .relaxed),
-                 elapsed: Double(now &- started.load(ordering: .relaxed)) / 1e9, finished: finished)
+                 elapsed: Double(now &- started.load(ordering: .relaxed)) / 1e9, finished: finished,
+                 bytesAtBegin: bytesAtBegin.load(ordering: .relaxed))
     }
 
     private static func now() -> UInt64 {

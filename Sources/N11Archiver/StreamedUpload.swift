@@ -114,8 +114,7 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
         defer { condition.unlock() }
         end = size
         if let progress {
-            progress.begin(items: 1, bytes: size)
-            progress.add(bytes: sent)
+            progress.begin(items: 1, bytes: size, alreadyDone: sent)
             self.progress = progress
         }
         condition.broadcast()

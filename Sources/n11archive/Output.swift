@@ -108,7 +108,7 @@ enum ProgressLine {
         }
         parts.append("\(grouped(s.items))/\(grouped(s.totalItems)) items")
         parts.append("\(Console.byteCount(s.bytes))/\(Console.byteCount(s.totalBytes))")
-        let rate = s.elapsed > 0 ? Double(s.bytes) / s.elapsed : 0
+        let rate = s.rate
         parts.append("\(Console.byteCount(Int64(rate)))/s")
         if s.finished {
             parts.append("in \(clock(s.elapsed))")

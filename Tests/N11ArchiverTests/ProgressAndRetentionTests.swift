@@ -44,6 +44,22 @@ struct ProgressTests {
         #expect(inside.count >= 10, "\(what): only \(inside.count) reports inside the 3 MiB item", sourceLocation: sourceLocation)
     }
 
+    @Test("work done before the bar (an upload that followed the archive) counts in the bytes, not in the rate")
+    func alreadyDone() throws {
+        let recorder = ProgressRecorder()
+        let progress = recorder.observer()
+        progress.begin(items: 1, bytes: 1_000, alreadyDone: 600)
+        progress.add(bytes: 100)
+        let snapshots = recorder.snapshots
+        #expect(snapshots.first?.bytes == 600 && snapshots.first?.bytesAtBegin == 600)
+        #expect(snapshots.last?.bytes == 700 && snapshots.last?.bytesAtBegin == 600)
+        // 100 bytes done in 2 s since the bar began: 50 B/s, not the 350 that 700 would give.
+        let later = ArchiveProgress.Snapshot(totalItems: 1, totalBytes: 1_000, items: 0, bytes: 700, elapsed: 2, finished: false,
+                                             bytesAtBegin: 600)
+        #expect(later.rate == 50)
+        #expect(ArchiveProgress.Snapshot(totalItems: 1, totalBytes: 1_000, items: 0, bytes: 700, elapsed: 2, finished: false).rate == 350)
+    }
+
     @Test("create, verify, restore, dry-run and export report progress", arguments: [ArchiveMode.portable, .secure])
     func everyPipeline(mode: ArchiveMode) throws {
         try withTemporaryDirectory { dir in
