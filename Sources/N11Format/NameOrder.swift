@@ -26,8 +26,14 @@ public struct NameOrder: Sendable {
     /// The order of two different names that are ASCII, of one length, and differ only where
     /// both have a digit; nil for any other pair.
     static func sameShapeOrder(_ a: String, _ b: String) -> ComparisonResult? {
-        let x = a.utf8, y = b.utf8
-        guard x.count == y.count else { return nil }
+        guard a.utf8.count == b.utf8.count else { return nil }
+        // Over the bytes in place: iterating two UTF8Views in step was a tenth of a listing's
+        // time (a sort compares each name about twenty times).
+        var a = a, b = b
+        return a.withUTF8 { x in b.withUTF8 { y in sameShapeOrder(x, y) } }
+    }
+
+    private static func sameShapeOrder(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> ComparisonResult? {
         var first: ComparisonResult? = nil
         for (p, q) in zip(x, y) {
             guard p < 0x80, q < 0x80 else { return nil }
