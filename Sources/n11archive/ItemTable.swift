@@ -125,8 +125,8 @@ struct ItemTable {
         return String(full.prefix(10)) + " " + String(full.dropFirst(11).prefix(5)) + "Z"
     }
 
-    /// The length of the common prefix, in bytes. (`zip(...).prefix { }` built an array of
-    /// pairs per call: a tenth of `vault list`'s time at 1,000,000 items.)
+    /// The length of the common prefix, in bytes (`zip(...).prefix { }` built an array of
+    /// pairs per call).
     private static func common(_ a: String, _ b: String) -> Int {
         var x = a.utf8.makeIterator(), y = b.utf8.makeIterator()
         var count = 0
