@@ -125,6 +125,11 @@ struct Create: ParsableCommand, HasOutputOptions {
         if let output, output != "-", !ArchiveStores.isRemote(output), output.hasSuffix("/") || ((try? FileStatus.of(output, followLinks: true))??.kind == .directory) {
             throw ValidationError("'\(output)' is a directory: give a file name (-o \(Path.join(Path.withoutTrailingSlashes(output), "vault.nu11vlt"))), or --output-dir \(output) for a dated name")
         }
+        // On a remote, `REMOTE:DIR/` (or `REMOTE:`) names a directory too: taken as a file it
+        // published DIR/DIR (the last component named the file inside itself).
+        if let output, let remote = RemotePath.parse(output), remote.path.isEmpty || remote.path.hasSuffix("/") {
+            throw ValidationError("'\(output)' is a directory: give a file name (-o \(remote.appending("vault.nu11vlt"))), or --output-dir \(output) for a dated name")
+        }
         guard (output == nil) != (outputDirectory == nil) else {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
         }

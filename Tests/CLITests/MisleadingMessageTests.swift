@@ -29,6 +29,16 @@ struct MisleadingMessageTests {
             expectExit(run, 64)
             #expect(run.err.contains("is a directory") && !run.err.contains("--force"), "\(run)")
             #expect(listing(of: dir).isEmpty)
+
+            // A remote directory (a trailing slash, or the remote alone) is refused the same
+            // way, before rclone is asked anything: it was published as DIR/DIR.
+            for remote in ["nas:backups/", "nas:"] {
+                let run = try s.run(["create", "--portable", "-o", remote, "--password-file", try s.passwordFile()] + fastKDF)
+                expectExit(run, 64)
+                #expect(run.err.contains("'\(remote)' is a directory") && run.err.contains("--output-dir \(remote)"), "\(run)")
+            }
+            let named = try s.run(["create", "--portable", "-o", "nas:backups/", "--password-file", try s.passwordFile()] + fastKDF)
+            #expect(named.err.contains("-o nas:backups/vault.nu11vlt"), "\(named)")
         }
     }
 
