@@ -220,11 +220,17 @@ final class StreamedUpload: FinalPrefixObserver, @unchecked Sendable {
                     failure = "\(error)"
                     break
                 }
+                // Counted block by block: one pass can be most of the archive (libzip declares
+                // a large entry final only once it has rewritten its local header, so the
+                // last pass may begin just before `finish`), and the bar, once `finish` put it
+                // up, moves with every block instead of jumping at the end of the pass.
+                condition.lock()
+                progress?.add(bytes: position - sent)
+                sent = position
+                condition.unlock()
             }
             condition.lock()
             writing = nil
-            progress?.add(bytes: position - sent)
-            sent = position
             if let failure, problem == nil { problem = failure }
         }
         let gaveUp = outcome == nil

@@ -29,6 +29,8 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
     var cutStreamAfter: Int?
     /// A streamed upload's writes block until it is interrupted, then fail.
     var stallStreams = false
+    /// Each write of a streamed upload takes this long (a link slower than the disk).
+    var streamWriteSeconds = 0.0
     /// How often the local file was hashed by the remote's kind of hash (`rclone hashsum`).
     private(set) var localHashes = 0
     /// Bytes that streamed uploads took, in all.
@@ -144,6 +146,7 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
                 interrupted.wait()
                 throw remote.failure(path, "ended while stalled")
             }
+            if remote.streamWriteSeconds > 0 { usleep(UInt32(remote.streamWriteSeconds * 1e6)) }
             bytes.append(contentsOf: more)
             remote.locked { remote.streamedBytes += more.count }
             if let cut = remote.cutUploadAfter ?? remote.cutStreamAfter, bytes.count > cut {
@@ -201,10 +204,12 @@ private struct PublishWorld {
 
     var spool: String { home.root + "/spool" }
 
-    func create(name: String? = nil, lockWait: Double = 0, notices: ((PublishNotice) -> Void)? = nil) throws -> ArchiveBackup.Report {
+    func create(name: String? = nil, lockWait: Double = 0, notices: ((PublishNotice) -> Void)? = nil,
+                uploadProgress: ArchiveProgress? = nil) throws -> ArchiveBackup.Report {
         let store = RcloneStore(directory, spool: nil, home: home, rclone: remote)
+        let publishing = PublishOptions(lockWait: lockWait, progress: uploadProgress, notice: notices ?? { _ in })
         return try ArchiveBackup.run(from: world.vault, .init(mode: .portable, compartments: [.vault], kdf: fastKDF,
-                                                              destination: .store(store, name: name, .init(lockWait: lockWait, notice: notices ?? { _ in })),
+                                                              destination: .store(store, name: name, publishing),
                                                               home: home, now: now), progress: nil) {
             ArchiveAccess(passwords: [try secret(testPassword)], recipients: [], kdf: fastKDF)
         }
@@ -251,6 +256,31 @@ struct RcloneStorePublishTests {
                 #expect(WrittenArchives.all(in: w.home).map(\.location) == [report.location])
                 #expect(notices.count == 2)
             }
+        }
+    }
+
+    @Test("the upload bar of a streamed upload starts from what was sent while the archive was written and moves with every block after")
+    func streamedUploadBar() throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            w.remote.streams = true
+            w.remote.streamWriteSeconds = 0.05
+            // One large entry: libzip declares it final only once it is whole, so most of the
+            // archive goes in a pass that begins about when it is complete, on a link slower
+            // than the disk (50 ms a 1 MiB block).
+            _ = try w.world.vault.add(photo(randomBytes(6 << 20), name: "large.jpg"))
+            let recorder = ProgressRecorder()
+            let report = try w.create(uploadProgress: recorder.observer())
+            #expect(report.upload?.whileWritten == true)
+            let snapshots = recorder.snapshots
+            let first = try #require(snapshots.first), last = try #require(snapshots.last)
+            #expect(first.bytesAtBegin == first.bytes && first.bytes < last.bytes)
+            #expect(last.finished && last.bytes == last.totalBytes && last.items == 1)
+            // At 1 MiB a block, the bar moves on the way through the 6 MiB pass (it jumped
+            // from where it began to the end when the pass was counted whole).
+            let between = Set(snapshots.map(\.bytes)).filter { $0 > first.bytes && $0 < last.bytes }
+            #expect(between.count >= 3, "\(snapshots.map(\.bytes))")
+            #expect(zip(snapshots, snapshots.dropFirst()).allSatisfy { $0.bytes <= $1.bytes })
         }
     }
 
