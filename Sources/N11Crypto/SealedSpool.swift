@@ -99,8 +99,8 @@ public final class SpoolFile {
 /// Sorts more rows than should be held at once: runs of `runLength` rows sorted in memory
 /// and spooled (`SpoolFile`), then merged, at most `fanIn` runs at a time. Memory: one run,
 /// and while merging a row and about four chunks (`SpoolFile.chunkSize`: sealed, opened and
-/// buffered) per spool read, whatever the number of rows. Rows that fit in one run are never spooled. Equal rows keep no particular
-/// order: make the order total (a unique key last).
+/// buffered) per spool read, whatever the number of rows. Rows that fit in one run are never
+/// spooled. Equal rows keep no particular order: make the order total (a unique key last).
 ///
 /// Each merge before the last rewrites its rows once more, which is most of the cost past a
 /// million rows, so merges take the smallest spools and only as many as needed: up to
