@@ -188,6 +188,14 @@ public enum ArchiveStores {
     /// Whether `location` names a place on an rclone remote (`REMOTE:PATH`).
     public static func isRemote(_ location: String) -> Bool { RemotePath.parse(location) != nil }
 
+    /// A remote location that names a directory (`REMOTE:DIR/`, `REMOTE:`) where a file is
+    /// wanted (`-o`), as the file it could have meant (`REMOTE:DIR/name`); nil for anything
+    /// else. Taken as a file, `REMOTE:DIR/` would be DIR/DIR (`RemotePath.name` of `DIR/`).
+    public static func remoteDirectory(_ location: String, suggesting name: String) -> String? {
+        guard let remote = RemotePath.parse(location), remote.path.isEmpty || remote.path.hasSuffix("/") else { return nil }
+        return remote.appending(name).description
+    }
+
     /// For one archive's place on a remote (`-o REMOTE:FILE`): the store of its directory and
     /// its name there; nil for a local path.
     public static func remoteFile(_ location: String, spool: String?, home: N11Home) -> (store: any ArchiveStore, name: String)? {

@@ -126,9 +126,9 @@ struct Create: ParsableCommand, HasOutputOptions {
             throw ValidationError("'\(output)' is a directory: give a file name (-o \(Path.join(Path.withoutTrailingSlashes(output), "vault.nu11vlt"))), or --output-dir \(output) for a dated name")
         }
         // On a remote, `REMOTE:DIR/` (or `REMOTE:`) names a directory too: taken as a file it
-        // published DIR/DIR (the last component named the file inside itself).
-        if let output, let remote = RemotePath.parse(output), remote.path.isEmpty || remote.path.hasSuffix("/") {
-            throw ValidationError("'\(output)' is a directory: give a file name (-o \(remote.appending("vault.nu11vlt"))), or --output-dir \(output) for a dated name")
+        // published DIR/DIR.
+        if let output, let meant = ArchiveStores.remoteDirectory(output, suggesting: "vault.nu11vlt") {
+            throw ValidationError("'\(output)' is a directory: give a file name (-o \(meant)), or --output-dir \(output) for a dated name")
         }
         guard (output == nil) != (outputDirectory == nil) else {
             throw ValidationError("give exactly one of -o FILE and --output-dir DIR")
