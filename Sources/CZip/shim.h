@@ -9,6 +9,10 @@
 static inline zip_int64_t n11_zip_supports_readable(void) {
     return ZIP_SOURCE_SUPPORTS_READABLE;
 }
+/* What an archive read as it arrives (ArrivingZipSource) answers to ZIP_SOURCE_SUPPORTS. */
+static inline zip_int64_t n11_zip_supports_seekable(void) {
+    return ZIP_SOURCE_SUPPORTS_SEEKABLE;
+}
 /* What the archive output source (ZipOutputFile) answers to ZIP_SOURCE_SUPPORTS. */
 static inline zip_int64_t n11_zip_supports_writable(void) {
     return ZIP_SOURCE_SUPPORTS_WRITABLE;

@@ -59,11 +59,9 @@ public final class ArchiveReader {
     /// With `salvaging` (a salvage, FORMAT.md §1.1), a ZIP that libzip cannot open, or whose
     /// central directory breaks the layout, is read again through its local headers; a
     /// failure that still stops it is `unsalvageable`.
-    public init(path: String, name displayName: String? = nil, salvaging: Bool = false) throws(ArchiveError) {
-        self.path = path
+    public convenience init(path: String, name displayName: String? = nil, salvaging: Bool = false) throws(ArchiveError) {
         let name = displayName ?? path
-        self.name = name
-        self.salvaging = salvaging
+        let size: Int64
         do {
             guard let status = try FileStatus.of(path, followLinks: true) else { throw ArchiveError.archiveMissing(path: name) }
             switch status.kind {
@@ -71,20 +69,61 @@ public final class ArchiveReader {
             case .directory: throw ArchiveError.notAFile(path: name, what: "a directory")
             default: throw ArchiveError.notAFile(path: name, what: "a device, FIFO or socket")
             }
-            fileSize = status.size
-            var prefix = [UInt8](repeating: 0, count: 64 << 10)
-            let fd = try FileDescriptor.openForReading(path)
-            let got = try fd.readFully(into: &prefix, count: prefix.count)
-            guard got >= 4, Array(prefix[0..<4]) == [0x50, 0x4B, 0x03, 0x04] else {
+            size = status.size
+        } catch { throw ArchiveError.reading(name, error, salvaging: salvaging) }
+        try self.init(.file(path), size: size, name: name, salvaging: salvaging)
+    }
+
+    /// Reads an archive while it downloads (`ArrivingArchive`): every read waits for its
+    /// bytes, and `checkWhole()` must hold before anything read becomes visible. No salvage:
+    /// that walks local headers, so it waits for the whole file anyway.
+    public convenience init(arriving archive: ArrivingArchive) throws(ArchiveError) {
+        try self.init(.arriving(archive.file), size: archive.file.size, name: archive.name, salvaging: false)
+    }
+
+    /// Where the bytes are read from.
+    private enum Source {
+        case file(String)
+        case arriving(ArrivingFile)
+
+        var path: String {
+            switch self {
+            case .file(let path): return path
+            case .arriving(let file): return file.path
+            }
+        }
+
+        /// The first `count` bytes (fewer if the file is shorter).
+        func prefix(_ count: Int) throws -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            let got: Int
+            switch self {
+            case .file(let path): got = try FileDescriptor.openForReading(path).readFully(into: &bytes, count: count)
+            case .arriving(let file): got = try bytes.withUnsafeMutableBytes { try file.read(into: $0.baseAddress!, count: count, at: 0) }
+            }
+            return Array(bytes[0..<got])
+        }
+    }
+    private let source: Source
+
+    private init(_ source: Source, size: Int64, name: String, salvaging: Bool) throws(ArchiveError) {
+        self.source = source
+        self.path = source.path
+        self.name = name
+        self.salvaging = salvaging
+        fileSize = size
+        do {
+            let prefix = try source.prefix(64 << 10)
+            guard prefix.count >= 4, Array(prefix[0..<4]) == [0x50, 0x4B, 0x03, 0x04] else {
                 throw ArchiveError.notAnArchive(archive: name, why: "it is not a ZIP file")
             }
             // The version first (FORMAT.md §2): a later version's new entries or fields are
             // not damage, and it is reported as unsupported before they are looked at.
-            let declared = ZipPrefix.firstEntry(of: Array(prefix[0..<got])).flatMap { first in
+            let declared = ZipPrefix.firstEntry(of: prefix).flatMap { first in
                 first.name == EntryName.header ? ArchiveHeader.declaredVersion(first.data) : nil
             }
             if let declared, !(1...3).contains(declared) { throw FormatError.unsupportedVersion(declared) }
-            let opened = try Self.openContainer(path, salvaging: salvaging, packed: declared == 3)
+            let opened = try Self.openContainer(source, salvaging: salvaging, packed: declared == 3)
             container = opened
             header = try ArchiveHeader(parsing: opened.headerBytes)
             try ArchiveKeyEntries.checkSlots(of: header)
@@ -105,9 +144,24 @@ public final class ArchiveReader {
         } catch { throw ArchiveError.reading(name, error, salvaging: salvaging) }
     }
 
+    /// For an archive read as it downloads: waits for the rest of it and checks the whole
+    /// file's ZIP (`ZipReader.checkWhole`). Nothing for a file that was whole. Every reading
+    /// of items ends with this (`ArchiveVerifier.forEachItem`), before anything is published.
+    func checkWhole() throws(ArchiveError) {
+        guard case .arriving = source, let zip = container?.zip else { return }
+        do { try zip.checkWhole() } catch let error as ArchiveError { throw error } catch { throw ArchiveError.reading(name, error, salvaging: false) }
+    }
+
     /// Opens the ZIP through its central directory; when `salvaging` and that fails (the ZIP
     /// does not open, or its directory breaks the layout), through its local headers instead.
-    private static func openContainer(_ path: String, salvaging: Bool, packed: Bool) throws -> Container {
+    private static func openContainer(_ source: Source, salvaging: Bool, packed: Bool) throws -> Container {
+        let path: String
+        switch source {
+        case .arriving(let file):
+            let zip = try ZipReader(arriving: file)
+            return packed ? try openPacked(zip, salvaging: false) : try openContainer(zip, salvaging: false)
+        case .file(let file): path = file
+        }
         do {
             return packed ? try openPacked(ZipReader(path: path), salvaging: false) : try openContainer(ZipReader(path: path), salvaging: false)
         } catch where salvaging && (error is ContainerError || error is FormatError) {
@@ -203,10 +257,10 @@ public final class ArchiveReader {
         Heap.releaseFreePages()
         let result: SecureBytes
         do { result = try derive() } catch {
-            container = try? Self.openContainer(path, salvaging: salvaging, packed: header.version == 3)
+            container = try? Self.openContainer(source, salvaging: salvaging, packed: header.version == 3)
             throw error
         }
-        let reopened = try Self.openContainer(path, salvaging: salvaging, packed: header.version == 3)
+        let reopened = try Self.openContainer(source, salvaging: salvaging, packed: header.version == 3)
         guard reopened.headerBytes == header.bytes, reopened.keyEntry == keyEntry else {
             throw ArchiveError.damaged(archive: name, what: "the archive changed while it was being read")
         }

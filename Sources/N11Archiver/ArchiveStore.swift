@@ -213,6 +213,15 @@ public enum ArchiveStores {
         return try RcloneStore(remote.parent, spool: spool, home: home).fetch(StoredObject(name: remote.name, size: 0), progress: progress)
     }
 
+    /// For `REMOTE:PATH`: the archive's download started into the spool, to be read as it
+    /// arrives (`ArrivingArchive`; the caller removes its file). nil for a local path, and for
+    /// a remote one the listing does not show (`fetchArchive` then reports why).
+    public static func startFetching(_ location: String, spool: String?, home: N11Home,
+                                     rclone: any RemoteTransport = Rclone()) throws(ArchiveError) -> ArrivingArchive? {
+        guard let remote = RemotePath.parse(location) else { return nil }
+        return try RcloneStore(remote.parent, spool: spool, home: home, rclone: rclone).startFetching(remote.name)
+    }
+
     /// `REMOTE:DIR` is a directory on an rclone remote (fetched through `spool`), anything else
     /// a local directory, which must exist: a mistyped path in a timer unit should fail, not
     /// quietly start a new backup directory. `forPrune` says in messages which role it has.

@@ -28,7 +28,8 @@ public enum ArchiveVerifier {
     /// fail as damaged (or whose entry is missing) goes to `salvage` and the pass goes on from
     /// the next item on a fresh reader; `body` must leave nothing of a failed item behind.
     /// Other failures (a full disk, say) are thrown either way. Items are taken from the
-    /// archive one at a time (a version 3 page at a time), never all at once.
+    /// archive one at a time (a version 3 page at a time), never all at once. An archive read
+    /// as it downloads is checked whole at the end (`ArchiveReader.checkWhole`).
     static func forEachItem<Indices: RandomAccessCollection<Int>>(
         _ archive: UnlockedArchive, _ indices: Indices, progress: ArchiveProgress?,
         salvage: ((Int, Manifest.Item, ArchiveError) -> Void)?,
@@ -58,6 +59,9 @@ public enum ArchiveVerifier {
                 }
             }
         }
+        // Read as it downloaded: the rest of the file arrived and its ZIP holds together,
+        // before the caller makes anything visible.
+        try archive.reader.checkWhole()
     }
 
     /// Checks items `indices`, in order, writing nothing; `verified(n, item)` follows each

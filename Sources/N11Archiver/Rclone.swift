@@ -75,6 +75,20 @@ public protocol RemoteTransport: Sendable {
     func uploadFeatures(of directory: RemotePath) -> UploadFeatures?
     /// Starts an upload to `remote` of bytes given as they come (`rclone rcat`).
     func startStreamingUpload(to remote: RemotePath) throws(ArchiveError) -> any StreamingUpload
+    /// Starts a download of bytes `offset..<offset + count` of `remote` (`count` nil: to its
+    /// end), read as they come (`rclone cat`).
+    func startStreamingDownload(of remote: RemotePath, offset: Int64, count: Int64?) throws(ArchiveError) -> any StreamingDownload
+}
+
+/// A download read as its bytes come. One thread reads and finishes it; `abandon` may come
+/// from another.
+public protocol StreamingDownload: AnyObject, Sendable {
+    /// The next bytes into `buffer` from its start; 0 at the end.
+    func read(into buffer: inout [UInt8], count: Int) throws(ArchiveError) -> Int
+    /// Waits for the download to end, and throws if it failed.
+    func finish() throws(ArchiveError)
+    /// Ends the download where it is (the reader then sees its end or an error).
+    func abandon()
 }
 
 /// What a backend can do for an upload, as rclone tells it.
@@ -349,9 +363,50 @@ public struct Rclone: RemoteTransport {
         catch { throw ArchiveError.wrap(error) }
     }
 
+    public func startStreamingDownload(of remote: RemotePath, offset: Int64, count: Int64?) throws(ArchiveError) -> any StreamingDownload {
+        let range = (offset > 0 ? ["--offset", String(offset)] : []) + (count.map { ["--count", String($0)] } ?? [])
+        do { return RcloneStreamingDownload(try ChildProcess.start([program, "cat"] + range + [remote.description] + Self.commonFlags),
+                                            remote: remote) }
+        catch let error as SystemError where error.errno == ENOENT { throw Self.missingProgram(program) }
+        catch { throw ArchiveError.wrap(error) }
+    }
+
     /// The first `count` bytes of a remote file (enough for an archive's header entries).
     public func prefix(_ remote: RemotePath, count: Int) throws(ArchiveError) -> [UInt8] {
         try run(["cat", "--count", String(count), remote.description], about: remote, outputLimit: count)
+    }
+}
+
+/// `rclone cat REMOTE:PATH`, read from its standard output.
+final class RcloneStreamingDownload: StreamingDownload, @unchecked Sendable {
+    private let child: ChildProcess
+    private let remote: RemotePath
+    /// Held while the child is reaped, and by `abandon`: a signal must never reach a PID that
+    /// was reaped (it may be another process's by then).
+    private let reaping = NSLock()
+    private var reaped = false
+
+    init(_ child: ChildProcess, remote: RemotePath) {
+        self.child = child
+        self.remote = remote
+    }
+
+    func read(into buffer: inout [UInt8], count: Int) throws(ArchiveError) -> Int {
+        do { return try child.output.read(into: &buffer, count: count) } catch { throw ArchiveError.wrap(error) }
+    }
+
+    func finish() throws(ArchiveError) {
+        reaping.lock()
+        defer { reaping.unlock() }
+        reaped = true
+        let outcome = child.wait()
+        guard outcome.status == 0 else { throw Rclone.classify(outcome, subject: remote) }
+    }
+
+    func abandon() {
+        reaping.lock()
+        defer { reaping.unlock() }
+        if !reaped { child.askToEnd(force: true) }
     }
 }
 

@@ -48,6 +48,17 @@ public final class RcloneStore: ArchiveStore {
         return FetchedArchive(path: local, name: location(of: object.name), isCopy: true)
     }
 
+    /// Starts fetching object `name` into the spool, to be read as it arrives; nil when the
+    /// listing does not show it (`fetch` then says what is wrong). The caller removes the
+    /// file (`ArrivingArchive.file.path`) when it is done.
+    public func startFetching(_ name: String) throws(ArchiveError) -> ArrivingArchive? {
+        guard let home else { preconditionFailure("a store opened without a home is only listed") }
+        let spool = try RemoteArchives.spool(spoolOption, home: home)
+        guard let object = try rclone.list(directory).first(where: { $0.name == name }) else { return nil }
+        let local = Path.join(spool, AtomicFile.tempName(for: "download.nu11vlt"))
+        return try ArrivingArchive.start(directory.appending(name), size: object.size, into: local, rclone: rclone)
+    }
+
     public func delete(_ object: StoredObject) throws(ArchiveError) {
         try rclone.delete(directory.appending(object.name))
     }

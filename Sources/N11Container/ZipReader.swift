@@ -15,6 +15,8 @@ public struct ZipEntryInfo: Sendable {
 public final class ZipReader {
     public let path: String
     private let backend: Backend
+    /// The file being downloaded that this reads as it arrives (`init(arriving:)`).
+    private let arriving: ArrivingFile?
 
     private enum Backend {
         /// libzip, through the central directory.
@@ -30,6 +32,55 @@ public final class ZipReader {
             throw .unreadable(path: path, cause: .libzip(code: code, errno: 0, message: ZipWriter.message(code)))
         }
         backend = .directory(za)
+        arriving = nil
+    }
+
+    /// Reads a file while it is downloaded (issue 29): libzip reads through a source that
+    /// waits for the bytes it asks for. It opens from the file's end (already there) without
+    /// `ZIP_CHECKCONS`, which would read every local header and so wait for the whole file;
+    /// `checkWhole()` runs that check once the file is complete, and a reader must call it
+    /// before anything read this way is made visible.
+    public init(arriving file: ArrivingFile) throws(ContainerError) {
+        path = file.path
+        arriving = file
+        var error = zip_error_t()
+        zip_error_init(&error)
+        defer { zip_error_fini(&error) }
+        let source = ArrivingZipSource(file)
+        // libzip owns the source from here; the retain is released on ZIP_SOURCE_FREE.
+        let context = Unmanaged.passRetained(source).toOpaque()
+        guard let zipSource = zip_source_function_create(arrivingSourceCallback, context, &error) else {
+            Unmanaged<ArrivingZipSource>.fromOpaque(context).release()
+            throw .unreadable(path: path, cause: Self.failure(&error))
+        }
+        guard let za = zip_open_from_source(zipSource, ZIP_RDONLY, &error) else {
+            zip_source_free(zipSource)
+            throw .unreadable(path: path, cause: Self.failure(&error))
+        }
+        backend = .directory(za)
+    }
+
+    /// For a reader of an arriving file: waits for the whole file (throwing the download's
+    /// failure as it is), then opens it again with libzip's consistency checks (every local
+    /// header against the central directory) and requires the same entries. Nothing for others.
+    public func checkWhole() throws {
+        guard let arriving else { return }
+        try arriving.waitUntilWhole()
+        let whole = try ZipReader(path: path)
+        guard whole.entryCount == entryCount else {
+            throw ContainerError.unreadable(path: path, cause: .libzip(code: 0, errno: 0, message: "the ZIP read as it arrived differs from the whole file"))
+        }
+        for index in 0..<entryCount {
+            let (a, b) = (try entry(at: index), try whole.entry(at: index))
+            guard a.name == b.name, a.size == b.size else {
+                throw ContainerError.unreadable(path: path, cause: .libzip(code: 0, errno: 0, message: "the ZIP read as it arrived differs from the whole file"))
+            }
+        }
+    }
+
+    static func failure(_ error: inout zip_error_t) -> ReadFailure {
+        let errno = zip_error_system_type(&error) == ZIP_ET_SYS ? zip_error_code_system(&error) : 0
+        return .libzip(code: zip_error_code_zip(&error), errno: errno, message: String(cString: zip_error_strerror(&error)))
     }
 
     /// Finds the entries without the central directory: walks the local headers from the
@@ -43,6 +94,7 @@ public final class ZipReader {
             let file = try FileDescriptor.openForReading(path)
             let scan = LocalHeaderScan(file: file, fileSize: try file.status().size, accepts: accepts, maximumEntries: maximumEntries)
             backend = .localHeaders(file, try scan.entries())
+            arriving = nil
         } catch let error as ContainerError {
             throw error
         } catch {
@@ -67,6 +119,7 @@ public final class ZipReader {
     /// again by path: what is read through it must be checked as if it were another file.
     public func independent() throws(ContainerError) -> ZipReader {
         if case .localHeaders = backend { return self }
+        if let arriving { return try ZipReader(arriving: arriving) }
         return try ZipReader(path: path)
     }
 
@@ -161,5 +214,73 @@ final class ZipEntrySource: ByteSource {
         if n == 0, let left, left > 0 { throw ContainerError.entryReadFailed(name: name, cause: .wrongLength) }
         left = left.map { $0 - Int64(n) }
         return Int(n)
+    }
+}
+
+/// The bytes libzip reads of an arriving file: a position, and reads that wait for the bytes
+/// (`ArrivingFile`). Its callback is a C function reaching it through the user-data pointer.
+final class ArrivingZipSource {
+    let file: ArrivingFile
+    var position: Int64 = 0
+    var error = zip_error_t()
+
+    init(_ file: ArrivingFile) {
+        self.file = file
+        zip_error_init(&error)
+    }
+
+    deinit { zip_error_fini(&error) }
+
+    func read(into buffer: UnsafeMutableRawPointer, count: Int) -> zip_int64_t {
+        do {
+            let n = try file.read(into: buffer, count: count, at: position)
+            position += Int64(n)
+            return zip_int64_t(n)
+        } catch {
+            // libzip keeps only an errno; the download's own failure is the arriving file's.
+            zip_error_set(&self.error, ZIP_ER_READ, (error as? SystemError)?.errno ?? EIO)
+            return -1
+        }
+    }
+}
+
+func arrivingSourceCallback(_ userdata: UnsafeMutableRawPointer?, _ data: UnsafeMutableRawPointer?,
+                            _ length: zip_uint64_t, _ command: zip_source_cmd_t) -> zip_int64_t {
+    guard let userdata else { return -1 }
+    let source = Unmanaged<ArrivingZipSource>.fromOpaque(userdata).takeUnretainedValue()
+    switch command {
+    case ZIP_SOURCE_OPEN:
+        source.position = 0
+        return 0
+    case ZIP_SOURCE_READ:
+        guard let data else { return -1 }
+        return source.read(into: data, count: Int(min(length, zip_uint64_t(Int.max))))
+    case ZIP_SOURCE_CLOSE:
+        return 0
+    case ZIP_SOURCE_STAT:
+        guard let data, length >= MemoryLayout<zip_stat_t>.size else { return -1 }
+        let stat = data.assumingMemoryBound(to: zip_stat_t.self)
+        zip_stat_init(stat)
+        stat.pointee.size = zip_uint64_t(source.file.size)
+        stat.pointee.valid |= zip_uint64_t(ZIP_STAT_SIZE)
+        return zip_int64_t(MemoryLayout<zip_stat_t>.size)
+    case ZIP_SOURCE_SEEK:
+        let offset = zip_source_seek_compute_offset(zip_uint64_t(source.position), zip_uint64_t(source.file.size), data, length, &source.error)
+        guard offset >= 0 else { return -1 }
+        source.position = offset
+        return 0
+    case ZIP_SOURCE_TELL:
+        return source.position
+    case ZIP_SOURCE_ERROR:
+        guard let data else { return -1 }
+        return zip_error_to_data(&source.error, data, length)
+    case ZIP_SOURCE_FREE:
+        Unmanaged<ArrivingZipSource>.fromOpaque(userdata).release()
+        return 0
+    case ZIP_SOURCE_SUPPORTS:
+        return n11_zip_supports_seekable()
+    default:
+        zip_error_set(&source.error, ZIP_ER_OPNOTSUPP, 0)
+        return -1
     }
 }

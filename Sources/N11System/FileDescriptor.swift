@@ -146,6 +146,22 @@ public final class FileDescriptor: @unchecked Sendable {
         }
     }
 
+    /// Writes all of `bytes` at `offset` (pwrite: threads writing different parts of one file
+    /// share the descriptor), retrying short writes and EINTR.
+    public func write(_ bytes: ArraySlice<UInt8>, at offset: Int64) throws {
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let n = pwrite(rawValue, raw.baseAddress! + done, raw.count - done, off_t(offset + Int64(done)))
+                if n < 0 {
+                    if Glibc.errno == EINTR { continue }
+                    throw SystemError("cannot write", path: path)
+                }
+                done += n
+            }
+        }
+    }
+
     public func write(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { raw in try write(raw: raw) }
     }

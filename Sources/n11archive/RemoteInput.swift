@@ -47,6 +47,23 @@ extension ArchiveInput {
     }
 }
 
+extension ArchiveInput {
+    /// For a restore: a remote archive is read while it downloads (`ArrivingArchive`), except
+    /// in a salvage (which walks the local headers of the whole file); else `reader`. Run
+    /// what reads it through `ArrivingArchive.reportingItsFailure`, and `cancel` it after.
+    func readerAsItArrives(salvaging: Bool, progress: ArchiveProgress?) throws -> (ArchiveReader, ArrivingArchive?) {
+        guard !salvaging, let arriving = try ArchiveStores.startFetching(file, spool: spool, home: store.resolvedHome) else {
+            return (try reader(progress: progress, salvaging: salvaging), nil)
+        }
+        SpoolFiles.removeAtExit(arriving.file.path)
+        Console.note("fetching \(file) (read as it arrives)…")
+        do { return (try arriving.reportingItsFailure { try ArchiveReader(arriving: arriving) }, arriving) } catch {
+            arriving.cancel()
+            throw error
+        }
+    }
+}
+
 extension SpoolFiles {
     /// `ArchiveStores.fetchArchive`, saying so when it downloads; a fetched copy is removed
     /// when the command ends (or on Ctrl-C), or earlier by `remove`.

@@ -68,7 +68,14 @@ struct Restore: ParsableCommand, HasOutputOptions {
     }
 
     func run() throws {
-        let reader = try input.reader(progress: outputOptions.observer("download"), salvaging: salvage)
+        // `--export -` writes an item's bytes as they verify: it reads a whole archive.
+        let (reader, arriving) = export == "-" ? (try input.reader(progress: outputOptions.observer("download")), nil)
+            : try input.readerAsItArrives(salvaging: salvage, progress: outputOptions.observer("download"))
+        defer { arriving?.cancel() }
+        if let arriving { try arriving.reportingItsFailure { try restore(reader) } } else { try restore(reader) }
+    }
+
+    private func restore(_ reader: ArchiveReader) throws {
         if reader.foundByLocalHeaders {
             Console.warning("the ZIP directory of '\(input.file)' is damaged: its entries were found by their local headers; every item restored is still verified (make a new archive)")
         }

@@ -156,7 +156,9 @@ struct RemoteCLITests {
                     let folder = file.hasSuffix(".txt") ? "Notes" : "Photos"
                     #expect(try readBytes("\(export)/\(folder)/\(file)") == bytes, "\(remote): \(file)")
                 }
-                expectExit(try world.run(["restore", archive, "--password-file", pw], home: "new-\(remote)"), 0)
+                let restored = try world.run(["restore", archive, "--password-file", pw], home: "new-\(remote)")
+                expectExit(restored, 0)
+                #expect(restored.err.contains("read as it arrives"), "\(restored.err)")
                 #expect(listing(of: s.path("new-\(remote)/spool")).isEmpty, "the fetched copy is removed")
             }
         }
@@ -266,6 +268,18 @@ struct RemoteCLITests {
             #expect(download.status == 74, "\(download)")
             #expect(!FileManager.default.fileExists(atPath: s.path("fresh/keystore.n11keys")), "a failed restore leaves no key store")
             #expect(listing(of: s.path("fresh/spool")).isEmpty, "no partial download is left")
+
+            // Back up: the same archive restores as it downloads (its end fetched beside the
+            // rest), byte for byte. (The killer first ends its `kill`, which would otherwise
+            // take the restarted server down with the old one.)
+            while !killer2.isFinished { usleep(10_000) }
+            try world.webdav.start()
+            let export = s.path("fresh-export")
+            let again = try world.run(["restore", archive, "--password-file", pw, "--export", export], home: "fresh")
+            expectExit(again, 0)
+            #expect(again.err.contains("read as it arrives"), "\(again.err)")
+            #expect(try readBytes(export + "/Photos/big.jpg") == content)
+            #expect(listing(of: s.path("fresh/spool")).isEmpty)
         }
     }
 

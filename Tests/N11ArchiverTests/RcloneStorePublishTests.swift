@@ -186,10 +186,68 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
         guard let bytes = self[remote.description] else { throw failure(remote, "object not found") }
         return Array(bytes.prefix(count))
     }
+
+    /// A streamed download from offset 0 gives this many bytes, then fails.
+    var cutDownloadAfter: Int?
+    /// A streamed download from offset 0 stops at this byte until `releaseDownloads()` (or
+    /// 30 s: a reader that needs more must fail its test, not hang it).
+    var holdDownloadsAt: Int?
+    private let downloadsReleased = DispatchSemaphore(value: 0)
+    /// Whether a download is stopped at `holdDownloadsAt` now.
+    var isHoldingADownload: Bool { locked { holding } }
+    private var holding = false
+    /// The ranges streamed downloads were started for, in order: offset and count (nil: to the end).
+    private(set) var downloadRanges: [(offset: Int64, count: Int64?)] = []
+
+    func releaseDownloads() { downloadsReleased.signal() }
+
+    func startStreamingDownload(of remote: RemotePath, offset: Int64, count: Int64?) throws(ArchiveError) -> any StreamingDownload {
+        guard let bytes = self[remote.description] else { throw failure(remote, "object not found") }
+        locked { downloadRanges.append((offset, count)) }
+        let start = min(bytes.count, Int(offset))
+        let end = count.map { min(bytes.count, start + Int($0)) } ?? bytes.count
+        return Download(remote: self, path: remote, bytes: Array(bytes[start..<end]), fromStart: offset == 0)
+    }
+
+    /// A streamed download, in blocks of 64 KiB.
+    final class Download: StreamingDownload, @unchecked Sendable {
+        let remote: MemoryRemote
+        let path: RemotePath
+        let bytes: [UInt8]
+        let fromStart: Bool
+        var position = 0
+        var held = false
+
+        init(remote: MemoryRemote, path: RemotePath, bytes: [UInt8], fromStart: Bool) {
+            self.remote = remote
+            self.path = path
+            self.bytes = bytes
+            self.fromStart = fromStart
+        }
+
+        func read(into buffer: inout [UInt8], count: Int) throws(ArchiveError) -> Int {
+            if fromStart, let cut = remote.cutDownloadAfter, position >= cut { throw remote.failure(path, "the connection dropped") }
+            if fromStart, !held, let hold = remote.holdDownloadsAt, position >= hold {
+                held = true
+                remote.locked { remote.holding = true }
+                _ = remote.downloadsReleased.wait(timeout: .now() + 30)
+                remote.locked { remote.holding = false }
+            }
+            var n = min(count, 64 << 10, bytes.count - position)
+            if fromStart, let cut = remote.cutDownloadAfter { n = min(n, cut - position) }
+            if fromStart, !held, let hold = remote.holdDownloadsAt { n = min(n, hold - position) }
+            buffer.replaceSubrange(0..<n, with: bytes[position..<(position + n)])
+            position += n
+            return n
+        }
+
+        func finish() throws(ArchiveError) {}
+        func abandon() {}
+    }
 }
 
 /// A vault, a home, and `create` to a directory on an in-memory remote.
-private struct PublishWorld {
+struct PublishWorld {
     let world: KeySlotTests.World
     let home: N11Home
     let remote = MemoryRemote()
