@@ -44,6 +44,26 @@ static inline int n11_open_unnamed(const char *dir, mode_t mode) {
 #endif
 }
 
+/* splice(2) from a pipe into a file at *offset (advanced by what moved): the bytes go from
+   the pipe to the page cache without a copy through user space (a download read from
+   rclone's output). Through syscall(2): glibc declares splice only under _GNU_SOURCE. */
+static inline long n11_splice_to_file(int pipe_fd, int file_fd, long long *offset, size_t count) {
+#ifdef SYS_splice
+    long long at = *offset;
+    long n = syscall(SYS_splice, pipe_fd, NULL, file_fd, &at, count, 1 /* SPLICE_F_MOVE */);
+    if (n > 0) *offset = at;
+    return n;
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* F_SETPIPE_SZ (1031), which glibc defines only under _GNU_SOURCE: a pipe's capacity. */
+static inline int n11_set_pipe_size(int fd, int size) {
+    return fcntl(fd, 1031, size);
+}
+
 static inline int n11_rename_noreplace(const char *from, const char *to) {
     return n11_renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }

@@ -5,7 +5,7 @@ import N11Vault
 /// An archive on a remote, fetched into the spool while it is read (issue 29: a restore
 /// from a remote no longer waits for the whole download before it starts). Two downloads
 /// run at once: the archive's last `tailBytes` (the ZIP's central directory and, in version
-/// 3, the root: what opening and unlocking read first) and the rest from its first byte, in
+/// 3, the root: what opening and unlocking read first) and the whole from its first byte, in
 /// order, as a restore reads it. `file` lets readers wait for the bytes they ask for.
 ///
 /// Reading this way keeps the all-or-nothing rule: whatever is read was written by the
@@ -30,7 +30,11 @@ public final class ArrivingArchive: @unchecked Sendable {
     }
 
     /// Starts fetching `remote` into a new 0600 file `local` (which the caller removes).
-    static func start(_ remote: RemotePath, size: Int64, into local: String, rclone: any RemoteTransport) throws(ArchiveError) -> ArrivingArchive {
+    /// `body` is its download from byte 0 to the end, started already (while the listing that
+    /// gave `size` ran: one rclone start less to wait for); this adds one of the last
+    /// `tailBytes`, which the body also brings, later.
+    static func start(_ remote: RemotePath, size: Int64, body: any StreamingDownload, into local: String,
+                      rclone: any RemoteTransport) throws(ArchiveError) -> ArrivingArchive {
         // Small archives come in one piece: a second rclone start would cost more than it saves.
         let tailStart = size > 2 * tailBytes ? size - tailBytes : size
         let writer: FileDescriptor
@@ -39,48 +43,47 @@ public final class ArrivingArchive: @unchecked Sendable {
             writer = try FileDescriptor.createExclusive(local, mode: 0o600)
             file = try ArrivingFile(path: local, size: size, tailStart: tailStart)
         } catch {
+            body.abandon()
             try? FileSystem.removeFile(local)
             throw ArchiveError.wrap(error)
         }
-        var downloads: [any StreamingDownload] = []
-        do {
-            downloads.append(try rclone.startStreamingDownload(of: remote, offset: 0, count: tailStart))
-            if tailStart < size { downloads.append(try rclone.startStreamingDownload(of: remote, offset: tailStart, count: nil)) }
-        } catch {
-            for download in downloads { download.abandon() }
-            try? FileSystem.removeFile(local)
-            throw error
+        var downloads = [body]
+        if tailStart < size {
+            do { downloads.append(try rclone.startStreamingDownload(of: remote, offset: tailStart, count: nil)) } catch {
+                body.abandon()
+                try? FileSystem.removeFile(local)
+                throw error
+            }
         }
         let archive = ArrivingArchive(file: file, name: remote.description, downloads: downloads)
-        archive.receive(downloads[0], at: 0, count: tailStart, into: writer, remote: remote) { file.arrived(upTo: $0) }
-        if tailStart < size {
-            archive.receive(downloads[1], at: tailStart, count: size - tailStart, into: writer, remote: remote) { _ in }
-        }
+        archive.receive(body, at: 0, count: size, into: writer, remote: remote)
+        if tailStart < size { archive.receive(downloads[1], at: tailStart, count: size - tailStart, into: writer, remote: remote) }
         return archive
     }
 
     /// Writes what `download` gives at `offset…` of the file on a thread of its own: exactly
     /// `count` bytes, or the download fails (an object that changed size meanwhile included).
+    /// Both write the tail's bytes; they are the same bytes, unless the object changed between
+    /// the two requests, which the whole file's check and the tags then find.
     private func receive(_ download: any StreamingDownload, at offset: Int64, count: Int64, into writer: FileDescriptor,
-                         remote: RemotePath, progress: @escaping @Sendable (Int64) -> Void) {
+                         remote: RemotePath) {
         let file = self.file
         let isTail = offset > 0
         done.enter()
         Thread.detachNewThread { [done] in
             defer { done.leave() }
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
             var got: Int64 = 0
             do {
-                while true {
-                    let n = try download.read(into: &buffer, count: buffer.count)
+                while got < count {
+                    let n = try download.receive(into: writer, at: offset + got, count: Int(min(1 << 20, count - got)))
                     if n == 0 { break }
-                    guard got + Int64(n) <= count else { throw Self.wrongSize(remote, count: count, isTail: isTail) }
-                    try writer.write(buffer[0..<n], at: offset + got)
                     got += Int64(n)
-                    progress(offset + got)
+                    if !isTail { file.arrived(upTo: got) }
                 }
+                // Cut short: rclone's own reason first (a dropped link), if it gives one.
+                if got < count { try download.finish() }
+                guard got == count, try download.isAtEnd() else { throw Self.wrongSize(remote, count: count, isTail: isTail) }
                 try download.finish()
-                guard got == count else { throw Self.wrongSize(remote, count: count, isTail: isTail) }
                 if isTail { file.tailArrived() } else { file.bodyArrived() }
             } catch {
                 download.abandon()
@@ -90,7 +93,7 @@ public final class ArrivingArchive: @unchecked Sendable {
     }
 
     private static func wrongSize(_ remote: RemotePath, count: Int64, isTail: Bool) -> ArchiveError {
-        .remote(location: remote.description, why: "the download did not give the \(count) bytes the listing promised\(isTail ? " at its end" : ""): the archive changed or the transfer broke; nothing was restored",
+        .remote(location: remote.description, why: "the download did not give the \(count) bytes the listing promised\(isTail ? " at its end" : ""): the archive changed there, or the transfer broke",
                 kind: .ioFailure, hint: "run the command again")
     }
 

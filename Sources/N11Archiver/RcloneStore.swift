@@ -54,9 +54,20 @@ public final class RcloneStore: ArchiveStore {
     public func startFetching(_ name: String) throws(ArchiveError) -> ArrivingArchive? {
         guard let home else { preconditionFailure("a store opened without a home is only listed") }
         let spool = try RemoteArchives.spool(spoolOption, home: home)
-        guard let object = try rclone.list(directory).first(where: { $0.name == name }) else { return nil }
+        let remote = directory.appending(name)
+        // The download starts while the listing gives its size (both wait on a connection).
+        let body = try rclone.startStreamingDownload(of: remote, offset: 0, count: nil)
+        let object: RemoteObject?
+        do { object = try rclone.list(directory).first { $0.name == name } } catch {
+            body.abandon()
+            throw error
+        }
+        guard let object else {
+            body.abandon()
+            return nil
+        }
         let local = Path.join(spool, AtomicFile.tempName(for: "download.nu11vlt"))
-        return try ArrivingArchive.start(directory.appending(name), size: object.size, into: local, rclone: rclone)
+        return try ArrivingArchive.start(remote, size: object.size, body: body, into: local, rclone: rclone)
     }
 
     public func delete(_ object: StoredObject) throws(ArchiveError) {

@@ -162,6 +162,31 @@ public final class FileDescriptor: @unchecked Sendable {
         }
     }
 
+    /// Asks for a pipe of `bytes` capacity (at most /proc/sys/fs/pipe-max-size, 1 MiB by
+    /// default): a producer then runs that far ahead before it waits. Only a hint.
+    public func setPipeCapacity(_ bytes: Int) {
+        _ = n11_set_pipe_size(rawValue, Int32(bytes))
+    }
+
+    /// Moves up to `count` bytes from the pipe `pipe` into this file at `offset` (splice(2):
+    /// not through user space); 0 at the pipe's end. Falls back to a read and a pwrite where
+    /// the file system takes no splice.
+    public func splice(from pipe: FileDescriptor, at offset: Int64, count: Int) throws -> Int {
+        var at = offset
+        while true {
+            let n = n11_splice_to_file(pipe.rawValue, rawValue, &at, count)
+            if n >= 0 { return n }
+            if Glibc.errno == EINTR { continue }
+            if Glibc.errno == EINVAL || Glibc.errno == ENOSYS {
+                var buffer = [UInt8](repeating: 0, count: min(count, 1 << 20))
+                let got = try pipe.read(into: &buffer, count: buffer.count)
+                try write(buffer[0..<got], at: offset)
+                return got
+            }
+            throw SystemError("cannot write", path: path)
+        }
+    }
+
     public func write(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { raw in try write(raw: raw) }
     }

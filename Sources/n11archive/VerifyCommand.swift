@@ -104,7 +104,15 @@ struct Verify: ParsableCommand, HasOutputOptions {
             }
             return .written(document)
         }
-        let reader = try input.reader(progress: outputOptions.observer("download"))
+        // Read as it downloads, but for --adopt, whose record is of the whole file's state.
+        let (reader, arriving) = adopt ? (try input.reader(progress: outputOptions.observer("download")), nil)
+            : try input.readerAsItArrives(salvaging: false, progress: outputOptions.observer("download"))
+        defer { arriving?.cancel() }
+        if let arriving { return try arriving.reportingItsFailure { try verifyFully(input, reader, quietJSON: quietJSON, secrets: secrets) } }
+        return try verifyFully(input, reader, quietJSON: quietJSON, secrets: secrets)
+    }
+
+    private func verifyFully(_ input: ArchiveInput, _ reader: ArchiveReader, quietJSON: Bool, secrets: UnlockSources) throws -> AnyDocument {
         let before = try FileStatus.of(reader.path, followLinks: true)
         let (archive, unlockedStore) = try input.unlock(reader, sources: secrets)
         let keyStore = archive.header.mode == .secure ? try unlockedStore ?? input.store.loadKeyStore() : nil

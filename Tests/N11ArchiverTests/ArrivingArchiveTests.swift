@@ -40,8 +40,9 @@ struct ArrivingArchiveTests {
             w.remote.holdDownloadsAt = 128 << 10
             let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
             defer { arriving.cancel() }
+            // The whole from byte 0, and its last MiB beside it.
             #expect(w.remote.downloadRanges.map(\.offset) == [0, Int64(size) - ArrivingArchive.tailBytes])
-            #expect(w.remote.downloadRanges.map(\.count) == [Int64(size) - ArrivingArchive.tailBytes, nil])
+            #expect(w.remote.downloadRanges.map(\.count) == [nil, nil])
             // The body is held at 128 KiB: an open that needed more would return only once
             // the hold ends (after 30 s).
             let archive = try open(arriving)
@@ -61,6 +62,18 @@ struct ArrivingArchiveTests {
             }
             #expect(exported == (try contents(of: w.world.vault)))
             #expect(try readBytes(arriving.file.path) == (try #require(w.remote[location])), "the spooled copy is the archive")
+        }
+    }
+
+    @Test("an archive the listing does not show: no download is kept, and the caller falls back to the whole-file fetch that names the problem")
+    func notListed() throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            let missing = w.directory.appending("n11archive-missing.nu11vlt").description
+            #expect(try ArchiveStores.startFetching(missing, spool: nil, home: w.home, rclone: w.remote) == nil)
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: w.spool)) ?? []).isEmpty, "nothing spooled")
+            #expect(try ArchiveStores.startFetching(dir + "/local.nu11vlt", spool: nil, home: w.home, rclone: w.remote) == nil,
+                    "a local path is read where it is")
         }
     }
 

@@ -202,30 +202,45 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
     func releaseDownloads() { downloadsReleased.signal() }
 
     func startStreamingDownload(of remote: RemotePath, offset: Int64, count: Int64?) throws(ArchiveError) -> any StreamingDownload {
-        guard let bytes = self[remote.description] else { throw failure(remote, "object not found") }
+        // As `rclone cat`, it starts whether or not the object is there, and fails on reading.
+        let bytes = self[remote.description]
         locked { downloadRanges.append((offset, count)) }
-        let start = min(bytes.count, Int(offset))
-        let end = count.map { min(bytes.count, start + Int($0)) } ?? bytes.count
-        return Download(remote: self, path: remote, bytes: Array(bytes[start..<end]), fromStart: offset == 0)
+        let start = min(bytes?.count ?? 0, Int(offset))
+        let end = count.map { min(bytes?.count ?? 0, start + Int($0)) } ?? bytes?.count ?? 0
+        return Download(remote: self, path: remote, bytes: bytes.map { Array($0[start..<end]) }, fromStart: offset == 0)
     }
 
     /// A streamed download, in blocks of 64 KiB.
     final class Download: StreamingDownload, @unchecked Sendable {
         let remote: MemoryRemote
         let path: RemotePath
-        let bytes: [UInt8]
+        /// nil: no such object.
+        let object: [UInt8]?
         let fromStart: Bool
         var position = 0
         var held = false
 
-        init(remote: MemoryRemote, path: RemotePath, bytes: [UInt8], fromStart: Bool) {
+        init(remote: MemoryRemote, path: RemotePath, bytes: [UInt8]?, fromStart: Bool) {
             self.remote = remote
             self.path = path
-            self.bytes = bytes
+            object = bytes
             self.fromStart = fromStart
         }
 
+        func receive(into file: FileDescriptor, at offset: Int64, count: Int) throws(ArchiveError) -> Int {
+            var buffer = [UInt8](repeating: 0, count: count)
+            let n = try read(into: &buffer, count: count)
+            do { try file.write(buffer[0..<n], at: offset) } catch { throw remote.failure(path, "cannot write") }
+            return n
+        }
+
+        func isAtEnd() throws(ArchiveError) -> Bool {
+            var probe = [UInt8](repeating: 0, count: 1)
+            return try read(into: &probe, count: 1) == 0
+        }
+
         func read(into buffer: inout [UInt8], count: Int) throws(ArchiveError) -> Int {
+            guard let bytes = object else { throw remote.failure(path, "object not found") }
             if fromStart, let cut = remote.cutDownloadAfter, position >= cut { throw remote.failure(path, "the connection dropped") }
             if fromStart, !held, let hold = remote.holdDownloadsAt, position >= hold {
                 held = true
