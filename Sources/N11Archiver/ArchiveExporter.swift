@@ -93,6 +93,8 @@ public enum ArchiveExporter {
                                               into: FileStagingSink(file), progress: progress)
                 // A photo keeps the time it was taken (added), not the time of the export.
                 try file.setModificationTime(secondsSince1970: Int64(item.created.timeIntervalSince1970.rounded(.down)))
+                // To disk while the next items are exported, not all at the syncfs before publishing.
+                if item.size >= FileDescriptor.writebackAtOnceFrom { file.startWritebackOfAll() }
                 try file.close()
             } catch {
                 // Nothing unverified stays, even in staging: a salvage goes on without it.

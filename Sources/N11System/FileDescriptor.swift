@@ -215,6 +215,17 @@ public final class FileDescriptor: @unchecked Sendable {
     public static func startWriteback(_ fd: Int32, offset: Int64, count: Int) {
         _ = n11_start_writeback(fd, offset, Int64(count))
     }
+
+    /// `startWriteback` of the whole file: for a writer of many files made durable together
+    /// later (one syncfs), so that a large file goes to disk while the next ones are made
+    /// instead of all of them at that syncfs.
+    public func startWritebackOfAll() {
+        Self.startWriteback(rawValue, offset: 0, count: 0)
+    }
+
+    /// From this size up a finished file's writeback is started at once (`startWritebackOfAll`);
+    /// below it the system call would cost more than the overlap gains (a note is a page).
+    public static let writebackAtOnceFrom: Int64 = 1 << 20
 }
 
 /// The parts of `stat` the tool decides on.

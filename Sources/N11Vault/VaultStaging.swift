@@ -245,6 +245,8 @@ public final class VaultStaging {
             throw error
         }
         // No fsync per file: `commitPoint` makes every written file durable with one syncfs.
+        // A large one starts going to disk now, while the next items are written.
+        if written.size >= FileDescriptor.writebackAtOnceFrom { content.startWritebackOfAll() }
         try content.close()
         let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
                                     created: item.created, expires: item.expires, size: written.size,
