@@ -46,4 +46,51 @@ public struct InputPrefetch {
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
         _ = posix_fadvise(fd, 0, headBytes, POSIX_FADV_WILLNEED)
     }
+
+    /// `hint` for a file in a directory of the user's own that only the user can change (a
+    /// vault's content file): opened without the checks that input from elsewhere needs (a
+    /// FIFO there is no one's), so three system calls, not five.
+    public static func hintOwn(_ path: String) {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
+        guard fd >= 0 else { return }
+        _ = posix_fadvise(fd, 0, headBytes, POSIX_FADV_WILLNEED)
+        close(fd)
+    }
+}
+
+/// Tells whether a pass over many files is waiting on the disk, from how long its last
+/// `window` items took: prefetching (`InputPrefetch.hintOwn`) pays from a cold cache (a
+/// 200-byte note read alone waits about 100 µs) and costs three system calls an item from a
+/// warm one (`vault verify` of 100,000 notes: 1.9 → 2.4 s warm, 10–13 → 6–8 s cold). So
+/// hints are given only while items take longer than `coldItemNanoseconds` on average.
+public struct DiskWaitDetector {
+    public static let window = 64
+    /// Between a warm note (about 20 µs) and a cold one (about 100 µs).
+    static let coldItemNanoseconds: UInt64 = 40_000
+
+    private var windowStart = DiskWaitDetector.now()
+    private var items = 0
+    /// Whether the last window's items waited on the disk (assumed for the first window).
+    public private(set) var waiting = true
+
+    public init() {}
+
+    /// Counts an item done; true when `waiting` has just turned on (the caller then hints a
+    /// whole window ahead at once).
+    public mutating func itemDone() -> Bool {
+        items += 1
+        guard items == Self.window else { return false }
+        let now = Self.now()
+        let was = waiting
+        waiting = (now - windowStart) / UInt64(Self.window) > Self.coldItemNanoseconds
+        windowStart = now
+        items = 0
+        return waiting && !was
+    }
+
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
 }
