@@ -360,8 +360,10 @@ final class ExportStaging {
         }
     }
 
+    /// Created where Ctrl-C's cleanup cannot be running: a file made while it removed the
+    /// tree kept the staging directory (and the export's) from going (a CI run caught it).
     func createFile(_ file: String, in folder: String) throws -> FileDescriptor {
-        try folderHandles[folder]!.createFile(file, mode: 0o600)
+        try Interruption.critical { try folderHandles[folder]!.createFile(file, mode: 0o600) }
     }
 
     /// Removes a staged file that did not verify.

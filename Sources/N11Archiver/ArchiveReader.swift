@@ -148,7 +148,8 @@ public final class ArchiveReader {
     /// file's ZIP (`ZipReader.checkWhole`). Nothing for a file that was whole. Every reading
     /// of items ends with this (`ArchiveVerifier.forEachItem`), before anything is published.
     func checkWhole() throws(ArchiveError) {
-        guard case .arriving = source, let zip = container?.zip else { return }
+        guard case .arriving = source else { return }
+        guard let zip = container?.zip else { throw ArchiveError.damaged(archive: name, what: "the archive was not open to be checked whole") }
         do { try zip.checkWhole() } catch let error as ArchiveError { throw error } catch { throw ArchiveError.reading(name, error, salvaging: false) }
     }
 

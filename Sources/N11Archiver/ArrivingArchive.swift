@@ -22,11 +22,15 @@ public final class ArrivingArchive: @unchecked Sendable {
     public let name: String
     private let downloads: [any StreamingDownload]
     private let done = DispatchGroup()
+    private let remote: RemotePath
+    private let rclone: any RemoteTransport
 
-    private init(file: ArrivingFile, name: String, downloads: [any StreamingDownload]) {
+    private init(file: ArrivingFile, remote: RemotePath, downloads: [any StreamingDownload], rclone: any RemoteTransport) {
         self.file = file
-        self.name = name
+        self.remote = remote
+        name = remote.description
         self.downloads = downloads
+        self.rclone = rclone
     }
 
     /// Starts fetching `remote` into a new 0600 file `local` (which the caller removes).
@@ -55,7 +59,7 @@ public final class ArrivingArchive: @unchecked Sendable {
                 throw error
             }
         }
-        let archive = ArrivingArchive(file: file, name: remote.description, downloads: downloads)
+        let archive = ArrivingArchive(file: file, remote: remote, downloads: downloads, rclone: rclone)
         archive.receive(body, at: 0, count: size, into: writer, remote: remote)
         if tailStart < size { archive.receive(downloads[1], at: tailStart, count: size - tailStart, into: writer, remote: remote) }
         return archive
@@ -105,10 +109,33 @@ public final class ArrivingArchive: @unchecked Sendable {
 
     /// Runs `body`, and if it throws after the download failed, throws the download's failure
     /// instead: a read that met the failure reports it through libzip as a bare I/O error.
+    /// Damage is the transfer's when the copy differs from the remote object by the remote's
+    /// own hash: `rclone cat` checks none (`copyto` did), so that is asked then.
     public func reportingItsFailure<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch {
             if let failure = file.failure { throw failure }
+            if (error as? ArchiveError)?.kind == .damaged, let changed = changedOnTheWay() { throw changed }
             throw error
         }
+    }
+
+    /// Why the downloaded copy is not the remote object (the download's failure, or a hash of
+    /// the remote's that differs); nil when it is, or when the remote keeps no hash to tell.
+    private func changedOnTheWay() -> ArchiveError? {
+        do { try file.waitUntilWhole() } catch { return error as? ArchiveError ?? ArchiveError.wrap(error) }
+        guard let hashes = try? rclone.remoteHashes(remote, types: nil) else { return nil }
+        for type in ["sha256", "sha1", "md5"] {
+            guard let kept = hashes[type] else { continue }
+            let local: String
+            do {
+                local = type == "sha256" ? try WrittenArchives.sha256(of: FileDescriptor.openForReading(file.path))
+                    : try rclone.localHash(file.path, type: type)
+            } catch { return nil }
+            guard local != kept else { return nil }
+            return .remote(location: remote.description,
+                           why: "the downloaded copy differs from the archive on the remote (by its \(type)): it changed on the way, or was replaced meanwhile; nothing was restored",
+                           kind: .ioFailure, hint: "run the command again")
+        }
+        return nil
     }
 }

@@ -49,7 +49,7 @@ public final class RcloneStore: ArchiveStore {
     }
 
     /// Starts fetching object `name` into the spool, to be read as it arrives; nil when the
-    /// listing does not show it (`fetch` then says what is wrong). The caller removes the
+    /// listing does not show it (`fetch` then says what is wrong) or gives no size. The caller removes the
     /// file (`ArrivingArchive.file.path`) when it is done.
     public func startFetching(_ name: String) throws(ArchiveError) -> ArrivingArchive? {
         guard let home else { preconditionFailure("a store opened without a home is only listed") }
@@ -62,7 +62,8 @@ public final class RcloneStore: ArchiveStore {
             body.abandon()
             throw error
         }
-        guard let object else {
+        // Not listed, or of a size the backend does not know (-1): fetched whole instead.
+        guard let object, object.size >= 0 else {
             body.abandon()
             return nil
         }

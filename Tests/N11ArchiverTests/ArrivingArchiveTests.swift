@@ -98,6 +98,30 @@ struct ArrivingArchiveTests {
         }
     }
 
+    @Test("a byte changed on the way (rclone cat checks no hash): an I/O failure naming the remote's hash, not damage, where the remote keeps one; damage where it keeps none",
+          arguments: [true, false])
+    func changedOnTheWay(hasSHA256: Bool) throws {
+        try withTemporaryDirectory { dir in
+            let w = try PublishWorld(dir: dir)
+            let (location, _) = try published(w)
+            w.remote.hasSHA256 = hasSHA256
+            w.remote.corruptDownloads = true
+            let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
+            defer { arriving.cancel() }
+            let target = dir + "/export"
+            #expect {
+                try arriving.reportingItsFailure {
+                    try ArchiveExporter.export(try open(arriving), to: target, keyStore: nil)
+                }
+            } throws: { error in
+                guard let error = error as? ArchiveError else { return false }
+                if hasSHA256, case .remote(_, let why, .ioFailure, _) = error { return why.contains("sha256") }
+                return !hasSHA256 && error.kind == .damaged
+            }
+            #expect(!FileManager.default.fileExists(atPath: target))
+        }
+    }
+
     @Test("a local header that disagrees with the central directory: reading through the directory works, the check of the whole file refuses it before anything is published")
     func wholeFileChecked() throws {
         try withTemporaryDirectory { dir in

@@ -189,6 +189,9 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
 
     /// A streamed download from offset 0 gives this many bytes, then fails.
     var cutDownloadAfter: Int?
+    /// A streamed download from offset 0 gives a byte in its middle changed (a transfer that
+    /// went wrong), and succeeds.
+    var corruptDownloads = false
     /// A streamed download from offset 0 stops at this byte until `releaseDownloads()` (or
     /// 30 s: a reader that needs more must fail its test, not hang it).
     var holdDownloadsAt: Int?
@@ -207,7 +210,9 @@ final class MemoryRemote: RemoteTransport, @unchecked Sendable {
         locked { downloadRanges.append((offset, count)) }
         let start = min(bytes?.count ?? 0, Int(offset))
         let end = count.map { min(bytes?.count ?? 0, start + Int($0)) } ?? bytes?.count ?? 0
-        return Download(remote: self, path: remote, bytes: bytes.map { Array($0[start..<end]) }, fromStart: offset == 0)
+        var range = bytes.map { Array($0[start..<end]) }
+        if corruptDownloads, offset == 0, let count = range?.count, count > 0 { range?[count / 2] ^= 0x01 }
+        return Download(remote: self, path: remote, bytes: range, fromStart: offset == 0)
     }
 
     /// A streamed download, in blocks of 64 KiB.
