@@ -380,17 +380,46 @@ public struct Rclone: RemoteTransport {
     }
 }
 
-/// `rclone cat REMOTE:PATH`, read from its standard output.
-final class RcloneStreamingDownload: StreamingDownload, @unchecked Sendable {
-    private let child: ChildProcess
-    private let remote: RemotePath
-    /// Held while the child is reaped, and by `abandon`: a signal must never reach a PID that
-    /// was reaped (it may be another process's by then).
+/// A running rclone that another thread may ask to end. Reaping and signalling take one lock:
+/// a signal must never reach a PID that was reaped (it may be another process's by then).
+final class GuardedChild: @unchecked Sendable {
+    let child: ChildProcess
     private let reaping = NSLock()
     private var reaped = false
 
+    init(_ child: ChildProcess) { self.child = child }
+
+    /// Waits for it to end and reaps it.
+    func reap() -> ChildProcess.Outcome {
+        reaping.lock()
+        defer { reaping.unlock() }
+        reaped = true
+        return child.wait()
+    }
+
+    /// Asks it to end (SIGTERM; with `force`, SIGKILL) unless it was reaped.
+    func askToEnd(force: Bool) {
+        reaping.lock()
+        defer { reaping.unlock() }
+        if !reaped { child.askToEnd(force: force) }
+    }
+
+    /// Ends it at once and reaps it.
+    func terminate() {
+        reaping.lock()
+        defer { reaping.unlock() }
+        reaped = true
+        child.terminate()
+    }
+}
+
+/// `rclone cat REMOTE:PATH`, read from its standard output.
+final class RcloneStreamingDownload: StreamingDownload, @unchecked Sendable {
+    private let process: GuardedChild
+    private let remote: RemotePath
+
     init(_ child: ChildProcess, remote: RemotePath) {
-        self.child = child
+        process = GuardedChild(child)
         self.remote = remote
         // rclone writes ahead by a MiB, not 64 KiB, before it waits for us.
         child.output.setPipeCapacity(1 << 20)
@@ -399,76 +428,49 @@ final class RcloneStreamingDownload: StreamingDownload, @unchecked Sendable {
     /// Spliced from rclone's output: the bytes do not pass through this process (on loopback,
     /// where the cores are busy with rclone on both ends, that copy cost 5–10% of a restore).
     func receive(into file: FileDescriptor, at offset: Int64, count: Int) throws(ArchiveError) -> Int {
-        do { return try file.splice(from: child.output, at: offset, count: count) } catch { throw ArchiveError.wrap(error) }
+        do { return try file.splice(from: process.child.output, at: offset, count: count) } catch { throw ArchiveError.wrap(error) }
     }
 
     func isAtEnd() throws(ArchiveError) -> Bool {
         var probe = [UInt8](repeating: 0, count: 1)
-        do { return try child.output.read(into: &probe, count: 1) == 0 } catch { throw ArchiveError.wrap(error) }
+        do { return try process.child.output.read(into: &probe, count: 1) == 0 } catch { throw ArchiveError.wrap(error) }
     }
 
     func finish() throws(ArchiveError) {
-        reaping.lock()
-        defer { reaping.unlock() }
-        reaped = true
-        let outcome = child.wait()
+        let outcome = process.reap()
         guard outcome.status == 0 else { throw Rclone.classify(outcome, subject: remote) }
     }
 
-    func abandon() {
-        reaping.lock()
-        defer { reaping.unlock() }
-        if !reaped { child.askToEnd(force: true) }
-    }
+    func abandon() { process.askToEnd(force: true) }
 }
 
 /// `rclone rcat REMOTE:PATH`, fed through its standard input.
 final class RcloneStreamingUpload: StreamingUpload, @unchecked Sendable {
-    private let child: ChildProcess
+    private let process: GuardedChild
     private let remote: RemotePath
-    /// Held while the child is reaped, and by `interrupt`: a signal must never reach a PID
-    /// that was reaped (it may be another process's by then).
-    private let reaping = NSLock()
-    private var reaped = false
 
     init(_ child: ChildProcess, remote: RemotePath) {
-        self.child = child
+        process = GuardedChild(child)
         self.remote = remote
     }
 
-    private func reap() -> ChildProcess.Outcome {
-        reaping.lock()
-        defer { reaping.unlock() }
-        reaped = true
-        return child.wait()
-    }
-
     func write(_ bytes: ArraySlice<UInt8>) throws(ArchiveError) {
-        guard let input = child.input else { preconditionFailure("rcat is started with an input") }
+        guard let input = process.child.input else { preconditionFailure("rcat is started with an input") }
         do { try input.write(bytes) }
         catch {
             // rclone ended (EPIPE): what it said is the reason.
-            let outcome = reap()
+            let outcome = process.reap()
             throw outcome.status == 0 ? ArchiveError.wrap(error) : Rclone.classify(outcome, subject: remote)
         }
     }
 
     func finish() throws(ArchiveError) {
-        child.closeInput()
-        let outcome = reap()
+        process.child.closeInput()
+        let outcome = process.reap()
         guard outcome.status == 0 else { throw Rclone.classify(outcome, subject: remote) }
     }
 
-    func abandon() {
-        reaping.lock()
-        defer { reaping.unlock() }
-        reaped = true
-        child.terminate()
-    }
+    func abandon() { process.terminate() }
 
-    func interrupt(force: Bool) {
-        reaping.lock()
-        defer { reaping.unlock() }
-        if !reaped { child.askToEnd(force: force) }
-    }
+    func interrupt(force: Bool) { process.askToEnd(force: force) }
 }

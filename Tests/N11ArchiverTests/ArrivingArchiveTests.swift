@@ -25,6 +25,16 @@ struct ArrivingArchiveTests {
         }
     }
 
+    /// Exports `location` into `dir/export` while it downloads, as `restore --export` does,
+    /// and takes the download back after.
+    private func exportAsItArrives(_ location: String, of w: PublishWorld, into dir: String) throws -> ArchiveRestorer.Report {
+        let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
+        defer { arriving.cancel() }
+        return try arriving.reportingItsFailure {
+            try ArchiveExporter.export(try open(arriving), to: dir + "/export", keyStore: nil)
+        }
+    }
+
     /// Each vault item's plaintext by name.
     private func contents(of vault: Vault) throws -> [String: [UInt8]] {
         var result: [String: [UInt8]] = [:]
@@ -83,14 +93,8 @@ struct ArrivingArchiveTests {
             let w = try PublishWorld(dir: dir)
             let (location, _) = try published(w)
             w.remote.cutDownloadAfter = 1 << 20
-            let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
-            defer { arriving.cancel() }
             let target = dir + "/export"
-            #expect {
-                try arriving.reportingItsFailure {
-                    try ArchiveExporter.export(try open(arriving), to: target, keyStore: nil)
-                }
-            } throws: { error in
+            #expect { try exportAsItArrives(location, of: w, into: dir) } throws: { error in
                 guard let error = error as? ArchiveError, case .remote(_, let why, let kind, _) = error else { return false }
                 return kind == .ioFailure && why.contains("connection dropped")
             }
@@ -106,14 +110,8 @@ struct ArrivingArchiveTests {
             let (location, _) = try published(w)
             w.remote.hasSHA256 = hasSHA256
             w.remote.corruptDownloads = true
-            let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
-            defer { arriving.cancel() }
             let target = dir + "/export"
-            #expect {
-                try arriving.reportingItsFailure {
-                    try ArchiveExporter.export(try open(arriving), to: target, keyStore: nil)
-                }
-            } throws: { error in
+            #expect { try exportAsItArrives(location, of: w, into: dir) } throws: { error in
                 guard let error = error as? ArchiveError else { return false }
                 if hasSHA256, case .remote(_, let why, .ioFailure, _) = error { return why.contains("sha256") }
                 return !hasSHA256 && error.kind == .damaged
@@ -134,17 +132,12 @@ struct ArrivingArchiveTests {
             let at = try #require(bytes.indices.first { bytes[$0..<min(bytes.count, $0 + name.count)].elementsEqual(name) })
             bytes[at + name.count - 1] = UInt8(ascii: "2")
             w.remote[location] = bytes
-            let arriving = try #require(try ArchiveStores.startFetching(location, spool: nil, home: w.home, rclone: w.remote))
-            defer { arriving.cancel() }
             let target = dir + "/export"
-            #expect {
-                try arriving.reportingItsFailure {
-                    try ArchiveExporter.export(try open(arriving), to: target, keyStore: nil)
-                }
-            } throws: { error in (error as? ArchiveError)?.kind == .damaged }
+            #expect { try exportAsItArrives(location, of: w, into: dir) } throws: { error in (error as? ArchiveError)?.kind == .damaged }
             #expect(!FileManager.default.fileExists(atPath: target))
             // The same bytes read as a whole file are refused when opened.
-            #expect(throws: ArchiveError.self) { try ArchiveReader(path: arriving.file.path) }
+            try AtomicFile.write(bytes, to: dir + "/whole.nu11vlt", mode: 0o600, replaceExisting: false)
+            #expect(throws: ArchiveError.self) { try ArchiveReader(path: dir + "/whole.nu11vlt") }
         }
     }
 
