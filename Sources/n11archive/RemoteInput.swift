@@ -48,8 +48,9 @@ extension ArchiveInput {
 }
 
 extension ArchiveInput {
-    /// For a restore: a remote archive is read while it downloads (`ArrivingArchive`), except
-    /// in a salvage (which walks the local headers of the whole file); else `reader`. Run
+    /// For a restore or a verify: a remote archive is read while it downloads
+    /// (`ArrivingArchive`), except in a salvage (which walks the local headers of the whole
+    /// file); else `reader` (a local file, or a remote one the listing gives no size for). Run
     /// what reads it through `ArrivingArchive.reportingItsFailure`, and `cancel` it after.
     func readerAsItArrives(salvaging: Bool, progress: ArchiveProgress?) throws -> (ArchiveReader, ArrivingArchive?) {
         guard !salvaging, let arriving = try ArchiveStores.startFetching(file, spool: spool, home: store.resolvedHome) else {
