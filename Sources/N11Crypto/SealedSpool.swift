@@ -102,6 +102,13 @@ public final class SpoolFile {
 /// buffered) per spool read, whatever the number of rows. Rows that fit in one run are never
 /// spooled. Equal rows keep no particular order: make the order total (a unique key last).
 ///
+/// The order is `key` ascending, then `isOrderedBefore` among rows of one key. The key is a
+/// number kept beside each row, so most comparisons touch no row: comparing rows through a
+/// closure copied each one (a retain and a release per string it holds, each a cache miss
+/// in a run of 32,768 rows), and that was a third of `vault list`'s time at 3,000,000 items.
+/// The work is `@inlinable` so that the module that holds `Row` gets it specialized
+/// (BENCHMARKS.md, "The listings' sort").
+///
 /// Each merge before the last rewrites its rows once more, which is most of the cost past a
 /// million rows, so merges take the smallest spools and only as many as needed: up to
 /// `fanIn` runs (4,194,304 rows at the defaults) no row is rewritten; up to `2 × fanIn - 1`
@@ -110,20 +117,23 @@ public final class SpoolFile {
 /// `fanIn` smallest are merged: at most `2 × fanIn` spools are open at once, and `fanIn` is
 /// lowered where RLIMIT_NOFILE would not leave room for them beside the rest of the process.
 public struct ExternalSorter<Row> {
-    private let runLength: Int
-    private let fanIn: Int
-    private let directory: String
-    private let encode: (Row) -> [UInt8]
-    private let decode: ([UInt8]) throws -> Row
-    private let isOrderedBefore: (Row, Row) -> Bool
-    private var run: [Row] = []
-    private var runs: [SpoolFile] = []
+    @usableFromInline let runLength: Int
+    @usableFromInline let fanIn: Int
+    @usableFromInline let directory: String
+    @usableFromInline let encode: (Row) -> [UInt8]
+    @usableFromInline let decode: ([UInt8]) throws -> Row
+    @usableFromInline let key: (Row) -> UInt64
+    @usableFromInline let isOrderedBefore: (Row, Row) -> Bool
+    @usableFromInline var run: [Row] = []
+    @usableFromInline var runKeys: [UInt64] = []
+    @usableFromInline var runs: [SpoolFile] = []
     /// Rows written to disk again by merges before the last (what the schedule minimises);
     /// internal, for tests.
-    private(set) var rowsRewritten = 0
+    @usableFromInline var rowsRewritten = 0
 
     public init(runLength: Int = 32_768, fanIn: Int = 128, directory: String, encode: @escaping (Row) -> [UInt8],
-                decode: @escaping ([UInt8]) throws -> Row, by isOrderedBefore: @escaping (Row, Row) -> Bool) {
+                decode: @escaping ([UInt8]) throws -> Row, key: @escaping (Row) -> UInt64 = { _ in 0 },
+                by isOrderedBefore: @escaping (Row, Row) -> Bool) {
         precondition(runLength > 0 && fanIn > 1)
         self.runLength = runLength
         // Its 2 × fanIn spools take at most half the descriptors past 64 (the archive, the
@@ -132,34 +142,40 @@ public struct ExternalSorter<Row> {
         self.directory = directory
         self.encode = encode
         self.decode = decode
+        self.key = key
         self.isOrderedBefore = isOrderedBefore
     }
 
-    public mutating func add(_ row: Row) throws {
+    @inlinable public mutating func add(_ row: Row) throws {
+        runKeys.append(key(row))
         run.append(row)
         if run.count == runLength { try spoolRun() }
     }
 
-    /// The run's indices in row order. A sort moves what it sorts through a buffer by copy,
-    /// which for a row is a retain and a release per string it holds (four in a listing's);
-    /// an index costs nothing to move.
-    private func sortedOrder() -> [Int] {
+    /// The run's indices in row order. An index costs nothing to move, where a sort moves
+    /// what it sorts through a buffer by copy.
+    @inlinable func sortedOrder() -> [Int] {
         let before = isOrderedBefore
-        return run.withUnsafeBufferPointer { rows in Array(rows.indices).sorted { before(rows[$0], rows[$1]) } }
+        return runKeys.withUnsafeBufferPointer { keys in
+            run.withUnsafeBufferPointer { rows in
+                Array(rows.indices).sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : before(rows[$0], rows[$1]) }
+            }
+        }
     }
 
-    private mutating func spoolRun() throws {
+    @inlinable mutating func spoolRun() throws {
         let order = sortedOrder()
         let spool = try SpoolFile(in: directory)
         for index in order { try spool.append(encode(run[index])) }
         try spool.finishWriting()
         run.removeAll(keepingCapacity: true)
+        runKeys.removeAll(keepingCapacity: true)
         runs.append(spool)
         if runs.count == 2 * fanIn - 1 { try mergeSmallest(fanIn) }
     }
 
     /// Merges the `count` spools holding the fewest rows into one.
-    private mutating func mergeSmallest(_ count: Int) throws {
+    @inlinable mutating func mergeSmallest(_ count: Int) throws {
         let chosen = Set(runs.indices.sorted { runs[$0].count < runs[$1].count }.prefix(count))
         let merged = try SpoolFile(in: directory)
         try merge(runs.indices.filter(chosen.contains).map { runs[$0] }) { try merged.append(encode($0)) }
@@ -169,47 +185,64 @@ public struct ExternalSorter<Row> {
     }
 
     /// Hands every row to `body` in order; the sorter is used up.
-    public mutating func forEachSorted(_ body: (Row) throws -> Void) throws {
+    @inlinable public mutating func forEachSorted(_ body: (Row) throws -> Void) throws {
         if runs.isEmpty {
             for index in sortedOrder() { try body(run[index]) }
             return
         }
         if !run.isEmpty { try spoolRun() }
         run = []   // its capacity, a run's worth of rows, is not needed while merging
+        runKeys = []
         while runs.count > fanIn { try mergeSmallest(min(fanIn, runs.count - fanIn + 1)) }
         let all = runs
         runs = []
         try merge(all, body)
     }
 
-    /// Merges sorted spools with a binary heap of their next rows.
-    private func merge(_ spools: [SpoolFile], _ body: (Row) throws -> Void) throws {
+    /// Merges sorted spools with a binary heap of their next rows: each spool's next row, its
+    /// key and its spool, in three arrays moved together, so that sifting compares keys and
+    /// moves numbers, and touches a row only between equal keys.
+    @inlinable func merge(_ spools: [SpoolFile], _ body: (Row) throws -> Void) throws {
         let readers = try spools.map { try $0.reader() }
-        var heap: [(row: Row, source: Int)] = []
-        func before(_ a: Int, _ b: Int) -> Bool { isOrderedBefore(heap[a].row, heap[b].row) }
+        var rows: [Row] = [], keys: [UInt64] = [], sources: [Int] = []
+        // A slot of the heap is a place in `order`, which names an entry of the arrays above;
+        // an entry stays where it was put, so only Ints move.
+        var order: [Int] = []
+        for (n, reader) in readers.enumerated() {
+            if let record = try reader.next() {
+                let row = try decode(record)
+                keys.append(key(row)); rows.append(row); sources.append(n); order.append(order.count)
+            }
+        }
+        let before = isOrderedBefore
+        func precedes(_ a: Int, _ b: Int) -> Bool {
+            let x = order[a], y = order[b]
+            return keys[x] != keys[y] ? keys[x] < keys[y] : before(rows[x], rows[y])
+        }
         func siftDown(_ start: Int) {
             var parent = start
             while true {
                 let left = 2 * parent + 1, right = left + 1
                 var smallest = parent
-                if left < heap.count && before(left, smallest) { smallest = left }
-                if right < heap.count && before(right, smallest) { smallest = right }
+                if left < order.count && precedes(left, smallest) { smallest = left }
+                if right < order.count && precedes(right, smallest) { smallest = right }
                 if smallest == parent { return }
-                heap.swapAt(parent, smallest)
+                order.swapAt(parent, smallest)
                 parent = smallest
             }
         }
-        for (n, reader) in readers.enumerated() { if let record = try reader.next() { heap.append((try decode(record), n)) } }
-        for start in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(start) }
-        while let top = heap.first {
-            try body(top.row)
-            if let record = try readers[top.source].next() {
-                heap[0] = (try decode(record), top.source)
+        for start in stride(from: order.count / 2 - 1, through: 0, by: -1) { siftDown(start) }
+        while let top = order.first {
+            try body(rows[top])
+            if let record = try readers[sources[top]].next() {
+                let row = try decode(record)
+                keys[top] = key(row)
+                rows[top] = row
             } else {
-                heap[0] = heap[heap.count - 1]
-                heap.removeLast()
+                order[0] = order[order.count - 1]
+                order.removeLast()
             }
-            if !heap.isEmpty { siftDown(0) }
+            if !order.isEmpty { siftDown(0) }
         }
     }
 }

@@ -8,6 +8,15 @@ public enum Timestamp {
     public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     public static func date(milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
+    /// A number in the dates' order (unsigned order is time order; equal dates, equal numbers),
+    /// for sorting by a key that costs no comparison of dates: the double's bits, the sign bit
+    /// set for positive values and every bit flipped for negative ones. -0 and +0 are one time.
+    public static func orderKey(_ date: Date) -> UInt64 {
+        let seconds = date.timeIntervalSinceReferenceDate
+        let bits = (seconds == 0 ? 0 : seconds).bitPattern
+        return bits & (1 << 63) == 0 ? bits | (1 << 63) : ~bits
+    }
+
     /// `withFraction: false` drops the milliseconds (the seconds are not rounded up): a
     /// table's column of times, as `ISO8601DateFormatter` printed them.
     public static func string(_ date: Date, withFraction: Bool = true) -> String {

@@ -29,6 +29,9 @@ struct ItemTable {
         let name: String
         /// The length of its ID's shortest unique prefix (at least 8).
         var prefixLength = 36
+
+        /// Its creation time as a number in the same order (`ExternalSorter`'s key).
+        var createdOrder: UInt64 { Timestamp.orderKey(created) }
     }
 
     static let header = ["ID", "KIND", "COMPARTMENT", "SIZE", "CREATED", "EXPIRES", "NAME"]
@@ -47,8 +50,9 @@ struct ItemTable {
     init() {
         // Names as a file manager sorts them ("DSC 2" before "DSC 10", "é" with "e").
         let names = NameOrder()
-        sorter = ExternalSorter(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: Self.encode, decode: Self.decode) { a, b in
-            if a.created != b.created { return a.created < b.created }
+        // By creation time (the key), then name, then ID.
+        sorter = ExternalSorter(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: Self.encode, decode: Self.decode,
+                                key: \.createdOrder) { a, b in
             let order = names.compare(a.name, b.name)
             return order != .orderedSame ? order == .orderedAscending : a.id < b.id
         }

@@ -252,9 +252,8 @@ extension VaultCommand {
                 // One document even when records are damaged: it carries the error itself.
                 // Sorted by creation time, then ID, as before; spooled past a run.
                 var (sorter, damaged) = try listed({
-                    ExternalSorter<ItemTable.Row>(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: ItemTable.encode, decode: ItemTable.decode) {
-                        ($0.created, $0.id) < ($1.created, $1.id)
-                    }
+                    ExternalSorter<ItemTable.Row>(runLength: Output.sortRunRows, directory: Output.spoolDirectory, encode: ItemTable.encode, decode: ItemTable.decode,
+                                                  key: \.createdOrder) { $0.id < $1.id }
                 }) { sorter, item in try sorter.add(ItemTable.Row(item)) }
                 let failure = damagedFailure(in: vault, errors: damaged)
                 var document = Console.StreamedObject()

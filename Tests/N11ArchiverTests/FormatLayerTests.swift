@@ -67,6 +67,18 @@ struct FormatLayerTests {
         #expect(Timestamp.milliseconds(try #require(Timestamp.parse(Timestamp.string(now)))) == ms)
     }
 
+    @Test("a timestamp's order key sorts as the dates do, before and after 2001 and around zero")
+    func timestampOrderKeys() {
+        var generator = SystemRandomNumberGenerator()
+        let fixed = [-1e12, -978_307_200.5, -1, -1e-9, -0.0, 0, 1e-9, 0.001, 1, 978_307_200, 1e12].map { Date(timeIntervalSinceReferenceDate: $0) }
+        let dates = fixed + (0..<2_000).map { _ in Date(timeIntervalSinceReferenceDate: Double.random(in: -4e9...4e9, using: &generator)) }
+        for (a, b) in zip(dates, dates.shuffled(using: &generator)) {
+            #expect((Timestamp.orderKey(a) < Timestamp.orderKey(b)) == (a < b), "\(a.timeIntervalSinceReferenceDate) \(b.timeIntervalSinceReferenceDate)")
+            #expect((Timestamp.orderKey(a) == Timestamp.orderKey(b)) == (a == b), "\(a.timeIntervalSinceReferenceDate) \(b.timeIntervalSinceReferenceDate)")
+        }
+        #expect(Timestamp.orderKey(Date(timeIntervalSinceReferenceDate: -0.0)) == Timestamp.orderKey(Date(timeIntervalSinceReferenceDate: 0)))
+    }
+
     @Test("timestamps without the fraction (vault list's column) read as ISO8601DateFormatter printed them")
     func timestampsWithoutFraction() {
         let formatter = ISO8601DateFormatter()

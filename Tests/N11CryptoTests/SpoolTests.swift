@@ -65,6 +65,25 @@ struct SpoolTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
     }
 
+    @Test("rows come out by key, and by the comparison among rows of one key, in memory and through spools",
+          arguments: [7, 100_000])
+    func sortsByKeyThenComparison(runLength: Int) throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var generator = SystemRandomNumberGenerator()
+        // The key is the high byte, a few values for many ties; the comparison orders the rest
+        // backwards, so a sorter that ignored either would come out in another order.
+        let rows = (0..<3_000).map { _ in UInt32.random(in: 0..<4, using: &generator) << 24 | UInt32.random(in: 0..<1_000, using: &generator) }
+        var sorter = ExternalSorter<UInt32>(runLength: runLength, fanIn: 3, directory: directory,
+                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
+                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
+                                            key: { UInt64($0 >> 24) }, by: { $0 & 0xFF_FFFF > $1 & 0xFF_FFFF })
+        for row in rows { try sorter.add(row) }
+        var out: [UInt32] = []
+        try sorter.forEachSorted { out.append($0) }
+        #expect(out == rows.sorted { ($0 >> 24, $1 & 0xFF_FFFF) < ($1 >> 24, $0 & 0xFF_FFFF) })
+    }
+
     @Test("merges before the last take the smallest spools, and no more of them than the last merge needs",
           arguments: [(rows: 40, rewritten: 0), (rows: 45, rewritten: 15), (rows: 61, rewritten: 31), (rows: 100, rewritten: 80)])
     func mergeSchedule(rows: Int, rewritten: Int) throws {
