@@ -78,14 +78,17 @@ public enum ArchiveBackup {
     /// after the vault was read and before anything is written.
     public static func run(from vault: Vault, _ request: Request, progress: ArchiveProgress?,
                            access: @escaping () throws -> ArchiveAccess) throws -> Report {
-        // The catalogue is streamed, a batch at a time, here and by every pass after it: memory
-        // does not grow with the vault (issue 34).
-        var leftOut: [Compartment: Int] = [:]
-        try vault.forEachItemInIDOrder { batch, _ in
-            for item in batch where !request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) {
-                leftOut[item.compartment, default: 0] += 1
+        // The catalogue is streamed, a batch at a time, by every pass: memory does not grow
+        // with the vault (issue 34). What the archive leaves out is counted by the first pass
+        // that walks every item (the night's decision, the layout of a version 3 archive), not
+        // by a pass of its own.
+        func countLeftOut() throws -> [Compartment: Int] {
+            var census = CatalogueCensus(compartments: request.compartments, now: request.now)
+            try vault.forEachItemInIDOrder { batch, _ in
+                for item in batch { _ = census.lists(item) }
+                return true
             }
-            return true
+            return census.leftOut
         }
         // An incremental night: what the destination holds, and this home's record of it.
         var base: IncrementalBase? = nil, fullBecause: String? = nil, recordWarning: String? = nil
@@ -102,8 +105,9 @@ public enum ArchiveBackup {
             // one rclone start less).
             if let incremental = request.incremental, incremental.skipIfUnchanged {
                 (base, fullBecause) = try decide(incremental, store: store, recorded: recorded, vault: vault, request)
-                if base?.sameAs != nil {
-                    return Report(archive: nil, location: store.location, upload: nil, leftOut: leftOut, fullBecause: nil, recordProblem: recordWarning)
+                if let base, base.sameAs != nil {
+                    return Report(archive: nil, location: store.location, upload: nil, leftOut: try base.census?.leftOut ?? countLeftOut(),
+                                  fullBecause: nil, recordProblem: recordWarning)
                 }
             }
         }
@@ -170,8 +174,8 @@ public enum ArchiveBackup {
             } catch { recordProblem = "\(error)" }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
-        return Report(archive: report, location: location, upload: upload, leftOut: leftOut, fullBecause: fullBecause,
-                      recordProblem: recordProblem)
+        return Report(archive: report, location: location, upload: upload, leftOut: try report.leftOut ?? countLeftOut(),
+                      fullBecause: fullBecause, recordProblem: recordProblem)
     }
 
     /// What the night builds on, or why it is a full archive: the vault's catalogue and the
@@ -184,20 +188,23 @@ public enum ArchiveBackup {
             guard let record = recorded?.record else { throw ArchiveError.damaged(archive: location, what: "no record") }
             return try record.items(of: location, from: from, through: through)
         }
+        // The walk counts what it sees, for an unchanged night's report (`PackedLayout(unchanged:)`).
+        var census = CatalogueCensus(compartments: request.compartments, now: request.now)
         let decision = try IncrementalBase.decide(
             record: recorded?.state, shipped: shipped, objects: try store.list(),
             items: { body in
-                try vault.forEachItemInIDOrder { batch, _ in
-                    for item in batch where request.compartments.contains(item.compartment) && !item.isExpired(at: request.now) {
-                        try body(item)
-                    }
+                try vault.forEachItemInIDOrder { batch, damagedIDs in
+                    census.noteDamage(damagedIDs)
+                    for item in batch where census.lists(item) { try body(item) }
                     return true
                 }
             },
             mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
             now: request.now, fullEvery: incremental.fullEvery)
         switch decision {
-        case .incremental(let decided): return (decided, nil)
+        case .incremental(var decided):
+            decided.census = census
+            return (decided, nil)
         case .full(let why): return (nil, why)
         }
     }

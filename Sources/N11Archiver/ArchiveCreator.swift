@@ -75,6 +75,9 @@ public enum ArchiveCreator {
         /// Why where its items are could not be staged in `Request.shipmentRecord` (the
         /// archive is whole; the night is not recorded).
         public var stagingProblem: String? = nil
+        /// Version 3: live items of the compartments it leaves out, counted by its first pass
+        /// (nil: not counted).
+        public var leftOut: [Compartment: Int]? = nil
     }
 
     /// A portable archive that opens with one password (`request.kdf` sets its cost).
@@ -222,7 +225,10 @@ public enum ArchiveCreator {
                                                packTarget: request.packTarget, segmentTarget: request.segmentTarget,
                                                pageAverage: request.pageAverage, pageCap: request.pageCap,
                                                reused: request.incremental?.reused)
-        let layout = try PackedLayout(vault: vault, selection)
+        // An unchanged night's walk of the catalogue was the decision's.
+        let layout = try request.incremental.flatMap { base in
+            try base.sameAs == nil ? nil : base.census.flatMap { try PackedLayout(unchanged: $0, vault: vault, selection) }
+        } ?? PackedLayout(vault: vault, selection)
         let made = PackedPages(vault: vault, layout: layout, selection: selection)
         // Rows staged for an archive that is not written are dropped (the caller drops them
         // too if it is not published).
@@ -361,7 +367,7 @@ public enum ArchiveCreator {
                       listRootSHA256: try sameAs.map { $0.rootSHA256.hex } ?? SHA256Digest.hash(rootPlaintext).hex,
                       dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
                       newItems: sameAs == nil ? layout.newItems : 0, newBytes: sameAs == nil ? layout.newBytes : 0,
-                      stagingProblem: stagingProblem)
+                      stagingProblem: stagingProblem, leftOut: layout.leftOut)
     }
 
     /// The first password slot's wrap (what the next incremental night reuses).

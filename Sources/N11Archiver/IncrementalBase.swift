@@ -21,6 +21,9 @@ public struct IncrementalBase {
     }
     /// An unchanged night: the manifest it is the same as (`dependsOn[holder − 1]`'s root).
     public let sameAs: (holder: Int, rootSHA256: [UInt8])?
+    /// What the walk that decided saw of the vault (`ArchiveBackup`), so that an unchanged
+    /// night walks the catalogue once.
+    var census: CatalogueCensus? = nil
 
     /// The base, or why the night is a full archive.
     public enum Decision {

@@ -92,20 +92,18 @@ struct PackedLayout {
     let newItems: Int
     let newBytes: Int64
     let skippedExpired: [String]
+    /// Live items of the compartments the archive leaves out.
+    let leftOut: [Compartment: Int]
     /// Secure archives: the compartment key every listed item is sealed under.
     let vaultKeys: [Compartment: [UInt8]]
 
     /// The first pass. Throws the first damaged record's error: a damaged record would
     /// silently be missing from the archive.
     init(vault: Vault, _ selection: Selection) throws {
-        var vaultKeys: [Compartment: [UInt8]] = [:]
-        if selection.mode == .secure {
-            // A vault opened for writing has finished any rotation, so every item is under
-            // its compartment's current key: the archive finds them after a later rotation.
-            for compartment in selection.compartments { vaultKeys[compartment] = try vault.keyStore.currentKeyID(for: compartment) }
-        }
-        var pages: [Page] = [], current: [ItemMetadata] = [], skipped: [String] = []
-        var totals = (items: 0, bytes: Int64(0), newItems: 0, newBytes: Int64(0)), nextPack = 0
+        let vaultKeys = try Self.vaultKeys(vault, selection)
+        var census = CatalogueCensus(compartments: selection.compartments, now: selection.now)
+        var pages: [Page] = [], current: [ItemMetadata] = []
+        var totals = (newItems: 0, newBytes: Int64(0)), nextPack = 0
         func close() throws {
             let made = try Self.make(page: current, number: pages.count, firstPack: nextPack, selection)
             pages.append(made.page)
@@ -117,14 +115,11 @@ struct PackedLayout {
         var damaged = false
         try vault.forEachItemInIDOrder { batch, damagedIDs in
             guard damagedIDs.isEmpty else { damaged = true; return false }
-            for item in batch where selection.compartments.contains(item.compartment) {
-                if item.isExpired(at: selection.now) { skipped.append(item.id); continue }
+            for item in batch where census.lists(item) {
                 if selection.mode == .secure {
                     precondition(item.keyID.isEmpty || item.keyID == vaultKeys[item.compartment], "an item under a retired key")
                 }
                 current.append(item)
-                totals.items += 1
-                totals.bytes += item.size
                 if try Self.endsPage(after: Self.idBytes(item), average: selection.pageAverage) || current.count == selection.pageCap {
                     try close()
                 }
@@ -142,9 +137,30 @@ struct PackedLayout {
         guard pages.count <= ManifestV3.pages else { throw ArchiveError.tooLarge("\(pages.count) manifest pages (at most \(ManifestV3.pages))") }
         guard UInt64(nextPack) <= ManifestV3.packs else { throw ArchiveError.tooLarge("more than \(ManifestV3.packs) packs") }
         self.pages = pages
-        (itemCount, plaintextBytes, newItems, newBytes) = totals
-        skippedExpired = skipped
+        (itemCount, plaintextBytes, newItems, newBytes) = (census.itemCount, census.plaintextBytes, totals.newItems, totals.newBytes)
+        (skippedExpired, leftOut) = (census.skippedExpired, census.leftOut)
         self.vaultKeys = vaultKeys
+    }
+
+    /// An unchanged night's layout: no page and no pack (its root names the manifest it is
+    /// the same as), and the counts of the walk that decided it was unchanged, made under
+    /// the same lock of the vault. Nil when that walk met a damaged record: the first pass
+    /// is then made, and throws its error.
+    init?(unchanged census: CatalogueCensus, vault: Vault, _ selection: Selection) throws {
+        guard !census.sawDamage, census.compartments == selection.compartments, census.now == selection.now else { return nil }
+        pages = []
+        (itemCount, plaintextBytes, newItems, newBytes) = (census.itemCount, census.plaintextBytes, 0, 0)
+        (skippedExpired, leftOut) = (census.skippedExpired, census.leftOut)
+        vaultKeys = try Self.vaultKeys(vault, selection)
+    }
+
+    /// A vault opened for writing has finished any rotation, so every item is under its
+    /// compartment's current key: the archive finds them after a later rotation.
+    private static func vaultKeys(_ vault: Vault, _ selection: Selection) throws -> [Compartment: [UInt8]] {
+        guard selection.mode == .secure else { return [:] }
+        var keys: [Compartment: [UInt8]] = [:]
+        for compartment in selection.compartments { keys[compartment] = try vault.keyStore.currentKeyID(for: compartment) }
+        return keys
     }
 
     /// One page of `items` (sorted by ID, 1…16,384): its records, and its packs from

@@ -54,11 +54,11 @@ struct IncrementalArchiveTests {
         /// One night's archive (incremental unless `full`).
         @discardableResult
         func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false,
-                    password: String = testPassword) throws -> ArchiveBackup.Report {
+                    password: String = testPassword, at time: Date? = nil) throws -> ArchiveBackup.Report {
             night += 1
             var request = ArchiveBackup.Request(mode: .portable, compartments: [.vault, .fade], kdf: fastKDF,
                                                 destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
-                                                home: home, now: start.addingTimeInterval(Double(night) * 86_400))
+                                                home: home, now: time ?? start.addingTimeInterval(Double(night) * 86_400))
             request.access = "password"
             if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
             let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
@@ -134,6 +134,42 @@ struct IncrementalArchiveTests {
             let reader = try ArchiveReader(path: w.nights[29].path)
             let heldBy = Set(try w.open(w.nights[29].path).items.all().compactMap(\.heldBy))
             #expect(Set(reader.header.dependsOn.map(\.hex)).subtracting(heldBy).count <= 1, "archives named but not needed")
+        }
+    }
+
+    @Test("an unchanged night reports what the one walk that decided it saw (items, bytes, expired items, compartments left out), as the full night did; a record that stopped opening still fails it")
+    func unchangedNightCounts() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 5)
+            let t0 = Date()
+            let soon = try w.vault.add(note(Array("gone soon".utf8), name: "soon.txt", compartment: .fade, expires: t0.addingTimeInterval(3600)))
+            for n in 0..<2 { try w.vault.add(note(randomBytes(10), name: "b\(n).txt", compartment: .backup)) }
+            let first = try w.backUp(at: t0.addingTimeInterval(7200))
+            let full = try #require(first.archive)
+            #expect(full.dependsOn.isEmpty && full.items == 5 && full.skippedExpired == [soon.id] && first.leftOut == [.backup: 2])
+            #expect(full.plaintextBytes == w.plaintexts.values.reduce(0) { $0 + Int64($1.count) })
+
+            let second = try w.backUp(at: t0.addingTimeInterval(7201))
+            let unchanged = try #require(second.archive)
+            #expect(unchanged.newItems == 0 && unchanged.archiveBytes < 8192, "not a 'same as' night: \(unchanged.archiveBytes) bytes")
+            #expect(unchanged.items == full.items && unchanged.plaintextBytes == full.plaintextBytes)
+            #expect(unchanged.skippedExpired == [soon.id] && second.leftOut == [.backup: 2])
+            let skipped = try w.backUp(skipIfUnchanged: true, at: t0.addingTimeInterval(7202))
+            #expect(skipped.archive == nil && skipped.leftOut == [.backup: 2])
+
+            // A new item whose record no longer opens is not seen by the walk, which then finds
+            // the night unchanged: the archive's own pass must still refuse it, as a full
+            // create does, rather than publish a night without it.
+            let added = try w.add()
+            try TestCatalogue.flipRecordByte(id: added.id, at: 40, in: w.vault.path)
+            let files = try FileManager.default.contentsOfDirectory(atPath: w.backups)
+            do {
+                let report = try w.backUp(at: t0.addingTimeInterval(7203))
+                Issue.record("a night with a damaged record was published: \(String(describing: report.archive?.path))")
+            } catch {
+                #expect("\(error)".contains(added.id), "\(error)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: w.backups).sorted() == files.sorted())
         }
     }
 
