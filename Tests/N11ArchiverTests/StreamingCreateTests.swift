@@ -51,6 +51,36 @@ struct StreamingCreateTests {
                 return fromMiddle.count < 200
             }
             #expect(fromMiddle == Array(sorted[700..<(700 + 256)]), "from an ID on, stopped after the batch that said so")
+
+            // A whole walk stopped, or ended by the caller's error (which reaches it as it is),
+            // gives no batch more.
+            var taken = 0
+            try vault.forEachItemInIDOrder(batchSize: 100) { _, _ in
+                taken += 1
+                return taken < 3
+            }
+            #expect(taken == 3)
+            struct Enough: Error {}
+            taken = 0
+            #expect(throws: Enough.self) {
+                try vault.forEachItemInIDOrder(batchSize: 100) { _, _ in
+                    taken += 1
+                    if taken == 5 { throw Enough() }
+                    return true
+                }
+            }
+            #expect(taken == 5)
+            // A record that does not open is named beside the batch it is in, and the walk goes on.
+            try TestCatalogue.flipRecordByte(id: sorted[250], at: 40, in: vault.path)
+            var found: [String] = [], damagedIn: [Int: [String]] = [:], batch = 0
+            try vault.forEachItemInIDOrder(batchSize: 100) { items, damaged in
+                if !damaged.isEmpty { damagedIn[batch] = damaged }
+                found += items.map(\.id)
+                batch += 1
+                return true
+            }
+            #expect(found == sorted.filter { $0 != sorted[250] })
+            #expect(damagedIn == [2: [sorted[250]]])
         }
     }
 
