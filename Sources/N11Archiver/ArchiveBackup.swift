@@ -90,6 +90,9 @@ public enum ArchiveBackup {
             }
             return census.leftOut
         }
+        // Version 1 and 2 archives have no such pass: counted first, so that nothing can fail
+        // after the archive is published.
+        let leftOutBefore = request.formatVersion == 3 ? nil : try countLeftOut()
         // An incremental night: what the destination holds, and this home's record of it.
         var base: IncrementalBase? = nil, fullBecause: String? = nil, recordWarning: String? = nil
         var recorded: (record: ShipmentRecord, state: ShipmentRecord.Destination?)? = nil
@@ -105,8 +108,10 @@ public enum ArchiveBackup {
             // one rclone start less).
             if let incremental = request.incremental, incremental.skipIfUnchanged {
                 (base, fullBecause) = try decide(incremental, store: store, recorded: recorded, vault: vault, request)
-                if let base, base.sameAs != nil {
-                    return Report(archive: nil, location: store.location, upload: nil, leftOut: try base.census?.leftOut ?? countLeftOut(),
+                // Unless the walk met a record that does not open: the night is then made, and
+                // its layout pass refuses it as a full create does (not "unchanged", exit 0).
+                if let base, base.sameAs != nil, base.census?.sawDamage == false {
+                    return Report(archive: nil, location: store.location, upload: nil, leftOut: base.census?.leftOut ?? [:],
                                   fullBecause: nil, recordProblem: recordWarning)
                 }
             }
@@ -174,7 +179,7 @@ public enum ArchiveBackup {
             } catch { recordProblem = "\(error)" }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
-        return Report(archive: report, location: location, upload: upload, leftOut: try report.leftOut ?? countLeftOut(),
+        return Report(archive: report, location: location, upload: upload, leftOut: try report.leftOut ?? leftOutBefore ?? countLeftOut(),
                       fullBecause: fullBecause, recordProblem: recordProblem)
     }
 

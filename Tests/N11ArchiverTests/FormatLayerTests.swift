@@ -70,9 +70,12 @@ struct FormatLayerTests {
     @Test("a timestamp's order key sorts as the dates do, before and after 2001 and around zero")
     func timestampOrderKeys() {
         var generator = SystemRandomNumberGenerator()
-        let fixed = [-1e12, -978_307_200.5, -1, -1e-9, -0.0, 0, 1e-9, 0.001, 1, 978_307_200, 1e12].map { Date(timeIntervalSinceReferenceDate: $0) }
-        let dates = fixed + (0..<2_000).map { _ in Date(timeIntervalSinceReferenceDate: Double.random(in: -4e9...4e9, using: &generator)) }
-        for (a, b) in zip(dates, dates.shuffled(using: &generator)) {
+        let fixed = [-1e12, -978_307_200.5, -1, -1e-9, -Double.leastNonzeroMagnitude, -0.0, 0, Double.leastNonzeroMagnitude, 1e-9, 0.001,
+                     1, 978_307_200, 1e12].map { Date(timeIntervalSinceReferenceDate: $0) }
+        let random = (0..<2_000).map { _ in Date(timeIntervalSinceReferenceDate: Double.random(in: -4e9...4e9, using: &generator)) }
+        // Every pair of the fixed ones (neighbours around zero included), and random pairs.
+        let pairs = fixed.flatMap { a in fixed.map { (a, $0) } } + Array(zip(random, random.shuffled(using: &generator)))
+        for (a, b) in pairs {
             #expect((Timestamp.orderKey(a) < Timestamp.orderKey(b)) == (a < b), "\(a.timeIntervalSinceReferenceDate) \(b.timeIntervalSinceReferenceDate)")
             #expect((Timestamp.orderKey(a) == Timestamp.orderKey(b)) == (a == b), "\(a.timeIntervalSinceReferenceDate) \(b.timeIntervalSinceReferenceDate)")
         }

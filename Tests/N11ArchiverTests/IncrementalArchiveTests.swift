@@ -163,13 +163,15 @@ struct IncrementalArchiveTests {
             let added = try w.add()
             try TestCatalogue.flipRecordByte(id: added.id, at: 40, in: w.vault.path)
             let files = try FileManager.default.contentsOfDirectory(atPath: w.backups)
-            do {
-                let report = try w.backUp(at: t0.addingTimeInterval(7203))
-                Issue.record("a night with a damaged record was published: \(String(describing: report.archive?.path))")
-            } catch {
-                #expect("\(error)".contains(added.id), "\(error)")
+            for skip in [false, true] {
+                do {
+                    let report = try w.backUp(skipIfUnchanged: skip, at: t0.addingTimeInterval(7203))
+                    Issue.record("skipIfUnchanged \(skip): a night with a damaged record passed: \(String(describing: report.archive?.path))")
+                } catch {
+                    #expect("\(error)".contains(added.id), "\(error)")
+                }
+                #expect(try FileManager.default.contentsOfDirectory(atPath: w.backups).sorted() == files.sorted())
             }
-            #expect(try FileManager.default.contentsOfDirectory(atPath: w.backups).sorted() == files.sorted())
         }
     }
 
