@@ -47,6 +47,15 @@ struct SpoolTests {
         #expect(throws: CryptoError.self) { let reader = try spool.reader(); while try reader.next() != nil {} }
     }
 
+    /// A sorter of UInt32 rows, spooled as their four bytes.
+    static func sorter(runLength: Int, fanIn: Int, directory: String, key: @escaping (UInt32) -> UInt64 = { _ in 0 },
+                       by isOrderedBefore: @escaping (UInt32, UInt32) -> Bool) -> ExternalSorter<UInt32> {
+        ExternalSorter<UInt32>(runLength: runLength, fanIn: fanIn, directory: directory,
+                               encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
+                               decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
+                               key: key, by: isOrderedBefore)
+    }
+
     @Test("rows come out sorted: in memory when they fit one run, else through spooled runs merged in several rounds",
           arguments: [5, 100_000])
     func sorts(runLength: Int) throws {
@@ -54,10 +63,7 @@ struct SpoolTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var generator = SystemRandomNumberGenerator()
         let rows = (0..<2_000).map { _ in UInt32.random(in: 0..<500, using: &generator) }
-        var sorter = ExternalSorter<UInt32>(runLength: runLength, fanIn: 3, directory: directory,
-                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
-                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
-                                            by: <)
+        var sorter = Self.sorter(runLength: runLength, fanIn: 3, directory: directory, by: <)
         for row in rows { try sorter.add(row) }
         var out: [UInt32] = []
         try sorter.forEachSorted { out.append($0) }
@@ -74,10 +80,8 @@ struct SpoolTests {
         // The key is the high byte, a few values for many ties; the comparison orders the rest
         // backwards, so a sorter that ignored either would come out in another order.
         let rows = (0..<3_000).map { _ in UInt32.random(in: 0..<4, using: &generator) << 24 | UInt32.random(in: 0..<1_000, using: &generator) }
-        var sorter = ExternalSorter<UInt32>(runLength: runLength, fanIn: 3, directory: directory,
-                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
-                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
-                                            key: { UInt64($0 >> 24) }, by: { $0 & 0xFF_FFFF > $1 & 0xFF_FFFF })
+        var sorter = Self.sorter(runLength: runLength, fanIn: 3, directory: directory, key: { UInt64($0 >> 24) },
+                                 by: { $0 & 0xFF_FFFF > $1 & 0xFF_FFFF })
         for row in rows { try sorter.add(row) }
         var out: [UInt32] = []
         try sorter.forEachSorted { out.append($0) }
@@ -92,10 +96,7 @@ struct SpoolTests {
         // (1 + 30); 10 runs merge four as the 7th arrives and four as the 10th does.
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var sorter = ExternalSorter<UInt32>(runLength: 10, fanIn: 4, directory: directory,
-                                            encode: { value in (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } },
-                                            decode: { bytes in (0..<4).reduce(0) { $0 | UInt32(bytes[$1]) << (8 * $1) } },
-                                            by: <)
+        var sorter = Self.sorter(runLength: 10, fanIn: 4, directory: directory, by: <)
         let input = (0..<UInt32(rows)).map { ($0 * 7_919) % UInt32(rows) }
         for row in input { try sorter.add(row) }
         var out: [UInt32] = []
