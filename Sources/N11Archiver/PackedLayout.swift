@@ -29,13 +29,16 @@ struct PackedLayout {
     static let averagePageItems: UInt64 = 4096
     /// A page is cut at this many items when no ID has ended it before (FORMAT.md allows
     /// 16,384). Page lengths are spread as a geometric distribution, so the longest page of a
-    /// vault grows with the number of pages until it meets the cap, and `create` holds a whole
-    /// page's records at once (a lane's segments of it, its plaintext, its sealed entry): at
-    /// a cap of 16,384 the peak RSS of `create` was 65.5–66.4 MiB at 100,000 notes and
-    /// 76.4–81.3 MiB at 1,000,000 (the longest pages hit the cap); at 8,192, 63.8–65.0 and
-    /// 67.6–69.7 MiB, and 71.7 at 3,000,000 (issue 34 asks for 1.1×). Every night writes its pages anew (DESIGN.md §8.3), so a cut that is not
-    /// the IDs' costs nothing later; pages average 3,540 items instead of 4,096.
-    static let pageItemsCap = 8192
+    /// vault grows with the number of pages until it meets the cap, and `create` holds whole
+    /// pages at once (the page being written, and those the lanes' segments ahead are in:
+    /// their records, item lists and plaintext): the more pages, the likelier that several
+    /// long ones are held together. At a cap of 16,384 the peak RSS of `create` was 65.5–66.4
+    /// MiB at 100,000 notes and 76.4–81.3 MiB at 1,000,000; at 8,192, 63.2–63.7 MiB at 100,000
+    /// and 73.1 at 3,000,000 (1.15×, where issue 34 asks for 1.1×); at 4,096, 59.8–60.4 and
+    /// 64.7 (1.07–1.08×; BENCHMARKS.md). Every night writes its pages anew (DESIGN.md §8.3), so
+    /// a cut that is not the IDs' costs nothing later; pages average 2,589 items (4,096 ×
+    /// (1 − e⁻¹)) instead of 4,096.
+    static let pageItemsCap = 4096
 
     struct Pack: Equatable {
         let number: Int
