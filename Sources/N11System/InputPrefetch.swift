@@ -58,39 +58,74 @@ public struct InputPrefetch {
     }
 }
 
-/// Tells whether a pass over many files is waiting on the disk, from how long its last
-/// `window` items took: prefetching (`InputPrefetch.hintOwn`) pays from a cold cache (a
-/// 200-byte note read alone waits about 100 µs) and costs three system calls an item from a
-/// warm one (`vault verify` of 100,000 notes: 1.9 → 2.4 s warm, 10–13 → 6–8 s cold). So
-/// hints are given only while items take longer than `coldItemNanoseconds` on average.
-public struct DiskWaitDetector {
-    public static let window = 64
-    /// Between a warm note (about 20 µs) and a cold one (about 100 µs).
-    static let coldItemNanoseconds: UInt64 = 40_000
+/// Hints a pass's next files to the kernel from a thread of its own (`InputPrefetch.hintOwn`
+/// for each, in order). The hint's `open` looks the name up in its folder and reads the
+/// inode before it returns: from a cold cache that was a disk read waited for alone, and in
+/// a folder of 3,000,000 notes the lookup alone cost more than the rest of an item's work.
+/// On this thread both are done beside the pass, which then finds the name in the kernel's
+/// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
+/// (the pass has gone past it).
+public final class HintThread: @unchecked Sendable {
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var pending: [String] = []
+    private var next = 0
+    private var finished = false
+    private var thread: pthread_t?
 
-    private var windowStart = DiskWaitDetector.now()
-    private var items = 0
-    /// Whether the last window's items waited on the disk (assumed for the first window).
-    public private(set) var waiting = true
-
-    public init() {}
-
-    /// Counts an item done; true when `waiting` has just turned on (the caller then hints a
-    /// whole window ahead at once).
-    public mutating func itemDone() -> Bool {
-        items += 1
-        guard items == Self.window else { return false }
-        let now = Self.now()
-        let was = waiting
-        waiting = (now - windowStart) / UInt64(Self.window) > Self.coldItemNanoseconds
-        windowStart = now
-        items = 0
-        return waiting && !was
+    /// Starts the thread; without one (none to be had) `hint` does nothing.
+    public init() {
+        pthread_mutex_init(lock, nil)
+        pthread_cond_init(changed, nil)
+        var id = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        if pthread_create(&id, nil, { raw in
+            Unmanaged<HintThread>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, context) == 0 {
+            thread = id
+        } else {
+            Unmanaged<HintThread>.fromOpaque(context).release()
+        }
     }
 
-    static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    /// Hints `paths` in order, in place of any not yet hinted.
+    public func hint(_ paths: [String]) {
+        pthread_mutex_lock(lock)
+        pending = paths
+        next = 0
+        pthread_cond_signal(changed)
+        pthread_mutex_unlock(lock)
+    }
+
+    /// Stops the thread (after the hint it is giving) and waits for it. Idempotent.
+    public func finish() {
+        pthread_mutex_lock(lock)
+        finished = true
+        pthread_cond_signal(changed)
+        pthread_mutex_unlock(lock)
+        if let thread {
+            pthread_join(thread, nil)
+            self.thread = nil
+        }
+    }
+
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(lock)
+        changed.deallocate()
+        lock.deallocate()
+    }
+
+    private func run() {
+        while true {
+            pthread_mutex_lock(lock)
+            while !finished && next >= pending.count { pthread_cond_wait(changed, lock) }
+            if finished { pthread_mutex_unlock(lock); return }
+            let path = pending[next]
+            next += 1
+            pthread_mutex_unlock(lock)
+            InputPrefetch.hintOwn(path)
+        }
     }
 }

@@ -400,6 +400,10 @@ public final class Vault: @unchecked Sendable {
     public func forEachItemInDiskOrder(batchSize: Int = 1024,
                                        _ body: (_ items: [ItemMetadata], _ damaged: [String]) throws -> Bool) throws {
         guard let catalogue else { return try forEachItemInIDOrder(batchSize: batchSize, body) }
+        // Rows are looked up in inode order, at random in the catalogue: from a cold cache,
+        // its file is read in one sweep while the content files are listed (3,000,000 notes).
+        let warmer = catalogue.warmCache()
+        defer { warmer?.stop() }
         let files: ContentFileOrder
         do { files = try ContentFileOrder(vaultPath: path) } catch { throw VaultError.wrap(error) }
         var stoppedBy: (any Error)?

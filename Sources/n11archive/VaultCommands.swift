@@ -435,23 +435,19 @@ extension VaultCommand {
             // The catalogue a batch at a time: memory does not grow with the vault (issue 34);
             // content files in the order of their inodes, about in sequence on the disk.
             var count = 0, failed: [VaultError] = [], damagedSeen = 0
-            var diskWait = DiskWaitDetector()
+            // From a cold cache each small file was a disk read waited for alone, and in a
+            // folder of millions of notes each name's lookup cost more than the item's other
+            // work: a thread of its own opens each batch's files ahead of the pass and asks
+            // the kernel for them (`HintThread`), so many reads are in flight and the pass
+            // finds the names looked up.
+            let hints = HintThread()
+            defer { hints.finish() }
             func pass() throws {
                 (count, failed, damagedSeen) = (0, [], 0)
                 try vault.forEachItemInDiskOrder { batch, damagedIDs in
                     damagedSeen += damagedIDs.count
-                    // From a cold cache each small file was a disk read waited for alone (137 µs
-                    // a note at 3,000,000): while items wait on the disk, the kernel is asked
-                    // for the files a few dozen ahead, so that many reads are in flight
-                    // (`InputPrefetch`, as `vault add`'s; `DiskWaitDetector`).
-                    let depth = InputPrefetch.depth
-                    func hint(_ range: Range<Int>) {
-                        for ahead in batch[range.clamped(to: batch.indices)] { InputPrefetch.hintOwn(vault.contentPath(of: ahead)) }
-                    }
-                    if diskWait.waiting { hint(0..<depth) }
-                    for (index, item) in batch.enumerated() {
-                        if diskWait.itemDone() { hint(index + 1..<index + depth) }
-                        if diskWait.waiting { hint(index + depth..<index + depth + 1) }
+                    hints.hint(batch.map { vault.contentPath(of: $0) })
+                    for item in batch {
                         count += 1
                         do throws(VaultError) { try vault.verify(item) } catch {
                             Console.error(error.description)

@@ -130,6 +130,81 @@ struct SystemPiecesTests {
         }
     }
 
+    /// How many of the file's pages are in the page cache.
+    func residentPages(_ path: String) throws -> Int {
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var st = stat()
+        try #require(fstat(fd, &st) == 0)
+        let size = Int(st.st_size), page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let map = try #require(mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0))
+        try #require(map != MAP_FAILED)
+        defer { munmap(map, size) }
+        var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        try #require(mincore(map, size, &resident) == 0)
+        return resident.filter { $0 & 1 == 1 }.count
+    }
+
+    @Test("CacheWarmer reads a file out of the cache back into it; nothing but a regular file is opened")
+    func cacheWarmer() throws {
+        try scratch { dir in
+            // Three windows and a bit, dropped from the cache.
+            let path = dir + "/catalogue"
+            let size = 3 * CacheWarmer.window + 5000
+            try Data((0..<size).map { UInt8(truncatingIfNeeded: $0) }).write(to: URL(fileURLWithPath: path))
+            let fd = open(path, O_RDONLY)
+            #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+            close(fd)
+            try #require(try residentPages(path) == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            let warmer = try #require(CacheWarmer.start(path))
+            warmer.wait()
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            #expect(try residentPages(path) == (size + page - 1) / page)
+            warmer.stop()
+            warmer.stop()
+
+            // Nothing to warm: missing, empty, a directory, a link, a FIFO (whose writer
+            // would be let through by an open).
+            #expect(CacheWarmer.start(dir + "/missing") == nil)
+            try write(dir + "/empty", "")
+            #expect(CacheWarmer.start(dir + "/empty") == nil)
+            #expect(CacheWarmer.start(dir) == nil)
+            #expect(symlink(path, dir + "/link") == 0)
+            #expect(CacheWarmer.start(dir + "/link") == nil)
+            #expect(mkfifo(dir + "/fifo", 0o600) == 0)
+            #expect(CacheWarmer.start(dir + "/fifo") == nil)
+            let writer = open(dir + "/fifo", O_WRONLY | O_NONBLOCK)
+            #expect(writer < 0 && errno == ENXIO, "the FIFO has a reader")
+        }
+    }
+
+    @Test("HintThread asks the kernel for each file handed to it: files out of the cache come back into it")
+    func hintThread() throws {
+        try scratch { dir in
+            let paths = (0..<8).map { dir + "/note\($0)" }
+            for path in paths {
+                try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: path))
+                let fd = open(path, O_RDONLY)
+                #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                close(fd)
+                try #require(try residentPages(path) == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            }
+            let hints = HintThread()
+            hints.hint(Array(paths.prefix(2)))   // replaced by the next batch, or hinted first
+            hints.hint(paths)
+            // The reads the hints start are the kernel's: wait for them, a while at most.
+            var waited = 0
+            while try paths.contains(where: { try residentPages($0) == 0 }), waited < 200 {
+                usleep(10_000)
+                waited += 1
+            }
+            hints.finish()
+            hints.finish()
+            for path in paths { #expect(try residentPages(path) > 0, "\(path) was not hinted") }
+        }
+    }
+
     @Test("FileLock: a second taker is told who holds it; after release it is free")
     func fileLock() throws {
         try scratch { dir in
