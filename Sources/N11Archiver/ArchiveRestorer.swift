@@ -82,11 +82,12 @@ public enum RestoreOutcome: UInt8, CaseIterable, Sendable {
 /// sight; only when all verified does one commit make them visible. Any failure before the
 /// commit leaves the destination exactly as it was.
 public enum ArchiveRestorer {
-    /// What a restore did: a byte per archive item (its `RestoreOutcome`), and counts. A
-    /// report of millions of items holds no ID (issue 34): the IDs are read again from the
-    /// archive, in its order, when asked for.
+    /// What a restore did: each archive item's `RestoreOutcome` (`OutcomeTable`: next to
+    /// nothing while most items had the same one), and counts. A report of millions of items
+    /// holds no ID (issue 34): the IDs are read again from the archive, in its order, when
+    /// asked for.
     public struct Report: Sendable {
-        private var outcomes: [UInt8]
+        private var outcomes: OutcomeTable
         private var counts = [Int](repeating: 0, count: RestoreOutcome.allCases.count + 1)
         private let items: ArchiveItems
         /// Items a salvage could not restore (damaged or missing), nothing of them written.
@@ -97,7 +98,7 @@ public enum ArchiveRestorer {
 
         public init(for archive: UnlockedArchive) {
             items = archive.items
-            outcomes = [UInt8](repeating: 0, count: archive.items.count)
+            outcomes = OutcomeTable(count: archive.items.count)
         }
 
         /// Records what became of archive item `index`; each item has one outcome.
@@ -125,7 +126,7 @@ public enum ArchiveRestorer {
         /// The archive positions with `outcome`, in order.
         func forEachIndex(_ outcome: RestoreOutcome, _ body: (Int) throws -> Void) rethrows {
             guard count(outcome) > 0 else { return }
-            for index in outcomes.indices where outcomes[index] == outcome.rawValue { try body(index) }
+            try outcomes.forEachIndex(of: outcome.rawValue, body)
         }
 
         /// The IDs with `outcome`, in archive order, each read again from the archive.
@@ -149,7 +150,7 @@ public enum ArchiveRestorer {
 
     /// Restore into `vault` (opened for writing unless `dryRun`). `progress` counts the
     /// items to be written (not those skipped) as their chunks verify. Nothing is held per
-    /// item but a byte (issue 34): the vault is asked item by item, and what an item
+    /// item but its outcome (issue 34): the vault is asked item by item, and what an item
     /// replaces is read again when it is staged.
     public static func restore(_ archive: UnlockedArchive, into vault: Vault, _ options: RestoreOptions = .init(),
                                progress: ArchiveProgress? = nil) throws(ArchiveError) -> Report {
