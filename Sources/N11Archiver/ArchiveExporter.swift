@@ -38,7 +38,7 @@ public enum ArchiveExporter {
             if !published { destination.removeIfCreated() }
         }
 
-        // Nothing per item in memory but the report's outcome byte (issue 34): which
+        // Nothing per item in memory but the report's outcomes (issue 34): which
         // candidate name each item got is in a scratch table, and names are made again.
         let names: ExportNames
         do { names = try ExportNames() } catch { throw ArchiveError.writing(root, error) }

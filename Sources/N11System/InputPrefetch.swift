@@ -10,7 +10,7 @@ import Glibc
 /// ahead of its turn.
 public struct InputPrefetch {
     public static let depth = 64
-    static let headBytes: off_t = 1 << 20
+    public static let headBytes: off_t = 1 << 20
 
     private var pending: [String] = []
     private var head = 0
@@ -50,7 +50,7 @@ public struct InputPrefetch {
     /// `hint` for a file in a directory of the user's own that only the user can change (a
     /// vault's content file): opened without the checks that input from elsewhere needs (a
     /// FIFO there is no one's), so three system calls, not five.
-    public static func hintOwn(_ path: String) {
+    public static func hintOwn(_ path: String, headBytes: off_t = headBytes) {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
         guard fd >= 0 else { return }
         _ = posix_fadvise(fd, 0, headBytes, POSIX_FADV_WILLNEED)
@@ -64,68 +64,83 @@ public struct InputPrefetch {
 /// a folder of 3,000,000 notes the lookup alone cost more than the rest of an item's work.
 /// On this thread both are done beside the pass, which then finds the name in the kernel's
 /// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
-/// (the pass has gone past it).
-public final class HintThread: @unchecked Sendable {
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var pending: [String] = []
-    private var next = 0
-    private var finished = false
+/// (the pass has gone past it). A batch may be a thousand files ahead of the pass, so only
+/// each file's first `headBytes` are asked for (64 MiB at most for a batch of large photos);
+/// sequential readahead takes over once the pass reads the file.
+public final class HintThread {
+    public static let headBytes: off_t = 64 << 10
+
+    /// What the thread and its owner share; the thread holds this, not the owner, so the
+    /// owner's `deinit` can stop it.
+    private final class Shared: @unchecked Sendable {
+        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        var pending: [String] = []
+        var next = 0
+        var finished = false
+
+        init() {
+            pthread_mutex_init(lock, nil)
+            pthread_cond_init(changed, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(changed)
+            pthread_mutex_destroy(lock)
+            changed.deallocate()
+            lock.deallocate()
+        }
+
+        func run() {
+            while true {
+                pthread_mutex_lock(lock)
+                while !finished && next >= pending.count { pthread_cond_wait(changed, lock) }
+                if finished { pthread_mutex_unlock(lock); return }
+                let path = pending[next]
+                next += 1
+                pthread_mutex_unlock(lock)
+                InputPrefetch.hintOwn(path, headBytes: HintThread.headBytes)
+            }
+        }
+    }
+
+    private let shared = Shared()
     private var thread: pthread_t?
 
     /// Starts the thread; without one (none to be had) `hint` does nothing.
     public init() {
-        pthread_mutex_init(lock, nil)
-        pthread_cond_init(changed, nil)
         var id = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
+        let context = Unmanaged.passRetained(shared).toOpaque()
         if pthread_create(&id, nil, { raw in
-            Unmanaged<HintThread>.fromOpaque(raw!).takeRetainedValue().run()
+            Unmanaged<Shared>.fromOpaque(raw!).takeRetainedValue().run()
             return nil
         }, context) == 0 {
             thread = id
         } else {
-            Unmanaged<HintThread>.fromOpaque(context).release()
+            Unmanaged<Shared>.fromOpaque(context).release()
         }
     }
 
     /// Hints `paths` in order, in place of any not yet hinted.
     public func hint(_ paths: [String]) {
-        pthread_mutex_lock(lock)
-        pending = paths
-        next = 0
-        pthread_cond_signal(changed)
-        pthread_mutex_unlock(lock)
+        pthread_mutex_lock(shared.lock)
+        shared.pending = paths
+        shared.next = 0
+        pthread_cond_signal(shared.changed)
+        pthread_mutex_unlock(shared.lock)
     }
 
     /// Stops the thread (after the hint it is giving) and waits for it. Idempotent.
     public func finish() {
-        pthread_mutex_lock(lock)
-        finished = true
-        pthread_cond_signal(changed)
-        pthread_mutex_unlock(lock)
+        pthread_mutex_lock(shared.lock)
+        shared.finished = true
+        pthread_cond_signal(shared.changed)
+        pthread_mutex_unlock(shared.lock)
         if let thread {
             pthread_join(thread, nil)
             self.thread = nil
         }
     }
 
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(lock)
-        changed.deallocate()
-        lock.deallocate()
-    }
-
-    private func run() {
-        while true {
-            pthread_mutex_lock(lock)
-            while !finished && next >= pending.count { pthread_cond_wait(changed, lock) }
-            if finished { pthread_mutex_unlock(lock); return }
-            let path = pending[next]
-            next += 1
-            pthread_mutex_unlock(lock)
-            InputPrefetch.hintOwn(path)
-        }
-    }
+    deinit { finish() }
 }

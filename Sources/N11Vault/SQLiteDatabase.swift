@@ -61,6 +61,23 @@ public final class SQLiteDatabase {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// Reads the database file's bytes at `offset` into `buffer` through SQLite's own handle
+    /// of the file (`SQLITE_FCNTL_FILE_POINTER`, the VFS's `xRead`), for the page cache's sake
+    /// (`CatalogueWarmer`): an `open(2)` of our own would not do, since closing any
+    /// descriptor of a file drops every POSIX lock the process holds on it, SQLite's
+    /// included, while SQLite's VFS keeps a descriptor open until no connection of the
+    /// process holds a lock. Returns false past the end of the file or on any failure.
+    func readFileBytes(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK,
+              let file, let methods = file.pointee.pMethods, let read = methods.pointee.xRead,
+              let size = methods.pointee.xFileSize else { return false }
+        var length: sqlite3_int64 = 0
+        guard size(file, &length) == SQLITE_OK, offset < length else { return false }
+        let code = read(file, buffer.baseAddress, Int32(min(buffer.count, Int(length - offset))), offset)
+        return code == SQLITE_OK
+    }
+
     /// A scratch database (`Access.scratch`) ready for rows: nothing to recover after a
     /// crash, so neither journal nor sync, and one transaction that is never committed
     /// (closing throws it away). `cacheKiB` bounds the memory it takes.

@@ -154,9 +154,6 @@ final class VaultCatalogue {
     /// `pending` gets the pending file steps of the same state first.
     func readInIDOrder(from start: String?, batchSize: Int = 1024, pending: ([String]) -> Void = { _ in },
                        _ body: ([(id: String, sealed: [UInt8])]) throws -> Bool) throws {
-        // A walk of every row reads every page: from a cold cache, the file in one sweep.
-        let warmer = start == nil ? warmCache() : nil
-        defer { warmer?.stop() }
         try reading {
             pending(try pendingOperations())
             let rows = try database.prepare("SELECT id, record FROM items WHERE id >= ? ORDER BY id")
@@ -214,8 +211,8 @@ final class VaultCatalogue {
     }
 
     /// Starts reading the file into the page cache beside a pass that will look up every row
-    /// (`CacheWarmer`): B-tree pages are otherwise read one at a time, in no order.
-    func warmCache() -> CacheWarmer? { CacheWarmer.start(path) }
+    /// (`CatalogueWarmer`): B-tree pages are otherwise read one at a time, in no order.
+    func warmCache() -> CatalogueWarmer? { CatalogueWarmer.start(path) }
 
     func count() throws -> Int64 { try database.integer("SELECT count(*) FROM items") ?? 0 }
 
@@ -285,4 +282,41 @@ final class VaultCatalogue {
     func clearPending() throws {
         try database.execute("PRAGMA synchronous = NORMAL; DELETE FROM pending; PRAGMA synchronous = FULL")
     }
+}
+
+/// Reads the catalogue's file into the page cache from start to end on a thread of its own,
+/// beside a pass that will look up every row in another order. `vault verify` looks the
+/// records up in the order of the content files' inodes: from a cold cache each B-tree page
+/// was a disk read waited for alone (3,000,000 notes, a 1.2 GB catalogue), where one
+/// sequential sweep reads the whole file in about 3 s. The thread has a connection of its
+/// own and reads through SQLite's handle of the file (`SQLiteDatabase.readFileBytes`), never
+/// a descriptor of its own, whose closing would drop SQLite's locks. A file larger than a
+/// quarter of the machine's memory is left alone: its first pages would be pushed out by
+/// its last before the pass came to them. The bytes are dropped as read (one 1 MiB buffer).
+final class CatalogueWarmer {
+    static let window = 1 << 20
+    private let thread: BackgroundThread
+
+    private init(_ thread: BackgroundThread) { self.thread = thread }
+
+    /// Starts the sweep, or returns nil when there is nothing worth doing: no file, an empty
+    /// or too large one, or no thread to be had.
+    static func start(_ path: String) -> CatalogueWarmer? {
+        guard let status = try? FileStatus.of(path), status.kind == .regular, status.size > 0,
+              status.size <= Int64(MachineMemory.physicalBytes / 4),
+              let database = try? SQLiteDatabase(path: path, access: .readOnly) else { return nil }
+        return BackgroundThread { stopped in
+            var buffer = [UInt8](repeating: 0, count: window)
+            var offset: Int64 = 0
+            while !stopped(), buffer.withUnsafeMutableBytes({ database.readFileBytes(into: $0, at: offset) }) {
+                offset += Int64(window)
+            }
+        }.map(CatalogueWarmer.init)
+    }
+
+    /// Tells the sweep to stop and waits for it.
+    func stop() { thread.stop() }
+
+    /// Waits for the sweep to end by itself (for tests).
+    func wait() { thread.wait() }
 }

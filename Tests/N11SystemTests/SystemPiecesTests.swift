@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import N11System
 
@@ -146,37 +147,31 @@ struct SystemPiecesTests {
         return resident.filter { $0 & 1 == 1 }.count
     }
 
-    @Test("CacheWarmer reads a file out of the cache back into it; nothing but a regular file is opened")
-    func cacheWarmer() throws {
-        try scratch { dir in
-            // Three windows and a bit, dropped from the cache.
-            let path = dir + "/catalogue"
-            let size = 3 * CacheWarmer.window + 5000
-            try Data((0..<size).map { UInt8(truncatingIfNeeded: $0) }).write(to: URL(fileURLWithPath: path))
-            let fd = open(path, O_RDONLY)
-            #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
-            close(fd)
-            try #require(try residentPages(path) == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
-            let warmer = try #require(CacheWarmer.start(path))
-            warmer.wait()
-            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-            #expect(try residentPages(path) == (size + page - 1) / page)
-            warmer.stop()
-            warmer.stop()
+    /// A counter a job on another thread can bump.
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+        var count: Int { value.load(ordering: .relaxed) }
+        func bump() { value.add(1, ordering: .relaxed) }
+    }
 
-            // Nothing to warm: missing, empty, a directory, a link, a FIFO (whose writer
-            // would be let through by an open).
-            #expect(CacheWarmer.start(dir + "/missing") == nil)
-            try write(dir + "/empty", "")
-            #expect(CacheWarmer.start(dir + "/empty") == nil)
-            #expect(CacheWarmer.start(dir) == nil)
-            #expect(symlink(path, dir + "/link") == 0)
-            #expect(CacheWarmer.start(dir + "/link") == nil)
-            #expect(mkfifo(dir + "/fifo", 0o600) == 0)
-            #expect(CacheWarmer.start(dir + "/fifo") == nil)
-            let writer = open(dir + "/fifo", O_WRONLY | O_NONBLOCK)
-            #expect(writer < 0 && errno == ENXIO, "the FIFO has a reader")
-        }
+    @Test("BackgroundThread runs its job beside the caller until told to stop, then waits for it")
+    func backgroundThread() throws {
+        let steps = Counter()
+        let thread = try #require(BackgroundThread { stopped in
+            while !stopped() { steps.bump(); usleep(1000) }
+        })
+        while steps.count < 3 { usleep(1000) }
+        thread.stop()
+        let seen = steps.count
+        usleep(20_000)
+        #expect(steps.count == seen, "the job went on after stop() returned")
+        thread.stop()
+
+        // A job that ends by itself is waited for.
+        let done = Counter()
+        let finite = try #require(BackgroundThread { _ in usleep(20_000); done.bump() })
+        finite.wait()
+        #expect(done.count == 1)
     }
 
     @Test("HintThread asks the kernel for each file handed to it: files out of the cache come back into it")

@@ -1,0 +1,59 @@
+import Glibc
+import Synchronization
+
+/// A job on a thread of its own, told to stop when its owner is done with it: `stop()`
+/// (or the owner letting go of it) sets a flag the job looks at between steps, and waits
+/// for the thread to end. For work beside a pass that the pass does not wait for
+/// (`CatalogueWarmer`); what the job captures is its alone until it has ended.
+public final class BackgroundThread {
+    private final class Job: @unchecked Sendable {
+        let stopped = Atomic<Bool>(false)
+        let body: (_ stopped: () -> Bool) -> Void
+        init(_ body: @escaping (_ stopped: () -> Bool) -> Void) { self.body = body }
+        func run() { body { self.stopped.load(ordering: .relaxed) } }
+    }
+
+    private let job: Job
+    private var thread: pthread_t?
+
+    /// Starts `body` on a new thread; nil when no thread is to be had. `body` is given a
+    /// function that tells whether it should stop.
+    public init?(_ body: @escaping (_ stopped: () -> Bool) -> Void) {
+        job = Job(body)
+        var id = pthread_t()
+        let context = Unmanaged.passRetained(job).toOpaque()
+        guard pthread_create(&id, nil, { raw in
+            Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, context) == 0 else {
+            Unmanaged<Job>.fromOpaque(context).release()
+            return nil
+        }
+        thread = id
+    }
+
+    /// Tells the job to stop and waits for its thread to end. Idempotent.
+    public func stop() {
+        job.stopped.store(true, ordering: .relaxed)
+        wait()
+    }
+
+    /// Waits for the job to end by itself.
+    public func wait() {
+        if let thread {
+            pthread_join(thread, nil)
+            self.thread = nil
+        }
+    }
+
+    deinit { stop() }
+}
+
+public enum MachineMemory {
+    /// The machine's memory in bytes (0 if it cannot be told). A container's limit is not
+    /// seen here.
+    public static var physicalBytes: Int {
+        let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
+        return pages > 0 && pageSize > 0 ? pages * pageSize : 0
+    }
+}
