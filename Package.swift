@@ -50,7 +50,7 @@ let package = Package(
             dependencies: ["CLinux", "N11Archiver", "N11Vault", "N11Format", "N11Crypto", "N11System"],
             path: "Sources/N11Fuzz"),
 
-        .testTarget(name: "N11SystemTests", dependencies: ["N11System"]),
+        .testTarget(name: "N11SystemTests", dependencies: ["N11System", "N11TestSupport"]),
         .testTarget(name: "N11CryptoTests", dependencies: ["N11Crypto", "N11System"],
                     resources: []),
         .testTarget(name: "N11VaultTests", dependencies: ["N11Vault", "N11Format", "N11Crypto", "N11System", "N11TestSupport"]),

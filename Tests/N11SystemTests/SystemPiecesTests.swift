@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import N11System
+import N11TestSupport
 
 /// Direct tests of the POSIX layer's pieces that the higher layers and the CLI suites only
 /// reached through whole commands (issue 26): directories opened without following links,
@@ -131,22 +132,6 @@ struct SystemPiecesTests {
         }
     }
 
-    /// How many of the file's pages are in the page cache.
-    func residentPages(_ path: String) throws -> Int {
-        let fd = open(path, O_RDONLY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var st = stat()
-        try #require(fstat(fd, &st) == 0)
-        let size = Int(st.st_size), page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let map = try #require(mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0))
-        try #require(map != MAP_FAILED)
-        defer { munmap(map, size) }
-        var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
-        try #require(mincore(map, size, &resident) == 0)
-        return resident.filter { $0 & 1 == 1 }.count
-    }
-
     /// A counter a job on another thread can bump.
     final class Counter: Sendable {
         let value = Atomic<Int>(0)
@@ -183,20 +168,20 @@ struct SystemPiecesTests {
                 let fd = open(path, O_RDONLY)
                 #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
                 close(fd)
-                try #require(try residentPages(path) == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+                try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
             }
             let hints = HintThread()
             hints.hint(Array(paths.prefix(2)))   // replaced by the next batch, or hinted first
             hints.hint(paths)
             // The reads the hints start are the kernel's: wait for them, a while at most.
             var waited = 0
-            while try paths.contains(where: { try residentPages($0) == 0 }), waited < 200 {
+            while try paths.contains(where: { try residentPages($0).resident == 0 }), waited < 200 {
                 usleep(10_000)
                 waited += 1
             }
             hints.finish()
             hints.finish()
-            for path in paths { #expect(try residentPages(path) > 0, "\(path) was not hinted") }
+            for path in paths { #expect(try residentPages(path).resident > 0, "\(path) was not hinted") }
         }
     }
 

@@ -10,23 +10,6 @@ import N11TestSupport
 /// (closing any descriptor of a file drops every POSIX lock the process holds on it).
 @Suite("The catalogue read ahead in one sweep")
 struct CatalogueWarmerTests {
-    /// How many of the file's pages are in the page cache (opens and closes a descriptor:
-    /// only while no connection holds a lock on the file).
-    private func residentPages(_ path: String) throws -> (resident: Int, pages: Int) {
-        let fd = open(path, O_RDONLY)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var st = stat()
-        try #require(fstat(fd, &st) == 0)
-        let size = Int(st.st_size), page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let map = try #require(mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0))
-        try #require(map != MAP_FAILED)
-        defer { munmap(map, size) }
-        var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
-        try #require(mincore(map, size, &resident) == 0)
-        return (resident.filter { $0 & 1 == 1 }.count, resident.count)
-    }
-
     /// This process's POSIX locks on the file, as /proc/locks lists them.
     private func locksHeld(on path: String) throws -> Int {
         var st = stat()

@@ -55,3 +55,23 @@ public func flipByte(in path: String, at offset: Int, mask: UInt8 = 0x01) throws
     bytes[offset] ^= mask
     try writeBytes(bytes, to: path)
 }
+
+/// How many of the file's pages are in the page cache, and how many it has (mmap and
+/// mincore; the mapping is never touched). Opens and closes a descriptor of the file, which
+/// drops every POSIX lock this process holds on it: not while a connection has one.
+public func residentPages(_ path: String) throws -> (resident: Int, pages: Int) {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw SystemError("cannot open", path: path) }
+    defer { close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw SystemError("cannot stat", path: path) }
+    let size = Int(st.st_size), page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    guard size > 0 else { return (0, 0) }
+    guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+        throw SystemError("cannot map", path: path)
+    }
+    defer { munmap(map, size) }
+    var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
+    guard mincore(map, size, &resident) == 0 else { throw SystemError("cannot ask which pages are cached", path: path) }
+    return (resident.filter { $0 & 1 == 1 }.count, resident.count)
+}
