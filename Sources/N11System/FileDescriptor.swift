@@ -24,8 +24,11 @@ public final class FileDescriptor: @unchecked Sendable {
 
     /// Opens an existing file for reading. O_NOFOLLOW is not used: reading through a
     /// symlink the user named is fine; the caller checks the file type with `status()`.
-    public static func openForReading(_ path: String) throws -> FileDescriptor {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    /// `checkingFirst`: a FIFO or terminal that took the path's place since it was checked
+    /// opens without waiting for a writer or becoming the controlling terminal (O_NONBLOCK,
+    /// O_NOCTTY), for the caller's `status()` to refuse; a regular file reads the same.
+    public static func openForReading(_ path: String, checkingFirst: Bool = false) throws -> FileDescriptor {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | (checkingFirst ? O_NONBLOCK | O_NOCTTY : 0))
         guard fd >= 0 else { throw SystemError("cannot open", path: path) }
         return FileDescriptor(adopting: fd, path: path)
     }

@@ -1,43 +1,20 @@
 import Glibc
 
-/// Keeps the kernel reading the next few input files while the current one is worked on.
-/// `vault add` of many small files from a cold cache waited on one disk read at a time
-/// (a 200-byte note: about 110 µs of waiting, a dozen of work); `posix_fadvise(WILLNEED)`
-/// starts a file's read and returns, so `depth` reads are in flight at once (issue 34).
-/// Only a hint: a file that cannot be opened now, or is no regular file, is left to the
-/// read that follows to report. Only the first `headBytes` are asked for: sequential
-/// readahead takes over from there, and a large photo is not pulled into the cache whole
-/// ahead of its turn.
-public struct InputPrefetch {
-    public static let depth = 64
+/// Asks the kernel to start reading files before they are read, so that from a cold cache
+/// many reads are in flight at once instead of one waited for at a time: `vault add` of many
+/// small files waited about 110 µs on the disk for a 200-byte note and worked a dozen
+/// (issue 34). `posix_fadvise(WILLNEED)` starts a file's read and returns. Only a hint: a
+/// file that cannot be opened now, or is no regular file, is left to the read that follows
+/// to report. Only the first bytes are asked for: sequential readahead takes over from
+/// there, and a large photo is not pulled into the cache whole ahead of its turn. The hints
+/// are given from a thread of their own (`HintThread`, `HintedPaths`).
+public enum InputPrefetch {
     public static let headBytes: off_t = 1 << 20
-
-    private var pending: [String] = []
-    private var head = 0
-
-    public init() {}
-
-    /// Hands back the paths in order, each hinted `depth` paths before it is handed back.
-    /// `next` gives the next path, or nil after the last.
-    public mutating func next(from source: () throws -> String?) rethrows -> String? {
-        while pending.count - head < Self.depth, let path = try source() {
-            Self.hint(path)
-            pending.append(path)
-        }
-        guard head < pending.count else { return nil }
-        let path = pending[head]
-        head += 1
-        if head >= Self.depth {   // drop what was handed back, now and then, not per call
-            pending.removeFirst(head)
-            head = 0
-        }
-        return path
-    }
 
     /// Asks the kernel to start reading `path`'s first bytes. Only a regular file is opened
     /// (a FIFO's writer or a device would notice an open), and the opened file is checked
     /// again, should the path have changed between; any failure is ignored.
-    public static func hint(_ path: String) {
+    public static func hint(_ path: String, headBytes: off_t = headBytes) {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
@@ -59,8 +36,8 @@ public struct InputPrefetch {
 }
 
 /// Hints a pass's next files to the kernel from a thread of its own (`InputPrefetch.hintOwn`
-/// for each, in order). The hint's `open` looks the name up in its folder and reads the
-/// inode before it returns: from a cold cache that was a disk read waited for alone, and in
+/// for each, in order, or `InputPrefetch.hint` for files from elsewhere). The hint's `open`
+/// looks the name up in its folder and reads the inode before it returns: from a cold cache that was a disk read waited for alone, and in
 /// a folder of 3,000,000 notes the lookup alone cost more than the rest of an item's work.
 /// On this thread both are done beside the pass, which then finds the name in the kernel's
 /// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
@@ -70,6 +47,16 @@ public struct InputPrefetch {
 public final class HintThread {
     public static let headBytes: off_t = 64 << 10
 
+    /// Which files are hinted, and so how carefully they are opened.
+    public enum Files: Sendable {
+        /// Files in a directory only the user can change (a vault's content files): opened
+        /// without checks (`InputPrefetch.hintOwn`).
+        case own
+        /// Files named by the user from anywhere (`vault add`'s inputs): only a regular file
+        /// is opened (`InputPrefetch.hint`).
+        case fromElsewhere
+    }
+
     /// What the thread and its owner share; the thread holds this, not the owner, so the
     /// owner's `deinit` can stop it.
     private final class Shared: @unchecked Sendable {
@@ -78,8 +65,12 @@ public final class HintThread {
         var pending: [String] = []
         var next = 0
         var finished = false
+        let files: Files
+        let headBytes: off_t
 
-        init() {
+        init(files: Files, headBytes: off_t) {
+            self.files = files
+            self.headBytes = headBytes
             pthread_mutex_init(lock, nil)
             pthread_cond_init(changed, nil)
         }
@@ -99,16 +90,20 @@ public final class HintThread {
                 let path = pending[next]
                 next += 1
                 pthread_mutex_unlock(lock)
-                InputPrefetch.hintOwn(path, headBytes: HintThread.headBytes)
+                switch files {
+                case .own: InputPrefetch.hintOwn(path, headBytes: headBytes)
+                case .fromElsewhere: InputPrefetch.hint(path, headBytes: headBytes)
+                }
             }
         }
     }
 
-    private let shared = Shared()
+    private let shared: Shared
     private var thread: pthread_t?
 
     /// Starts the thread; without one (none to be had) `hint` does nothing.
-    public init() {
+    public init(files: Files = .own, headBytes: off_t = HintThread.headBytes) {
+        shared = Shared(files: files, headBytes: headBytes)
         var id = pthread_t()
         let context = Unmanaged.passRetained(shared).toOpaque()
         if pthread_create(&id, nil, { raw in
@@ -143,4 +138,54 @@ public final class HintThread {
     }
 
     deinit { finish() }
+}
+
+/// Hands back a list's paths in order while a `HintThread` hints the next batch of them:
+/// when the pass starts on a batch, the one after it goes to the thread (the first two at
+/// once), so the hints run one to two batches ahead. `vault add` gave these hints inline,
+/// five system calls a file on the pass's own thread even when the files were in the cache
+/// (issue 34); here they cost the pass none.
+public struct HintedPaths {
+    public static let batch = 64
+    private let hints: HintThread
+    private var current: [String] = []
+    private var upcoming: [String] = []
+    private var index = 0
+    private var started = false
+
+    /// Files from elsewhere (`HintThread.Files.fromElsewhere`), the first `headBytes` of each.
+    public init(headBytes: off_t = InputPrefetch.headBytes) {
+        hints = HintThread(files: .fromElsewhere, headBytes: headBytes)
+    }
+
+    /// The next path (`source` gives them in order, nil after the last), or nil after the
+    /// last; the hint thread is stopped then.
+    public mutating func next(from source: () throws -> String?) rethrows -> String? {
+        if index == current.count {
+            if started {
+                current = upcoming
+                upcoming = try Self.take(from: source)
+                hints.hint(upcoming)
+            } else {
+                started = true
+                current = try Self.take(from: source)
+                upcoming = try Self.take(from: source)
+                hints.hint(current + upcoming)
+            }
+            index = 0
+            if current.isEmpty {
+                hints.finish()
+                return nil
+            }
+        }
+        defer { index += 1 }
+        return current[index]
+    }
+
+    private static func take(from source: () throws -> String?) rethrows -> [String] {
+        var paths: [String] = []
+        paths.reserveCapacity(batch)
+        while paths.count < batch, let path = try source() { paths.append(path) }
+        return paths
+    }
 }

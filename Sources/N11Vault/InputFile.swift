@@ -23,6 +23,10 @@ public struct InputFile: Sendable {
         do { status = try FileStatus.of(path, followLinks: true) }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
         guard let status else { throw VaultError.inputMissing(path: path) }
+        return try checked(path, status, asNote: asNote)
+    }
+
+    private static func checked(_ path: String, _ status: FileStatus, asNote: Bool) throws(VaultError) -> InputFile {
         switch status.kind {
         case .regular: break
         case .directory: throw VaultError.inputIsDirectory(path: path)
@@ -46,6 +50,28 @@ public struct InputFile: Sendable {
         return asNote ? MemorySource(try Self.readNote(from: fd)) : fd
     }
 
+    /// A note file checked and read whole through one opening: what `check` and then `open`
+    /// give, in one `open`, one `fstat` and the reads, where `vault add` made a `stat` and an
+    /// `open` for each of them and read the file once more for its duplicate check (issue 34:
+    /// a million notes). What is checked is the opened file, so nothing can be swapped in
+    /// between; its modification time is the item's created time, as `check` gives it.
+    public static func readNote(at path: String) throws -> NoteFile {
+        let fd: FileDescriptor
+        do { fd = try FileDescriptor.openForReading(path, checkingFirst: true) }
+        catch let error as SystemError where error.errno == ENOENT { throw VaultError.inputMissing(path: path) }
+        catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
+        defer { try? fd.close() }
+        let status: FileStatus
+        do { status = try fd.status() }
+        catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
+        let file = try checked(path, status, asNote: true)
+        let bytes: [UInt8]
+        do { bytes = try readNote(from: fd) }
+        catch let error as VaultError { throw error }
+        catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
+        return NoteFile(file: file, bytes: bytes)
+    }
+
     /// Notes are UTF-8 text of bounded size, read whole so they can be checked.
     public static func readNote(from fd: FileDescriptor) throws -> [UInt8] {
         let bytes: [UInt8]
@@ -56,3 +82,9 @@ public struct InputFile: Sendable {
     }
 }
 
+
+/// A note file's bytes, read whole, and what its check found (`InputFile.readNote(at:)`).
+public struct NoteFile: Sendable {
+    public let file: InputFile
+    public let bytes: [UInt8]
+}

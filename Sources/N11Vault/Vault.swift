@@ -707,6 +707,14 @@ public final class Vault: @unchecked Sendable {
                       sizeHint: file.size, created: file.modified, rereadable: true)
         }
 
+        /// A note file read whole (`InputFile.readNote(at:)`), created at its modification
+        /// time: the duplicate check and the encryption read these bytes, not the file again.
+        public init(note: NoteFile, name: String, compartment: Compartment, expires: Date?) {
+            let bytes = note.bytes
+            self.init(opening: { MemorySource(bytes) }, kind: .note, name: name, compartment: compartment, expires: expires,
+                      sizeHint: Int64(bytes.count), created: note.file.modified, rereadable: true)
+        }
+
         /// Bytes held in memory (a note), created at the time of the add.
         public init(bytes: [UInt8], kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
             self.init(opening: { MemorySource(bytes) }, kind: kind, name: name, compartment: compartment, expires: expires,

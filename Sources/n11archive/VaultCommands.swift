@@ -157,6 +157,8 @@ extension VaultCommand {
             switch input {
             case .file(let file):
                 return .init(file: file, kind: note ? .note : .photo, name: name ?? file.name, compartment: target, expires: expires)
+            case .note(let read):
+                return .init(note: read, name: name ?? read.file.name, compartment: target, expires: expires)
             case .standardInput:
                 let stdin = FileDescriptor(borrowing: 0, path: "stdin")
                 if note {
@@ -560,6 +562,8 @@ enum FileList {
 struct CheckedInputs {
     enum Input {
         case file(InputFile)
+        /// A note file, checked again and read in the second pass.
+        case note(NoteFile)
         case standardInput
     }
     private let arguments: [Input]
@@ -597,17 +601,22 @@ struct CheckedInputs {
         self.bytes = bytes
     }
 
-    /// The inputs in order, one at a time (nil after the last); once. The listed files are
-    /// hinted to the kernel a few dozen ahead of their turn (`InputPrefetch`).
+    /// The inputs in order, one at a time (nil after the last); once. Each file is checked
+    /// again; a note is read there and then, once (`InputFile.readNote(at:)`). The listed
+    /// files are hinted to the kernel a batch or two ahead of their turn, from a thread of
+    /// their own (`HintedPaths`).
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
-        var prefetch = InputPrefetch()
+        var hinted = HintedPaths()
         let asNote = asNote
         return {
-            if let input = next.next() { return input }
-            guard let spooled, let path = try prefetch.next(from: { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }) else { return nil }
-            return .file(try InputFile.check(path, asNote: asNote))
+            if let argument = next.next() {
+                guard asNote, case .file(let file) = argument else { return argument }
+                return .note(try InputFile.readNote(at: file.path))
+            }
+            guard let spooled, let path = try hinted.next(from: { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }) else { return nil }
+            return asNote ? .note(try InputFile.readNote(at: path)) : .file(try InputFile.check(path, asNote: false))
         }
     }
 }

@@ -96,10 +96,10 @@ struct SystemPiecesTests {
         }
     }
 
-    @Test("InputPrefetch hands back every path once, in order, whatever the depth; a path that cannot be opened is only passed on")
-    func inputPrefetch() throws {
+    @Test("HintedPaths hands back every path once, in order, across batches; a path that cannot be opened is only passed on")
+    func hintedPaths() throws {
         try scratch { dir in
-            var paths = (0..<(InputPrefetch.depth * 3 + 5)).map { dir + "/f\($0)" }
+            var paths = (0..<(HintedPaths.batch * 3 + 5)).map { dir + "/f\($0)" }
             for path in paths.prefix(10) { try write(path, "x") }
             paths.insert(dir + "/missing", at: 3)
             // A FIFO is never opened by the hint: a writer waiting on it would be let through.
@@ -115,11 +115,13 @@ struct SystemPiecesTests {
             }
             usleep(100_000)   // the writer is waiting in open() before the hints run
             var source = paths.makeIterator()
-            var prefetch = InputPrefetch()
+            var hinted = HintedPaths()
             var handed: [String] = []
-            while let path = prefetch.next(from: { source.next() }) { handed.append(path) }
+            while let path = hinted.next(from: { source.next() }) { handed.append(path) }
             #expect(handed == paths)
-            #expect(prefetch.next(from: { nil }) == nil)
+            #expect(hinted.next(from: { nil }) == nil)
+            // The hint thread has stopped by now; give the writer time to be let through if
+            // a hint had opened the FIFO.
             usleep(200_000)
             writerThrough.lock(); let early = through; writerThrough.unlock()
             #expect(!early, "the hint opened the FIFO")
@@ -159,8 +161,9 @@ struct SystemPiecesTests {
         #expect(done.count == 1)
     }
 
-    @Test("HintThread asks the kernel for each file handed to it: files out of the cache come back into it")
-    func hintThread() throws {
+    @Test("HintThread asks the kernel for each file handed to it: files out of the cache come back into it",
+          arguments: [HintThread.Files.own, .fromElsewhere])
+    func hintThread(files: HintThread.Files) throws {
         try scratch { dir in
             let paths = (0..<8).map { dir + "/note\($0)" }
             for path in paths {
@@ -170,7 +173,7 @@ struct SystemPiecesTests {
                 close(fd)
                 try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
             }
-            let hints = HintThread()
+            let hints = HintThread(files: files)
             hints.hint(Array(paths.prefix(2)))   // replaced by the next batch, or hinted first
             hints.hint(paths)
             // The reads the hints start are the kernel's: wait for them, a while at most.

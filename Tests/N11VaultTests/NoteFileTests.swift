@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+import Testing
+import N11System
+import N11TestSupport
+import N11Vault
+
+/// `InputFile.readNote(at:)`, how `vault add --note` reads each file in its second pass: one
+/// opening that checks the opened file and reads it whole. It must refuse what `check`
+/// refuses, with the same errors, and never wait on a FIFO put in a note's place.
+@Suite("Note files read in one opening")
+struct NoteFileTests {
+    /// The error a throwing call gave, as text (VaultError's cases carry the path).
+    private static func failure(_ body: () throws -> Any) -> String? {
+        do { _ = try body(); return nil } catch { return "\(error)" }
+    }
+
+    @Test("a note's bytes, name, size and modification time, through a symlink as check follows it")
+    func readsNote() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/shopping.txt"
+            try writeBytes(Array("milk, eggs, bread\n".utf8), to: path)
+            var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+            let link = dir + "/link.txt"
+            #expect(symlink(path, link) == 0)
+            for (given, name) in [(path, "shopping.txt"), (link, "link.txt")] {
+                let note = try InputFile.readNote(at: given)
+                #expect(note.bytes == Array("milk, eggs, bread\n".utf8))
+                #expect(note.file.name == name)
+                #expect(note.file.size == 18)
+                #expect(note.file.asNote)
+                #expect(note.file.modified == Date(timeIntervalSince1970: 1_600_000_000))
+                let checked = try InputFile.check(given, asNote: true)
+                #expect(checked.modified == note.file.modified && checked.size == note.file.size && checked.name == note.file.name)
+            }
+        }
+    }
+
+    @Test("what check refuses, reading refuses with the same error; a FIFO is refused without waiting for a writer")
+    func refusesWhatCheckRefuses() throws {
+        try withTemporaryDirectory { dir in
+            let missing = dir + "/missing.txt"
+            let folder = dir + "/folder"
+            #expect(mkdir(folder, 0o700) == 0)
+            let fifo = dir + "/fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let large = dir + "/large.txt"
+            let fd = open(large, O_CREAT | O_WRONLY | O_EXCL, 0o600)
+            #expect(fd >= 0 && ftruncate(fd, off_t(Vault.maximumNoteSize + 1)) == 0)
+            close(fd)
+            // Read on a thread of its own, so that an open that waits for a writer fails the
+            // test instead of hanging it (a writer then lets it through).
+            let done = NSCondition()
+            nonisolated(unsafe) var returned = false
+            Thread.detachNewThread {
+                _ = try? InputFile.readNote(at: fifo)
+                done.lock(); returned = true; done.signal(); done.unlock()
+            }
+            done.lock()
+            let deadline = Date().addingTimeInterval(5)
+            while !returned && done.wait(until: deadline) {}
+            let inTime = returned
+            done.unlock()
+            #expect(inTime, "reading the FIFO waited for a writer")
+            if !inTime {
+                let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+                done.lock(); while !returned { done.wait() }; done.unlock()
+                close(writer)
+            }
+            for path in [missing, folder, large] + (inTime ? [fifo] : []) {
+                let read = try #require(Self.failure { try InputFile.readNote(at: path) }, "\(path) was read as a note")
+                let checked = try #require(Self.failure { try InputFile.check(path, asNote: true) })
+                #expect(read == checked, "\(path)")
+                #expect(read.contains(path))
+            }
+            // A file of the right size that is not UTF-8 text.
+            let binary = dir + "/binary.txt"
+            try writeBytes([0xff, 0xfe, 0x00, 0x80], to: binary)
+            #expect(Self.failure { try InputFile.readNote(at: binary) } == "\(VaultError.noteNotText(path: binary))")
+        }
+    }
+}
