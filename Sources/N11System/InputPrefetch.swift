@@ -36,8 +36,8 @@ public enum InputPrefetch {
 }
 
 /// Hints a pass's next files to the kernel from a thread of its own (`InputPrefetch.hintOwn`
-/// for each, in order, or `InputPrefetch.hint` for files from elsewhere). The hint's `open`
-/// looks the name up in its folder and reads the inode before it returns: from a cold cache that was a disk read waited for alone, and in
+/// for each, in order, or `InputPrefetch.hint` for files from elsewhere). The hint's
+/// `open` looks the name up in its folder and reads the inode before it returns: from a cold cache that was a disk read waited for alone, and in
 /// a folder of 3,000,000 notes the lookup alone cost more than the rest of an item's work.
 /// On this thread both are done beside the pass, which then finds the name in the kernel's
 /// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
@@ -102,7 +102,7 @@ public final class HintThread {
     private var thread: pthread_t?
 
     /// Starts the thread; without one (none to be had) `hint` does nothing.
-    public init(files: Files = .own, headBytes: off_t = HintThread.headBytes) {
+    public init(files: Files, headBytes: off_t = HintThread.headBytes) {
         shared = Shared(files: files, headBytes: headBytes)
         var id = pthread_t()
         let context = Unmanaged.passRetained(shared).toOpaque()
@@ -152,6 +152,7 @@ public struct HintedPaths {
     private var upcoming: [String] = []
     private var index = 0
     private var started = false
+    private var finished = false
 
     /// Files from elsewhere (`HintThread.Files.fromElsewhere`), the first `headBytes` of each.
     public init(headBytes: off_t = InputPrefetch.headBytes) {
@@ -161,19 +162,19 @@ public struct HintedPaths {
     /// The next path (`source` gives them in order, nil after the last), or nil after the
     /// last; the hint thread is stopped then.
     public mutating func next(from source: () throws -> String?) rethrows -> String? {
+        guard !finished else { return nil }
         if index == current.count {
             if started {
-                current = upcoming
-                upcoming = try Self.take(from: source)
+                let after = try Self.take(from: source)
+                (current, upcoming, index) = (upcoming, after, 0)
                 hints.hint(upcoming)
             } else {
-                started = true
-                current = try Self.take(from: source)
-                upcoming = try Self.take(from: source)
+                let first = try Self.take(from: source), second = try Self.take(from: source)
+                (current, upcoming, index, started) = (first, second, 0, true)
                 hints.hint(current + upcoming)
             }
-            index = 0
             if current.isEmpty {
+                finished = true
                 hints.finish()
                 return nil
             }

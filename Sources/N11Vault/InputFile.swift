@@ -54,12 +54,18 @@ public struct InputFile: Sendable {
     /// give, in one `open`, one `fstat` and the reads, where `vault add` made a `stat` and an
     /// `open` for each of them and read the file once more for its duplicate check (issue 34:
     /// a million notes). What is checked is the opened file, so nothing can be swapped in
-    /// between; its modification time is the item's created time, as `check` gives it.
+    /// between; its modification time is the item's created time, as `check` gives it. A
+    /// path that does not open is given `check`'s error (a socket, a folder or device not
+    /// readable), so the messages and exit codes are `check`'s. The first pass checked the
+    /// path; a FIFO or device put in its place since then is opened (without waiting, and
+    /// never as a controlling terminal) before it is refused, as it was when the race fell
+    /// between `check`'s `stat` and `open`.
     public static func readNote(at path: String) throws -> NoteFile {
         let fd: FileDescriptor
-        do { fd = try FileDescriptor.openForReading(path, checkingFirst: true) }
-        catch let error as SystemError where error.errno == ENOENT { throw VaultError.inputMissing(path: path) }
-        catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
+        do { fd = try FileDescriptor.openForReading(path, checkingFirst: true) } catch {
+            _ = try check(path, asNote: true)
+            throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)")
+        }
         defer { try? fd.close() }
         let status: FileStatus
         do { status = try fd.status() }

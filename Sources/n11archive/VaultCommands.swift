@@ -442,7 +442,7 @@ extension VaultCommand {
             // work: a thread of its own opens each batch's files ahead of the pass and asks
             // the kernel for them (`HintThread`), so many reads are in flight and the pass
             // finds the names looked up.
-            let hints = HintThread()
+            let hints = HintThread(files: .own)
             defer { hints.finish() }
             func pass() throws {
                 (count, failed, damagedSeen) = (0, [], 0)
@@ -608,13 +608,14 @@ struct CheckedInputs {
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
-        var hinted = HintedPaths()
+        lazy var hinted = HintedPaths()
         let asNote = asNote
         return {
             if let argument = next.next() {
                 guard asNote, case .file(let file) = argument else { return argument }
                 return .note(try InputFile.readNote(at: file.path))
             }
+            // The hint thread starts with the list's first path, not for FILE arguments alone.
             guard let spooled, let path = try hinted.next(from: { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }) else { return nil }
             return asNote ? .note(try InputFile.readNote(at: path)) : .file(try InputFile.check(path, asNote: false))
         }

@@ -37,6 +37,32 @@ struct NoteFileTests {
         }
     }
 
+    @Test("a note file added is created at its modification time, and a second file with its content is skipped as a duplicate")
+    func noteFileAdded() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            var times = [timespec(tv_sec: 1_500_000_000, tv_nsec: 0), timespec(tv_sec: 1_500_000_000, tv_nsec: 0)]
+            for name in ["a.txt", "copy.txt"] {
+                try writeBytes(Array("the same words".utf8), to: dir + "/" + name)
+                #expect(utimensat(AT_FDCWD, dir + "/" + name, &times, 0) == 0)
+            }
+            let first = try InputFile.readNote(at: dir + "/a.txt")
+            let added = try vault.add(.init(note: first, name: first.file.name, compartment: .vault, expires: nil))
+            #expect(added.kind == .note && added.name == "a.txt" && added.size == 14)
+            #expect(added.created == Date(timeIntervalSince1970: 1_500_000_000))
+            let copy = try InputFile.readNote(at: dir + "/copy.txt")
+            var skipped: [String] = []
+            let second = try vault.add([.init(note: copy, name: copy.file.name, compartment: .vault, expires: nil)],
+                                       skippingDuplicates: true, skipped: { skipped.append("\($0.name) -> \($0.existing.id)") })
+            #expect(second.isEmpty)
+            #expect(skipped == ["copy.txt -> \(added.id)"])
+            let collected = CollectingSink()
+            try vault.read(added, into: collected)
+            #expect(collected.bytes == Array("the same words".utf8))
+        }
+    }
+
     @Test("what check refuses, reading refuses with the same error; a FIFO is refused without waiting for a writer")
     func refusesWhatCheckRefuses() throws {
         try withTemporaryDirectory { dir in
@@ -68,7 +94,20 @@ struct NoteFileTests {
                 done.lock(); while !returned { done.wait() }; done.unlock()
                 close(writer)
             }
-            for path in [missing, folder, large] + (inTime ? [fifo] : []) {
+            // A socket does not open at all (ENXIO): the error is still check's.
+            let socketPath = dir + "/socket"
+            let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, byte) in socketPath.utf8.enumerated() { raw[i] = byte }
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            #expect(sock >= 0 && bound == 0)
+            defer { close(sock) }
+            for path in [missing, folder, large, socketPath] + (inTime ? [fifo] : []) {
                 let read = try #require(Self.failure { try InputFile.readNote(at: path) }, "\(path) was read as a note")
                 let checked = try #require(Self.failure { try InputFile.check(path, asNote: true) })
                 #expect(read == checked, "\(path)")
