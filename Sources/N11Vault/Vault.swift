@@ -841,15 +841,29 @@ private struct UncheckedSendable<Value>: @unchecked Sendable {
 /// even two 64-bit digests and an ID per live item made `vault add` grow by 80 MiB per
 /// million items. What it holds is `ScratchDigest`s (keyed afresh by each add) and item IDs,
 /// which the catalogue shows anyway: nothing about names or content.
+///
+/// Content digests are random, so past a few hundred thousand items each new item's lookup
+/// and insert touched an index page not in the database's cache (about 22 µs a note at
+/// 1,000,000, BENCHMARKS.md). A `DigestFilter` answers most lookups of new content without
+/// the database, and the new items' digests wait in memory (`pending`, at most
+/// `pendingLimit`) to go in in digest order, touching each index page once a batch.
 private final class KnownContent {
     /// Pages SQLite may keep in memory: what the scratch database outgrows goes to its file.
-    private static let cacheKiB = 8192
+    private static let cacheKiB = 4096
+    /// New items' content digests held before they go into the database in order (a test,
+    /// `duplicatesAcrossPendingAndDatabase`, adds 33,000 items to pass it).
+    private static let pendingLimit = 32_768
     private let database: SQLiteDatabase
     private let digests: ScratchDigest
     private let insertSize: SQLiteStatement
     private let insertContent: SQLiteStatement
     private let findSize: SQLiteStatement
     private let findContent: SQLiteStatement
+    /// Every content digest inserted, the database's and `pending`'s.
+    private var filter = DigestFilter()
+    /// IDs held inline, not as arrays: no allocation per item.
+    private var pending: [(key: Int64, id: uuid_t)] = []
+    private var pendingKeys = Set<Int64>()
 
     /// The vault's live items but fade ones, read a batch at a time.
     init(_ vault: Vault, now: Date) throws(VaultError) {
@@ -866,7 +880,12 @@ private final class KnownContent {
             findSize = try database.prepare("SELECT 1 FROM sizes WHERE key = ?1 LIMIT 1")
             findContent = try database.prepare("SELECT id FROM contents WHERE key = ?1")
             try vault.forEachItemInIDOrder { batch, _ in
-                for item in batch where item.compartment != .fade && !item.isExpired(at: now) { try insert(item) }
+                for item in batch where item.compartment != .fade && !item.isExpired(at: now) {
+                    guard let (size, content, id) = keys(of: item) else { continue }
+                    try insertSize.bind(1, size)
+                    try insertSize.step()
+                    try putContent(content, id)
+                }
                 return true
             }
             // Indexed once filled: SQLite sorts the rows in bounded memory, where inserting
@@ -886,13 +905,44 @@ private final class KnownContent {
         digests.digest([kind.rawValue, compartment.rawValue, String(size), sha256])
     }
 
-    func insert(_ item: ItemMetadata) throws {
-        guard let id = UUID(uuidString: item.id) else { return }
-        try insertSize.bind(1, sizeKey(item.kind, item.compartment, item.size))
-        try insertSize.step()
-        try insertContent.bind(1, contentKey(item.kind, item.compartment, item.size, item.sha256))
-        try insertContent.bind(2, blob: withUnsafeBytes(of: id.uuid) { Array($0) })
+    private func keys(of item: ItemMetadata) -> (size: Int64, content: Int64, id: uuid_t)? {
+        guard let id = UUID(uuidString: item.id) else { return nil }
+        return (sizeKey(item.kind, item.compartment, item.size), contentKey(item.kind, item.compartment, item.size, item.sha256), id.uuid)
+    }
+
+    private func putContent(_ key: Int64, _ id: uuid_t) throws {
+        try insertContent.bind(1, key)
+        try insertContent.bind(2, blob: withUnsafeBytes(of: id) { Array($0) })
         try insertContent.step()
+        filter.insert(key)
+    }
+
+    /// A new item, staged: found by the items after it in the same add.
+    func insert(_ item: ItemMetadata) throws {
+        guard let (size, content, id) = keys(of: item) else { return }
+        // Many items share a size (notes of one length): it is recorded once.
+        try findSize.bind(1, size)
+        let sizeKnown: Bool
+        do {
+            defer { findSize.reset() }
+            sizeKnown = try findSize.step()
+        }
+        if !sizeKnown {
+            try insertSize.bind(1, size)
+            try insertSize.step()
+        }
+        pending.append((content, id))
+        pendingKeys.insert(content)
+        filter.insert(content)
+        if pending.count >= Self.pendingLimit { try flush() }
+    }
+
+    /// Puts the pending digests into the database in digest order.
+    private func flush() throws {
+        pending.sort { $0.key < $1.key }
+        for (key, id) in pending { try putContent(key, id) }
+        pending.removeAll(keepingCapacity: true)
+        pendingKeys.removeAll(keepingCapacity: true)
     }
 
     /// A known item with `new`'s content that still verifies, if any.
@@ -922,9 +972,14 @@ private final class KnownContent {
             throw VaultError.wrap(error)
         }
         // Two contents may share a 64-bit digest: only the very same content counts.
-        var candidates: [String] = []
+        let key = contentKey(new.kind, new.compartment, size, digest)
+        guard filter.mayContain(key) else { return nil }
+        // A pending match is looked for only when its key is there (a duplicate, or two
+        // contents sharing a digest): a pass over at most `pendingLimit` entries.
+        var candidates = pendingKeys.contains(key) ? pending.filter { $0.key == key }.map { UUID(uuid: $0.id).uuidString } : []
         do {
-            try findContent.bind(1, contentKey(new.kind, new.compartment, size, digest))
+            try findContent.bind(1, key)
+            defer { findContent.reset() }
             while try findContent.step() {
                 let bytes = findContent.blob(0)
                 guard bytes.count == 16 else { continue }

@@ -120,6 +120,31 @@ struct VaultTests {
         }
     }
 
+    @Test("the duplicate check finds an earlier item of the same add whether its digest waits in memory or went to the scratch database, and the vault's")
+    func duplicatesAcrossPendingAndDatabase() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            func note(_ text: String, _ name: String) -> Vault.NewItem {
+                Vault.NewItem(bytes: Array(text.utf8), kind: .note, name: name, compartment: .vault, expires: nil)
+            }
+            let old = try vault.add(note("already here", "old"))
+            // More than the check holds in memory (32,768): the first notes' digests have gone
+            // to its database when their copies come, the last ones' have not.
+            let count = 33_000
+            var items = (0..<count).map { note("note \($0)", "n\($0)") }
+            items += [note("note 0", "copy of n0"), note("note 5", "copy of n5"), note("note 32767", "copy of n32767"),
+                      note("note 32990", "copy of n32990"), note("already here", "copy of old"), note("note 5 and more", "new one")]
+            var next = items.makeIterator()
+            var skipped: [String: String] = [:]
+            let added = try vault.add(from: { next.next() }, skippingDuplicates: true,
+                                      skipped: { skipped[$0.name] = $0.existing.name })
+            #expect(added == count + 1)
+            #expect(skipped == ["copy of n0": "n0", "copy of n5": "n5", "copy of n32767": "n32767", "copy of n32990": "n32990",
+                                "copy of old": old.name])
+        }
+    }
+
     @Test("items of the backup compartment are listed under it and read back")
     func backupCompartment() throws {
         try withTemporaryDirectory { dir in
