@@ -37,8 +37,9 @@ public enum InputPrefetch {
 
 /// Hints a pass's next files to the kernel from a thread of its own (`InputPrefetch.hintOwn`
 /// for each, in order, or `InputPrefetch.hint` for files from elsewhere). The hint's
-/// `open` looks the name up in its folder and reads the inode before it returns: from a cold cache that was a disk read waited for alone, and in
-/// a folder of 3,000,000 notes the lookup alone cost more than the rest of an item's work.
+/// `open` looks the name up in its folder and reads the inode before it returns: from a
+/// cold cache that was a disk read waited for alone, and in a folder of 3,000,000 notes
+/// the lookup alone cost more than the rest of an item's work.
 /// On this thread both are done beside the pass, which then finds the name in the kernel's
 /// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
 /// (the pass has gone past it). A batch may be a thousand files ahead of the pass, so only
@@ -142,7 +143,7 @@ public final class HintThread {
 
 /// Hands back a list's paths in order while a `HintThread` hints the next batch of them:
 /// when the pass starts on a batch, the one after it goes to the thread (the first two at
-/// once), so the hints run one to two batches ahead. `vault add` gave these hints inline,
+/// once), so the hints run up to two batches ahead. `vault add` gave these hints inline,
 /// five system calls a file on the pass's own thread even when the files were in the cache
 /// (issue 34); here they cost the pass none.
 public struct HintedPaths {

@@ -3,9 +3,9 @@
 /// out of its cache for most random digests past a few hundred thousand items (issue 34).
 /// Its memory does not grow with the items; it answers "maybe" for a quarter of the digests
 /// never inserted at 10,000,000 inserted and for most past 30,000,000, and the database
-/// answers those, as it answered all before. The digests are keyed SipHash
-/// outputs (`ScratchDigest`), so their bits are already uniform: the four probes are taken
-/// from them by double hashing, with no hash of their own.
+/// answers those, as it answered all before. The digests are keyed SipHash outputs
+/// (`ScratchDigest`), so their bits are already uniform: the four probes are taken from
+/// them by double hashing, with no hash of their own.
 struct DigestFilter {
     /// 2^25 bits: with four probes, about 1% "maybe" for a digest never inserted at
     /// 3,000,000 inserted, 0.02% at 1,000,000.

@@ -88,7 +88,6 @@ public struct InputFile: Sendable {
     }
 }
 
-
 /// A note file's bytes, read whole, and what its check found (`InputFile.readNote(at:)`).
 public struct NoteFile: Sendable {
     public let file: InputFile
