@@ -186,10 +186,10 @@ public final class SealedVaultItem {
 
     /// Seals a new item's plaintext (`vault add`), whose length and digest are known only
     /// once it has been read.
-    static func sealNew(_ plaintext: ByteSource, key: SecureBytes, to file: FileDescriptor,
+    static func sealNew(_ plaintext: ByteSource, key: SecureBytes, to sink: ByteSink,
                         sizeHint: Int64? = nil) throws -> (tag: [UInt8], size: Int64, sha256: String) {
         let hashing = try HashingSource(plaintext)
-        let sealed = try SingleTagStream.seal(algorithm, key: key, from: hashing, to: file, sizeHint: sizeHint)
+        let sealed = try SingleTagStream.seal(algorithm, key: key, from: hashing, to: sink, sizeHint: sizeHint)
         return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
     }
 }

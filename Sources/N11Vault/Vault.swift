@@ -682,9 +682,19 @@ public final class Vault: @unchecked Sendable {
         public let created: Date?
         /// Whether `open` gives the bytes afresh each time (a file, bytes in memory; not stdin).
         public let rereadable: Bool
+        /// Whether `open` gives bytes already in memory, `sizeHint` of them (a note read
+        /// whole): a small one is sealed in memory and its file written on another thread.
+        let inMemory: Bool
 
         public init(opening open: @escaping () throws -> ByteSource, kind: ItemKind, name: String,
                     compartment: Compartment, expires: Date?, sizeHint: Int64? = nil, created: Date? = nil, rereadable: Bool = false) {
+            self.init(opening: open, kind: kind, name: name, compartment: compartment, expires: expires, sizeHint: sizeHint,
+                      created: created, rereadable: rereadable, inMemory: false)
+        }
+
+        private init(opening open: @escaping () throws -> ByteSource, kind: ItemKind, name: String, compartment: Compartment,
+                     expires: Date?, sizeHint: Int64?, created: Date?, rereadable: Bool, inMemory: Bool) {
+            self.inMemory = inMemory
             self.open = open
             self.kind = kind
             self.name = name
@@ -712,13 +722,13 @@ public final class Vault: @unchecked Sendable {
         public init(note: NoteFile, name: String, compartment: Compartment, expires: Date?) {
             let bytes = note.bytes
             self.init(opening: { MemorySource(bytes) }, kind: .note, name: name, compartment: compartment, expires: expires,
-                      sizeHint: Int64(bytes.count), created: note.file.modified, rereadable: true)
+                      sizeHint: Int64(bytes.count), created: note.file.modified, rereadable: true, inMemory: true)
         }
 
         /// Bytes held in memory (a note), created at the time of the add.
         public init(bytes: [UInt8], kind: ItemKind, name: String, compartment: Compartment, expires: Date?) {
             self.init(opening: { MemorySource(bytes) }, kind: kind, name: name, compartment: compartment, expires: expires,
-                      sizeHint: Int64(bytes.count), rereadable: true)
+                      sizeHint: Int64(bytes.count), created: nil, rereadable: true, inMemory: true)
         }
     }
 
@@ -764,17 +774,28 @@ public final class Vault: @unchecked Sendable {
                 try Self.check(new)
                 // An item whose content no longer verifies (bit rot) is no copy to keep: adding
                 // the original again is how it is repaired.
-                if let known, new.compartment != .fade, let existing = try known.item(with: new, in: self) {
+                // A match found among this add's items is read back: their files must be written.
+                if let known, new.compartment != .fade,
+                   let existing = try known.item(with: new, in: self, beforeReadingOne: staging.waitForWrites) {
                     if let size = new.sizeHint { progress?.add(bytes: size) }
                     progress?.itemDone()
                     try skipped(Duplicate(name: new.name, existing: existing))
                     continue
                 }
-                let item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
-                                             name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil) { file, key in
+                let item: ItemMetadata
+                if new.inMemory, let size = new.sizeHint, size <= VaultStaging.writtenBesideLimit {
                     let source = try new.open()
-                    return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
-                                                       key: key, to: file, sizeHint: new.sizeHint)
+                    item = try staging.stageNew(id: Self.newItemID(), kind: new.kind, compartment: new.compartment, name: new.name,
+                                                created: new.created ?? now, expires: new.expires,
+                                                sealing: progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
+                                                sizeHint: size)
+                } else {
+                    item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
+                                             name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil) { file, key in
+                        let source = try new.open()
+                        return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
+                                                           key: key, to: file, sizeHint: new.sizeHint)
+                    }
                 }
                 progress?.itemDone()
                 try staged(item)
@@ -864,6 +885,8 @@ private final class KnownContent {
     /// IDs held inline, not as arrays: no allocation per item.
     private var pending: [(key: Int64, id: uuid_t)] = []
     private var pendingKeys = Set<Int64>()
+    /// The last row of the vault's own items in `contents`: rows after it are this add's.
+    private var lastVaultRow: Int64 = 0
 
     /// The vault's live items but fade ones, read a batch at a time.
     init(_ vault: Vault, now: Date) throws(VaultError) {
@@ -878,7 +901,7 @@ private final class KnownContent {
             insertContent = try database.prepare("INSERT INTO contents(key, id) VALUES (?1, ?2)")
             // Compiled now; SQLite compiles them again once the indexes below exist.
             findSize = try database.prepare("SELECT 1 FROM sizes WHERE key = ?1 LIMIT 1")
-            findContent = try database.prepare("SELECT id FROM contents WHERE key = ?1")
+            findContent = try database.prepare("SELECT id, rowid FROM contents WHERE key = ?1")
             try vault.forEachItemInIDOrder { batch, _ in
                 for item in batch where item.compartment != .fade && !item.isExpired(at: now) {
                     guard let (size, content, id) = keys(of: item) else { continue }
@@ -894,6 +917,7 @@ private final class KnownContent {
                 CREATE INDEX sizes_by_key ON sizes(key);
                 CREATE INDEX contents_by_key ON contents(key);
                 """)
+            lastVaultRow = try database.integer("SELECT coalesce(max(rowid), 0) FROM contents") ?? 0
         } catch { throw VaultError.wrap(error) }
     }
 
@@ -946,7 +970,9 @@ private final class KnownContent {
     }
 
     /// A known item with `new`'s content that still verifies, if any.
-    func item(with new: Vault.NewItem, in vault: Vault) throws(VaultError) -> ItemMetadata? {
+    /// `beforeReadingOne` runs before the content file of an item of this add is read (its
+    /// file may still be on its way: `VaultStaging.stageNew`).
+    func item(with new: Vault.NewItem, in vault: Vault, beforeReadingOne: () throws -> Void) throws(VaultError) -> ItemMetadata? {
         guard new.rereadable, let size = new.sizeHint else { return nil }
         do {
             try findSize.bind(1, sizeKey(new.kind, new.compartment, size))
@@ -977,6 +1003,7 @@ private final class KnownContent {
         // A pending match is looked for only when its key is there (a duplicate, or two
         // contents sharing a digest): a pass over at most `pendingLimit` entries.
         var candidates = pendingKeys.contains(key) ? pending.filter { $0.key == key }.map { UUID(uuid: $0.id).uuidString } : []
+        var ofThisAdd = !candidates.isEmpty
         do {
             try findContent.bind(1, key)
             defer { findContent.reset() }
@@ -984,8 +1011,13 @@ private final class KnownContent {
                 let bytes = findContent.blob(0)
                 guard bytes.count == 16 else { continue }
                 candidates.append(UUID(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }).uuidString)
+                if findContent.int64(1) > lastVaultRow { ofThisAdd = true }
             }
         } catch { throw VaultError.wrap(error) }
+        // Copies of the vault's own items (adding a folder again) go on without waiting.
+        if ofThisAdd {
+            do { try beforeReadingOne() } catch { throw VaultError.wrap(error) }
+        }
         for id in candidates {
             guard case .item(let found) = try vault.lookUp(id: id) else { continue }
             // A copy whose content no longer verifies (bit rot) is no copy: another may be.

@@ -2,6 +2,7 @@ import Foundation
 import N11Crypto
 import N11Format
 import N11System
+import Synchronization
 
 /// A change to a vault that becomes visible all at once, even if the process is killed
 /// (DESIGN.md §4; FORMAT.md, Appendix A). The change's rows go into one catalogue
@@ -37,6 +38,17 @@ public final class VaultStaging {
     private var finished = false
     /// New items' content files at their final paths, removed if the change does not commit.
     private let createdFiles: CreatedFiles
+    /// Where content files are created, for whichever thread creates them.
+    private let places: ContentPlaces
+    /// Creates and writes small new items' files beside the add (`stageNew`); started by the
+    /// first such item.
+    private var contentWriter: SerialWorker?
+    /// Whether the writer was asked for: a thread that could not be had is not asked for again
+    /// by every note (they are written in place instead).
+    private var contentWriterStarted = false
+    /// Files `contentWriter` wrote in the staging directory because their final path was
+    /// taken; `waitForWrites` adds their moves.
+    private let displaced = Displaced()
     /// Whether the staging directory is durable, so a crash's leftovers will be swept.
     private var markedForSweep = false
     /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
@@ -131,6 +143,7 @@ public final class VaultStaging {
         self.catalogue = catalogue
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
         createdFiles = CreatedFiles(spillingTo: Path.join(directory, "created"))
+        places = ContentPlaces(vaultPath: vault.path, stagingDirectory: directory, createdFiles: createdFiles)
         // Registered before the directory exists, so no moment has it without its cleanup.
         let staged = directory, createdFiles = createdFiles
         interruptCleanup = Interruption.onInterrupt {
@@ -263,32 +276,63 @@ public final class VaultStaging {
         return metadata
     }
 
-    /// Creates the file an item's content is written to: its final path if nothing is there
-    /// (a new ID), else a file in the staging directory (`stagedName`, relative to the
-    /// vault) that a pending move puts in place. A leftover at a new ID's final path (only a
-    /// crash the sweep has not seen yet could leave one) is never reused: it is staged over.
+    /// The largest plaintext `stageNew` seals in memory and hands to the writer thread: while
+    /// the add waits for room, `SerialWorker`'s (batches ahead + 2) × batch size such files
+    /// are held (the batch being written, those waiting, the one filling): about 6 MiB.
+    static let writtenBesideLimit: Int64 = 16 << 10
+
+    /// Stages a new item (`vault add`) whose plaintext is small (at most `writtenBesideLimit`:
+    /// a note read whole): sealed in memory here and its row put, its file created and written
+    /// on the staging's writer thread while the caller reads and seals the next items (issue
+    /// 34). The file is there once `waitForWrites()` or the commit has returned; an error in
+    /// writing it comes back from a later `stageNew` (one that hands the writer a batch),
+    /// `waitForWrites` or the commit.
+    func stageNew(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
+                  sealing plaintext: ByteSource, sizeHint: Int64?) throws -> ItemMetadata {
+        precondition(!finished, "an item staged after the change was committed or thrown away")
+        try ItemMetadata.checkName(name)
+        let key = vault.keyStore.key(for: compartment)
+        let sealed = SealedContent(capacity: Int(sizeHint ?? 0) + AEADAlgorithm.standardNonceLength + AEADAlgorithm.tagLength)
+        let written = try SealedVaultItem.sealNew(plaintext, key: key, to: sealed, sizeHint: sizeHint)
+        let metadata = ItemMetadata(id: id, kind: kind, compartment: compartment, name: name, created: created,
+                                    expires: expires, size: written.size, contentTag: written.tag.hex, sha256: written.sha256)
+        // Before the first file is made outside the staging directory, as `stage` does.
+        try markForSweep()
+        try catalogue.put(id: id, record: metadata.sealed(with: key))
+        let finalPath = kind.relativePath(id: id), places = places, displaced = displaced
+        let write: SerialWorker.Job = {
+            let (file, _, stagedName) = try places.createContentFile(for: finalPath, replacing: false)
+            do {
+                try file.write(sealed.bytes)
+                try file.close()
+            } catch {
+                try? file.close()
+                throw error
+            }
+            if let stagedName { displaced.append(staged: stagedName, target: finalPath) }
+        }
+        if !contentWriterStarted {
+            contentWriterStarted = true
+            contentWriter = SerialWorker()
+        }
+        // Without a thread to be had, the file is written here, as `stage` would.
+        if let contentWriter { try contentWriter.submit(write) } else { try write() }
+        return metadata
+    }
+
+    /// Waits until the files `stageNew` handed to the writer thread are written (before one
+    /// is read back, and before the commit), and stages the moves of any it wrote in the
+    /// staging directory. Throws the first error in writing them.
+    func waitForWrites() throws {
+        try contentWriter?.waitUntilDone()
+        for (staged, target) in displaced.takeAll() { try add(.move(staged: staged, to: target)) }
+    }
+
+    /// Creates the file an item's content is written to (see `ContentPlaces`).
     private func createContentFile(for finalPath: String, replacing: Bool) throws
         -> (file: FileDescriptor, path: String, stagedName: String?) {
-        if !replacing {
-            try markForSweep()
-            let path = Path.join(vault.path, finalPath)
-            // Created and recorded in one critical section: Ctrl-C's cleanup either sees it or
-            // runs before it exists (and then this never returns: the process ends).
-            let file: FileDescriptor? = try Interruption.critical {
-                let file: FileDescriptor
-                do { file = try FileDescriptor.createExclusive(path, mode: 0o600) } catch {
-                    guard (error as? SystemError)?.errno == EEXIST else { throw error }
-                    return nil
-                }
-                // Listed even if the list cannot be written: the discard still removes it.
-                do { try createdFiles.append(path) } catch { try? file.close(); throw error }
-                return file
-            }
-            if let file { return (file, path, nil) }
-        }
-        let name = "\(Path.lastComponent(of: finalPath)).content"
-        let path = Path.join(directory, name)
-        return (try FileDescriptor.createExclusive(path, mode: 0o600), path, "\(Path.lastComponent(of: directory))/\(name)")
+        if !replacing { try markForSweep() }
+        return try places.createContentFile(for: finalPath, replacing: replacing)
     }
 
     /// Makes the staging directory durable before the first content file is written outside
@@ -324,6 +368,14 @@ public final class VaultStaging {
     /// Ctrl-C lets the run finish instead of ending it (`Interruption.committed`).
     public func commit(committing what: String? = nil) throws(VaultError) {
         precondition(!finished)
+        // Every file written before the syncfs that makes them durable; the thread ends here.
+        do {
+            try waitForWrites()
+            try contentWriter?.finish()
+        } catch {
+            discard()
+            throw VaultError.wrap(error)
+        }
         // Ctrl-C waits for the commit and its steps: a commit is never cut in half by us
         // (a SIGKILL can cut it; the next writer then finishes it from the pending rows).
         try Interruption.critical { () throws(VaultError) in
@@ -357,6 +409,7 @@ public final class VaultStaging {
     /// Commits and stops, as a process killed right after the commit point would (for tests
     /// of recovery).
     func commitAndAbandon() throws {
+        try waitForWrites()
         try commitPoint()
         finished = true
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
@@ -366,6 +419,7 @@ public final class VaultStaging {
     /// transaction goes with the connection, as it would with the process.
     func abandon() {
         finished = true
+        contentWriter?.cancel()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
@@ -373,6 +427,8 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
+        // The writer thread stops before its files are removed: none is made after.
+        contentWriter?.cancel()
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
         // as it marks that a sweep is needed if this is cut short (or the power fails).
@@ -388,6 +444,7 @@ public final class VaultStaging {
     /// is left for the next writer's sweep to judge against the rows that did commit.
     private func abandonToSweep() {
         finished = true
+        contentWriter?.cancel()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
@@ -544,6 +601,65 @@ private final class StepPlaces {
     func syncTouched() throws {
         for path in touchedNames.keys.sorted() { try touchedNames[path]?.sync() }
     }
+}
+
+/// Where a change creates content files, for the thread that creates them: `stage` creates
+/// them on the caller's thread, `stageNew` on the writer thread.
+private struct ContentPlaces: @unchecked Sendable {
+    let vaultPath: String
+    let stagingDirectory: String
+    let createdFiles: CreatedFiles
+
+    /// Creates the file an item's content is written to: its final path if nothing is there
+    /// (a new ID), else a file in the staging directory (`stagedName`, relative to the
+    /// vault) that a pending move puts in place. A leftover at a new ID's final path (only a
+    /// crash the sweep has not seen yet could leave one) is never reused: it is staged over.
+    /// For a new ID the staging directory must already be durable (`markForSweep`).
+    func createContentFile(for finalPath: String, replacing: Bool) throws
+        -> (file: FileDescriptor, path: String, stagedName: String?) {
+        if !replacing {
+            let path = Path.join(vaultPath, finalPath)
+            // Created and recorded in one critical section: Ctrl-C's cleanup either sees it or
+            // runs before it exists (and then this never returns: the process ends).
+            let file: FileDescriptor? = try Interruption.critical {
+                let file: FileDescriptor
+                do { file = try FileDescriptor.createExclusive(path, mode: 0o600) } catch {
+                    guard (error as? SystemError)?.errno == EEXIST else { throw error }
+                    return nil
+                }
+                // Listed even if the list cannot be written: the discard still removes it.
+                do { try createdFiles.append(path) } catch { try? file.close(); throw error }
+                return file
+            }
+            if let file { return (file, path, nil) }
+        }
+        let name = "\(Path.lastComponent(of: finalPath)).content"
+        let path = Path.join(stagingDirectory, name)
+        return (try FileDescriptor.createExclusive(path, mode: 0o600), path, "\(Path.lastComponent(of: stagingDirectory))/\(name)")
+    }
+}
+
+/// Files the writer thread wrote in the staging directory, with where they go.
+private final class Displaced: Sendable {
+    private let moves = Mutex<[(staged: String, target: String)]>([])
+
+    func append(staged: String, target: String) { moves.withLock { $0.append((staged, target)) } }
+
+    func takeAll() -> [(staged: String, target: String)] {
+        moves.withLock { moves in
+            defer { moves.removeAll() }
+            return moves
+        }
+    }
+}
+
+/// A new item's sealed content, held until the writer thread writes it (ciphertext only).
+private final class SealedContent: ByteSink, @unchecked Sendable {
+    private(set) var bytes: [UInt8] = []
+    /// Room for the nonce, the plaintext and the tag: growing by doubling would hold up to
+    /// twice that while it waits for the writer.
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    func write(_ slice: ArraySlice<UInt8>) throws { bytes.append(contentsOf: slice) }
 }
 
 /// The paths of files a change created at their final places, removed if it does not commit.

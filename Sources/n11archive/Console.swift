@@ -212,6 +212,31 @@ enum Console {
         }
     }
 
+    /// Writes lines to stdout as `out` does (escaped), gathered into large writes: `vault
+    /// add` of 1,000,000 notes lists as many `added` lines, a write(2) each through `out`.
+    struct LineWriter {
+        private var out: [UInt8] = []
+
+        init() {
+            out.reserveCapacity(1 << 16)
+            ProgressLine.clearBar()
+        }
+
+        mutating func write(_ line: String) {
+            out.append(contentsOf: escapingControlCharacters(line).utf8)
+            out.append(0x0A)
+            if out.count >= 1 << 16 {
+                writeRaw(out, to: FileHandle.standardOutput)
+                out.removeAll(keepingCapacity: true)
+            }
+        }
+
+        mutating func finish() {
+            writeRaw(out, to: FileHandle.standardOutput)
+            out.removeAll()
+        }
+    }
+
     /// "512 B", "2.0 KiB", "1.5 GiB": one decimal, ties to even as `%.1f` rounds.
     static func byteCount(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]

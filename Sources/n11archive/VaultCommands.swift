@@ -143,10 +143,18 @@ extension VaultCommand {
                 let other = duplicate.existing.name == duplicate.name ? "" : " '\(duplicate.existing.name)'"
                 try skipped.append(Array("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)".utf8))
             })
-            for spool in [added, skipped] {
-                let lines = try spool.reader()
-                while let line = try lines.next() { Console.out(String(decoding: line, as: UTF8.self)) }
+            // Written out before the note below, and before an error in reading them back.
+            var lines = Console.LineWriter()
+            do {
+                for spool in [added, skipped] {
+                    let spooled = try spool.reader()
+                    while let line = try spooled.next() { lines.write(String(decoding: line, as: UTF8.self)) }
+                }
+            } catch {
+                lines.finish()
+                throw error
             }
+            lines.finish()
             if skipped.count > 0 {
                 Console.note("\(skipped.count) already in the vault, skipped (--allow-duplicates adds them)")
             }

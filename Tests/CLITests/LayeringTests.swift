@@ -15,7 +15,7 @@ struct LayeringTests {
         "N11Crypto": ["Glibc", "CSodium", "CLibCrypto", "N11System"],
         "N11Format": ["Glibc", "N11System"],
         "N11Container": ["Glibc", "CZip", "N11System"],
-        "N11Vault": ["Glibc", "CSQLite", "N11Crypto", "N11Format", "N11System"],
+        "N11Vault": ["Glibc", "Synchronization", "CSQLite", "N11Crypto", "N11Format", "N11System"],
         "N11Archiver": ["Glibc", "Synchronization", "N11Vault", "N11Crypto", "N11Format", "N11Container", "N11System"],
         // The CLI: parsing, one use case per command, rendering. No libc, no C library, no ZIP.
         "n11archive": ["ArgumentParser", "N11Archiver", "N11Vault", "N11Crypto", "N11Format", "N11System"],

@@ -11,8 +11,9 @@ import N11System
 @Suite("Vault commits: recovery after a crash at every step")
 struct JournalTests {
     /// A vault with one photo, and a staging (not committed yet) that adds two new photos,
-    /// written straight to their final paths, and replaces the old photo by a note, staged
-    /// out of sight (a move into place and the removal of the photo's file).
+    /// written straight to their final paths, a new note written there by the writer thread
+    /// (`stageNew`), and replaces the old photo by a note, staged out of sight (a move into
+    /// place and the removal of the photo's file).
     func prepare(_ dir: String, store: KeyStore) throws -> (old: ItemMetadata, staging: VaultStaging, new: [ItemMetadata]) {
         let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
         let old = try vault.add(photo(randomBytes(100)))
@@ -27,6 +28,9 @@ struct JournalTests {
             }
         }
         for size in [10, 70_000] { new.append(try stage(id: UUID().uuidString, kind: .photo, randomBytes(size), replaces: nil)) }
+        new.append(try staging.stageNew(id: UUID().uuidString, kind: .note, compartment: .vault, name: "beside",
+                                        created: Date(), expires: nil, sealing: MemorySource(Array("beside".utf8)), sizeHint: 6))
+        try staging.waitForWrites()
         new.append(try stage(id: old.id, kind: .note, Array("now a note".utf8), replaces: old))
         return (old, staging, new)
     }
@@ -90,8 +94,12 @@ struct JournalTests {
         }
     }
 
-    @Test("a change of more items than it keeps paths for in memory removes every file it wrote when thrown away")
-    func discardedPastTheSpill() throws {
+    /// How the notes of `discardedPastTheSpill` are written.
+    enum Writing: CaseIterable { case inPlace, besideTheAdd, besideTheAddStillQueued }
+
+    @Test("a change of more items than it keeps paths for in memory removes every file it wrote when thrown away, on either thread",
+          arguments: Writing.allCases)
+    func discardedPastTheSpill(writing: Writing) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
             let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
@@ -99,6 +107,11 @@ struct JournalTests {
             let staging = try VaultStaging(vault: vault)
             // Past the in-memory batch, so that most paths are read back from the staged list.
             for n in 0..<(2 * 4096 + 10) {
+                if writing != .inPlace {
+                    _ = try staging.stageNew(id: UUID().uuidString, kind: .note, compartment: .vault, name: "n\(n)", created: Date(),
+                                         expires: nil, sealing: MemorySource([UInt8(n & 0xff)]), sizeHint: 1)
+                    continue
+                }
                 try staging.stage(id: UUID().uuidString, kind: .note, compartment: .vault, name: "n\(n)", created: Date(),
                                   expires: nil, replaces: nil) { file, key in
                     let hashing = try HashingSource(MemorySource([UInt8(n & 0xff)]))
@@ -106,10 +119,58 @@ struct JournalTests {
                     return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
                 }
             }
-            #expect(listing(of: dir + "/vault/Notes").count == 2 * 4096 + 11)
+            // Thrown away while the writer thread still has notes to write, or once it has none.
+            if writing != .besideTheAddStillQueued {
+                try staging.waitForWrites()
+                #expect(listing(of: dir + "/vault/Notes").count == 2 * 4096 + 11)
+            }
             staging.discard()
             #expect(listing(of: dir + "/vault/Notes") == [Path.lastComponent(of: kept.relativePath)])
             #expect(listing(of: dir + "/vault").allSatisfy { !$0.hasPrefix(".n11staging-") })
+        }
+    }
+
+    @Test("a new note whose final path is taken (a crash's leftover) is written out of sight by the writer thread and moved over it")
+    func besideTheAddOverALeftover() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            _ = try vault.add(note("first"))
+            let id = UUID().uuidString
+            let leftover = dir + "/vault/Notes/\(id).n11note"
+            try writeBytes(Array("left over".utf8), to: leftover)
+            let staging = try VaultStaging(vault: vault)
+            let item = try staging.stageNew(id: id, kind: .note, compartment: .vault, name: "over", created: Date(), expires: nil,
+                                            sealing: MemorySource(Array("the new note".utf8)), sizeHint: 12)
+            try staging.commit()
+            #expect(try plaintext(of: item, in: vault) == Array("the new note".utf8))
+            #expect(try readerIDs(dir, store: store).contains(id))
+            #expect(listing(of: dir + "/vault").allSatisfy { !$0.hasPrefix(".n11staging-") })
+        }
+    }
+
+    @Test("a file the writer thread cannot write fails the commit, and the change is thrown away whole")
+    func besideTheAddFails() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let kept = try vault.add(note("kept"))
+            let staging = try VaultStaging(vault: vault)
+            for n in 0..<100 {
+                _ = try staging.stageNew(id: UUID().uuidString, kind: .note, compartment: .vault, name: "n\(n)", created: Date(),
+                                     expires: nil, sealing: MemorySource([UInt8(n)]), sizeHint: 1)
+            }
+            // Both places the last note may go are taken: its final path and its staged name.
+            let id = UUID().uuidString
+            try writeBytes([1], to: dir + "/vault/Notes/\(id).n11note")
+            try writeBytes([2], to: staging.directory + "/\(id).n11note.content")
+            _ = try staging.stageNew(id: id, kind: .note, compartment: .vault, name: "last", created: Date(), expires: nil,
+                                 sealing: MemorySource([3]), sizeHint: 1)
+            #expect(throws: VaultError.self) { try staging.commit() }
+            #expect(listing(of: dir + "/vault/Notes").sorted()
+                    == [Path.lastComponent(of: kept.relativePath), "\(id).n11note"].sorted(), "only the foreign file stays")
+            #expect(listing(of: dir + "/vault").allSatisfy { !$0.hasPrefix(".n11staging-") })
+            #expect(try readerIDs(dir, store: store) == [kept.id])
         }
     }
 
@@ -118,17 +179,18 @@ struct JournalTests {
     func afterCommit(applied: Int) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
-            let expected: Set<String> = try {
+            let (expected, replacedID): (Set<String>, String) = try {
                 let (old, staging, new) = try prepare(dir, store: store)
                 try staging.commitAndAbandon()
                 let steps = try pendingOperations(dir)
                 #expect(steps.count == 2)
                 try VaultStaging.apply(Array(steps.prefix(applied)), in: dir + "/vault", keyStore: store)
-                return Set([old.id] + new.map(\.id))
+                return (Set([old.id] + new.map(\.id)), old.id)
             }()
             #expect(try readerIDs(dir, store: store) == expected, "a reader reads moved content where the pending rows say")
             let reader = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
-            let replaced = try reader.item(matching: try #require(expected.first { id in (try? reader.item(matching: id).kind) == .note }))
+            let replaced = try reader.item(matching: replacedID)
+            #expect(replaced.kind == .note)
             #expect(try plaintext(of: replaced, in: reader) == Array("now a note".utf8))
             #expect(try recoveredIDs(dir, store: store) == expected)
             #expect(try TestCatalogue.pending(in: dir + "/vault").isEmpty)

@@ -1,0 +1,172 @@
+import Glibc
+import Synchronization
+
+/// Runs jobs one after another on a thread of its own, in the order they were given, while
+/// the thread that gives them goes on: `vault add` has its content files created and written
+/// here while it reads, checks and seals the next notes (issue 34: creating a file is about a
+/// third of a note's time, and the add used one core).
+///
+/// Jobs are handed over `batchSize` at a time, so the two threads meet once a batch, not once
+/// a job (a wake-up per small item made both switch context for every one, as `ReadAhead`
+/// found); at most `batchesAhead` batches wait, so memory is bounded by what that many jobs
+/// hold. The first job that throws ends the work: the jobs after it never run, and its error
+/// comes back from the `submit` that next hands a batch over, or from `waitUntilDone` or
+/// `finish`. A job must not touch what the giving thread uses until `waitUntilDone`, `finish`
+/// or `cancel` has returned, unless both take a lock for it (`Interruption.critical`).
+public final class SerialWorker {
+    public typealias Job = @Sendable () throws -> Void
+
+    /// What the thread and its owner share; the thread holds this, not the owner.
+    private final class Shared: @unchecked Sendable {
+        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        var waiting: [[Job]] = []
+        /// Whether the thread is running a batch it took (so "nothing waiting" is not "done").
+        var busy = false
+        var failure: (any Error)?
+        var ending = false
+        var cancelled = false
+        /// `cancelled`, read between the jobs of a batch without the lock.
+        let stopNow = Atomic<Bool>(false)
+
+        init() {
+            pthread_mutex_init(lock, nil)
+            pthread_cond_init(changed, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(changed)
+            pthread_mutex_destroy(lock)
+            changed.deallocate()
+            lock.deallocate()
+        }
+
+        func run() {
+            pthread_mutex_lock(lock)
+            while true {
+                while waiting.isEmpty && !ending && !cancelled { pthread_cond_wait(changed, lock) }
+                if cancelled || waiting.isEmpty { break }
+                let batch = waiting.removeFirst()
+                busy = true
+                // The giver may be waiting for room.
+                pthread_cond_broadcast(changed)
+                pthread_mutex_unlock(lock)
+                var thrown: (any Error)?
+                for job in batch {
+                    if stopNow.load(ordering: .relaxed) { break }
+                    do { try job() } catch { thrown = error; break }
+                }
+                pthread_mutex_lock(lock)
+                busy = false
+                if let thrown {
+                    failure = thrown
+                    // Nothing after a failed job runs.
+                    waiting.removeAll()
+                    cancelled = true
+                }
+                pthread_cond_broadcast(changed)
+            }
+            pthread_cond_broadcast(changed)
+            pthread_mutex_unlock(lock)
+        }
+    }
+
+    private let shared = Shared()
+    private var thread: pthread_t?
+    private let batchSize: Int
+    private let batchesAhead: Int
+    private var outgoing: [Job] = []
+
+    /// Starts the thread; nil when no thread is to be had (then do the work in place).
+    public init?(batchSize: Int = 64, batchesAhead: Int = 4) {
+        precondition(batchSize > 0 && batchesAhead > 0)
+        self.batchSize = batchSize
+        self.batchesAhead = batchesAhead
+        outgoing.reserveCapacity(batchSize)
+        var id = pthread_t()
+        let context = Unmanaged.passRetained(shared).toOpaque()
+        guard pthread_create(&id, nil, { raw in
+            Unmanaged<Shared>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, context) == 0 else {
+            Unmanaged<Shared>.fromOpaque(context).release()
+            return nil
+        }
+        thread = id
+    }
+
+    deinit { cancel() }
+
+    /// Queues `job`; waits only while `batchesAhead` batches are waiting. Throws the error
+    /// of a job that failed earlier (`job` is then not queued).
+    public func submit(_ job: @escaping Job) throws {
+        outgoing.append(job)
+        if outgoing.count >= batchSize { try handOver() }
+    }
+
+    /// Waits until every job given so far has run; throws the first one's error, if any.
+    /// The thread stays for more jobs.
+    public func waitUntilDone() throws {
+        try handOver()
+        pthread_mutex_lock(shared.lock)
+        while shared.failure == nil && !shared.cancelled && (shared.busy || !shared.waiting.isEmpty) {
+            pthread_cond_wait(shared.changed, shared.lock)
+        }
+        let failure = shared.failure
+        pthread_mutex_unlock(shared.lock)
+        if let failure { throw failure }
+    }
+
+    /// Runs every job given, ends the thread and waits for it; throws the first job's error.
+    public func finish() throws {
+        defer { end(cancelling: false) }
+        try waitUntilDone()
+    }
+
+    /// Drops the jobs that have not started, waits for the one running, ends the thread.
+    /// Idempotent; the worker takes no jobs after it.
+    public func cancel() {
+        outgoing.removeAll()
+        end(cancelling: true)
+    }
+
+    private func handOver() throws {
+        guard !outgoing.isEmpty else { return try rethrowFailure() }
+        precondition(thread != nil, "a job given to a SerialWorker that was finished or cancelled")
+        pthread_mutex_lock(shared.lock)
+        while shared.failure == nil && !shared.cancelled && shared.waiting.count >= batchesAhead {
+            pthread_cond_wait(shared.changed, shared.lock)
+        }
+        if let failure = shared.failure {
+            pthread_mutex_unlock(shared.lock)
+            outgoing.removeAll()
+            throw failure
+        }
+        shared.waiting.append(outgoing)
+        pthread_cond_broadcast(shared.changed)
+        pthread_mutex_unlock(shared.lock)
+        outgoing.removeAll(keepingCapacity: true)
+    }
+
+    private func rethrowFailure() throws {
+        pthread_mutex_lock(shared.lock)
+        let failure = shared.failure
+        pthread_mutex_unlock(shared.lock)
+        if let failure { throw failure }
+    }
+
+    private func end(cancelling: Bool) {
+        guard let thread else { return }
+        pthread_mutex_lock(shared.lock)
+        if cancelling {
+            shared.cancelled = true
+            shared.stopNow.store(true, ordering: .relaxed)
+            shared.waiting.removeAll()
+        }
+        shared.ending = true
+        pthread_cond_broadcast(shared.changed)
+        pthread_mutex_unlock(shared.lock)
+        pthread_join(thread, nil)
+        self.thread = nil
+    }
+}
