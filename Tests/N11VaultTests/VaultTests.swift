@@ -145,6 +145,31 @@ struct VaultTests {
         }
     }
 
+    @Test("an add of more notes than its held-back catalogue rows keep in memory: every one is in the catalogue and reads back")
+    func manyNotesRowsSpooled() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let count = 20_000
+            do {
+                let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+                var n = 0
+                let added = try vault.add(from: {
+                    defer { n += 1 }
+                    return n < count ? Vault.NewItem(bytes: Array("note \(n)".utf8), kind: .note, name: "n\(n)",
+                                                     compartment: .vault, expires: nil) : nil
+                })
+                #expect(added == count)
+            }
+            let reader = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: false)
+            let items = try reader.items()
+            #expect(Set(items.map(\.name)) == Set((0..<count).map { "n\($0)" }))
+            for item in items.shuffled().prefix(20) {
+                #expect(try plaintext(of: item, in: reader) == Array("note \(item.name.dropFirst())".utf8))
+            }
+            #expect(listing(of: dir + "/vault/Notes").count == count)
+        }
+    }
+
     @Test("items of the backup compartment are listed under it and read back")
     func backupCompartment() throws {
         try withTemporaryDirectory { dir in
