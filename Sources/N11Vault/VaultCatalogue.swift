@@ -220,13 +220,21 @@ final class VaultCatalogue {
 
     /// Starts a change: the write lock of the file, taken at once (the vault lock already
     /// keeps other writers out). Nothing it does is visible until `commitChange`.
+    /// The page cache of a change's connection (see `beginChange`).
+    static let changeCacheBytes = 32 << 20
+
+    /// The database's size in bytes, as this connection sees it (a change's own pages included).
+    func byteCount() throws -> Int64 {
+        (try database.integer("PRAGMA page_count") ?? 0) * (try database.integer("PRAGMA page_size") ?? 0)
+    }
+
     func beginChange() throws {
         // A change touches a leaf page per new row, at random (IDs are random): with SQLite's
         // default 2 MiB page cache, adding to a 100,000-item vault re-read about five pages
         // per item. 32 MiB holds the whole B-tree of such a vault. Set here, not when the
         // writer opens: `create` holds the lock but only reads, in ID order, and a full
         // cache would grow its memory with the vault (issue 34).
-        try database.execute("PRAGMA cache_size = -32768; BEGIN IMMEDIATE")
+        try database.execute("PRAGMA cache_size = -\(Self.changeCacheBytes >> 10); BEGIN IMMEDIATE")
         nextStep = (try database.integer("SELECT coalesce(max(step), 0) + 1 FROM pending")) ?? 1
     }
 

@@ -49,13 +49,16 @@ public final class VaultStaging {
     /// Files `contentWriter` wrote in the staging directory because their final path was
     /// taken; `waitForWrites` adds their moves.
     private let displaced = Displaced()
-    /// `stageNew`'s rows, put into the catalogue in ID order by `waitForWrites` (before the
-    /// commit, or before one of them is looked up) instead of one at a time: IDs are random,
+    /// New items' rows (`stageNew`'s, and `stage`'s of an item that replaces none), put
+    /// into the catalogue in ID order by `waitForWrites` (before the commit, or before the
+    /// duplicate check looks one of them up) instead of one at a time: IDs are random,
     /// so each row went to a random page of the B-tree, and once the catalogue outgrew its
     /// 32 MiB cache each cost a page read and a dirty page written to the WAL (1,000,000
     /// notes: 28 s of an 86 s add, BENCHMARKS.md). Sorted, a first add appends to the tree
     /// and a later one passes over it once. Sealed records only, spooled sealed again.
     private var newRows: ExternalSorter<NewRow>?
+    /// About how large the catalogue has grown in this change, while rows still go straight in.
+    private var catalogueBytes: Int64?
     /// Whether the staging directory is durable, so a crash's leftovers will be swept.
     private var markedForSweep = false
     /// Removes the staging directory if Ctrl-C or SIGTERM comes before the commit point.
@@ -245,7 +248,9 @@ public final class VaultStaging {
     }
 
     /// Stages one item whose size and digest are known only once written (`vault add`),
-    /// sealed under the compartment's current key unless `sealingKey` says otherwise.
+    /// sealed under the compartment's current key unless `sealingKey` says otherwise. A new
+    /// item's row is held back (`newRows`): no one looks it up before the commit but the
+    /// duplicate check, which calls `waitForWrites` first.
     @discardableResult
     func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
                replaces: ItemMetadata?, sealingKey: SecureBytes? = nil,
@@ -275,7 +280,9 @@ public final class VaultStaging {
         // in place. Only a replaced item of the other kind leaves a file at another path,
         // removed after the moves. No step removes a path a move writes to, so running the
         // steps again after they all ran changes nothing.
-        try catalogue.put(id: item.id, record: metadata.sealed(with: key))
+        // A new item's row waits to go in in ID order (`newRows`); a replacement's goes in now.
+        let record = try metadata.sealed(with: key)
+        if replaces == nil { try holdBack(NewRow(id: item.id, record: record)) } else { try catalogue.put(id: item.id, record: record) }
         if let stagedName { try add(.move(staged: stagedName, to: finalPath)) }
         if let old = replaces, old.relativePath != metadata.relativePath {
             try add(.remove(old.relativePath))
@@ -289,9 +296,9 @@ public final class VaultStaging {
     static let writtenBesideLimit: Int64 = 16 << 10
 
     /// Stages a new item (`vault add`) whose plaintext is small (at most `writtenBesideLimit`:
-    /// a note read whole): sealed in memory here and its row put, its file created and written
-    /// on the staging's writer thread while the caller reads and seals the next items (issue
-    /// 34). The file is there once `waitForWrites()` or the commit has returned; an error in
+    /// a note read whole): sealed in memory here and its row held back (`newRows`), its file
+    /// created and written on the staging's writer thread while the caller reads and seals
+    /// the next items (issue 34). The file is there once `waitForWrites()` or the commit has returned; an error in
     /// writing it comes back from a later `stageNew` (one that hands the writer a batch),
     /// `waitForWrites` or the commit.
     func stageNew(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
@@ -305,8 +312,7 @@ public final class VaultStaging {
                                     expires: expires, size: written.size, contentTag: written.tag.hex, sha256: written.sha256)
         // Before the first file is made outside the staging directory, as `stage` does.
         try markForSweep()
-        if newRows == nil { newRows = NewRow.sorter(spoolingIn: directory) }
-        try newRows?.add(NewRow(id: id, record: try metadata.sealed(with: key)))
+        try holdBack(NewRow(id: id, record: try metadata.sealed(with: key)))
         let finalPath = kind.relativePath(id: id), places = places, displaced = displaced
         let write: SerialWorker.Job = {
             let (file, _, stagedName) = try places.createContentFile(for: finalPath, replacing: false)
@@ -326,6 +332,23 @@ public final class VaultStaging {
         // Without a thread to be had, the file is written here, as `stage` would.
         if let contentWriter { try contentWriter.submit(write) } else { try write() }
         return metadata
+    }
+
+    /// Puts a new item's row now while the catalogue would still fit its cache (random pages
+    /// then cost nothing: a restore of 100,000 notes was 5% slower with every row held back
+    /// and spooled), and holds it back (`newRows`) once it would not.
+    private func holdBack(_ row: NewRow) throws {
+        if newRows == nil {
+            if catalogueBytes == nil { catalogueBytes = try catalogue.byteCount() }
+            // A row takes its ID, its record and a few bytes of B-tree cell (3,000,000 notes
+            // added at random: 397 bytes a row, their records 350).
+            catalogueBytes? += Int64(row.id.utf8.count + row.record.count + 10)
+            if let catalogueBytes, catalogueBytes < vault.rowsGoStraightInBelow {
+                return try catalogue.put(id: row.id, record: row.record)
+            }
+            newRows = NewRow.sorter(spoolingIn: directory)
+        }
+        try newRows?.add(row)
     }
 
     /// Waits until the files `stageNew` handed to the writer thread are written (before one
