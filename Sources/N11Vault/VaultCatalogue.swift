@@ -218,8 +218,6 @@ final class VaultCatalogue {
 
     // MARK: one change
 
-    /// Starts a change: the write lock of the file, taken at once (the vault lock already
-    /// keeps other writers out). Nothing it does is visible until `commitChange`.
     /// The page cache of a change's connection (see `beginChange`).
     static let changeCacheBytes = 32 << 20
 
@@ -228,6 +226,8 @@ final class VaultCatalogue {
         (try database.integer("PRAGMA page_count") ?? 0) * (try database.integer("PRAGMA page_size") ?? 0)
     }
 
+    /// Starts a change: the write lock of the file, taken at once (the vault lock already
+    /// keeps other writers out). Nothing it does is visible until `commitChange`.
     func beginChange() throws {
         // A change touches a leaf page per new row, at random (IDs are random): with SQLite's
         // default 2 MiB page cache, adding to a 100,000-item vault re-read about five pages

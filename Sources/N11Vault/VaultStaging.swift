@@ -54,8 +54,10 @@ public final class VaultStaging {
     /// duplicate check looks one of them up) instead of one at a time: IDs are random,
     /// so each row went to a random page of the B-tree, and once the catalogue outgrew its
     /// 32 MiB cache each cost a page read and a dirty page written to the WAL (1,000,000
-    /// notes: 28 s of an 86 s add, BENCHMARKS.md). Sorted, a first add appends to the tree
-    /// and a later one passes over it once. Sealed records only, spooled sealed again.
+    /// notes: 28 s of an 86 s add, BENCHMARKS.md). Sorted, the rows past the cache go in in
+    /// one pass over the tree. Sealed records only, spooled sealed again. Rows of the same
+    /// ID are never both held back and put or deleted directly in one change: what puts or
+    /// deletes a row directly first puts those held back (`putHeldBackRows`).
     private var newRows: ExternalSorter<NewRow>?
     /// About how large the catalogue has grown in this change, while rows still go straight in.
     private var catalogueBytes: Int64?
@@ -249,8 +251,8 @@ public final class VaultStaging {
 
     /// Stages one item whose size and digest are known only once written (`vault add`),
     /// sealed under the compartment's current key unless `sealingKey` says otherwise. A new
-    /// item's row is held back (`newRows`): no one looks it up before the commit but the
-    /// duplicate check, which calls `waitForWrites` first.
+    /// item's row may be held back (`holdBack`): no one looks it up before the commit but
+    /// the duplicate check, which calls `waitForWrites` first.
     @discardableResult
     func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
                replaces: ItemMetadata?, sealingKey: SecureBytes? = nil,
@@ -282,7 +284,12 @@ public final class VaultStaging {
         // steps again after they all ran changes nothing.
         // A new item's row waits to go in in ID order (`newRows`); a replacement's goes in now.
         let record = try metadata.sealed(with: key)
-        if replaces == nil { try holdBack(NewRow(id: item.id, record: record)) } else { try catalogue.put(id: item.id, record: record) }
+        if replaces == nil {
+            try holdBack(NewRow(id: item.id, record: record))
+        } else {
+            try putHeldBackRows()
+            try catalogue.put(id: item.id, record: record)
+        }
         if let stagedName { try add(.move(staged: stagedName, to: finalPath)) }
         if let old = replaces, old.relativePath != metadata.relativePath {
             try add(.remove(old.relativePath))
@@ -358,6 +365,11 @@ public final class VaultStaging {
     func waitForWrites() throws {
         try contentWriter?.waitUntilDone()
         for (staged, target) in displaced.takeAll() { try add(.move(staged: staged, to: target)) }
+        try putHeldBackRows()
+    }
+
+    /// Puts the rows `holdBack` held back into the catalogue, in ID order.
+    private func putHeldBackRows() throws {
         guard var rows = newRows else { return }
         newRows = nil
         try rows.forEachSorted { row in try catalogue.put(id: row.id, record: row.record) }
@@ -380,14 +392,20 @@ public final class VaultStaging {
 
     /// Stages the removal of an item: its row (it stops existing), then its content file.
     public func stageRemoval(_ item: ItemMetadata) throws(VaultError) {
-        do { try catalogue.delete(id: item.id) } catch { throw VaultError.wrap(error) }
+        do {
+            try putHeldBackRows()
+            try catalogue.delete(id: item.id)
+        } catch { throw VaultError.wrap(error) }
         try add(.remove(item.relativePath))
     }
 
     /// Stages the removal of an item whose record does not open: its row and whichever
     /// content file it has.
     func stageRemoval(damagedID id: String) throws(VaultError) {
-        do { try catalogue.delete(id: id) } catch { throw VaultError.wrap(error) }
+        do {
+            try putHeldBackRows()
+            try catalogue.delete(id: id)
+        } catch { throw VaultError.wrap(error) }
         for kind in [ItemKind.photo, .note] { try add(.remove(kind.relativePath(id: id))) }
     }
 
@@ -674,7 +692,7 @@ private struct ContentPlaces: @unchecked Sendable {
     }
 }
 
-/// A new item's catalogue row held back by `stageNew`: its ID and sealed record.
+/// A new item's catalogue row held back (`VaultStaging.holdBack`): its ID and sealed record.
 private struct NewRow {
     let id: String
     let record: [UInt8]
