@@ -57,3 +57,29 @@ public enum MachineMemory {
         return pages > 0 && pageSize > 0 ? pages * pageSize : 0
     }
 }
+
+/// A mutex with one condition variable, for the state a thread shares with its owner
+/// (`HintThread`, `SerialWorker`): both are allocated once, at fixed addresses, as pthreads need.
+public final class LockAndCondition: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    public init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
+    /// Sleeps until signalled, the lock given up meanwhile (held on entry and on return).
+    public func wait() { pthread_cond_wait(condition, mutex) }
+    public func signal() { pthread_cond_signal(condition) }
+    public func broadcast() { pthread_cond_broadcast(condition) }
+}

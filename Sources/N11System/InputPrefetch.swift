@@ -61,8 +61,7 @@ public final class HintThread {
     /// What the thread and its owner share; the thread holds this, not the owner, so the
     /// owner's `deinit` can stop it.
     private final class Shared: @unchecked Sendable {
-        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        let guarded = LockAndCondition()
         var pending: [String] = []
         var next = 0
         var finished = false
@@ -72,25 +71,16 @@ public final class HintThread {
         init(files: Files, headBytes: off_t) {
             self.files = files
             self.headBytes = headBytes
-            pthread_mutex_init(lock, nil)
-            pthread_cond_init(changed, nil)
-        }
-
-        deinit {
-            pthread_cond_destroy(changed)
-            pthread_mutex_destroy(lock)
-            changed.deallocate()
-            lock.deallocate()
         }
 
         func run() {
             while true {
-                pthread_mutex_lock(lock)
-                while !finished && next >= pending.count { pthread_cond_wait(changed, lock) }
-                if finished { pthread_mutex_unlock(lock); return }
+                guarded.lock()
+                while !finished && next >= pending.count { guarded.wait() }
+                if finished { guarded.unlock(); return }
                 let path = pending[next]
                 next += 1
-                pthread_mutex_unlock(lock)
+                guarded.unlock()
                 switch files {
                 case .own: InputPrefetch.hintOwn(path, headBytes: headBytes)
                 case .fromElsewhere: InputPrefetch.hint(path, headBytes: headBytes)
@@ -119,19 +109,19 @@ public final class HintThread {
 
     /// Hints `paths` in order, in place of any not yet hinted.
     public func hint(_ paths: [String]) {
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         shared.pending = paths
         shared.next = 0
-        pthread_cond_signal(shared.changed)
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.signal()
+        shared.guarded.unlock()
     }
 
     /// Stops the thread (after the hint it is giving) and waits for it. Idempotent.
     public func finish() {
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         shared.finished = true
-        pthread_cond_signal(shared.changed)
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.signal()
+        shared.guarded.unlock()
         if let thread {
             pthread_join(thread, nil)
             self.thread = nil

@@ -18,8 +18,7 @@ public final class SerialWorker {
 
     /// What the thread and its owner share; the thread holds this, not the owner.
     private final class Shared: @unchecked Sendable {
-        let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        let guarded = LockAndCondition()
         var waiting: [[Job]] = []
         /// Whether the thread is running a batch it took (so "nothing waiting" is not "done").
         var busy = false
@@ -30,33 +29,24 @@ public final class SerialWorker {
         let stopNow = Atomic<Bool>(false)
 
         init() {
-            pthread_mutex_init(lock, nil)
-            pthread_cond_init(changed, nil)
-        }
-
-        deinit {
-            pthread_cond_destroy(changed)
-            pthread_mutex_destroy(lock)
-            changed.deallocate()
-            lock.deallocate()
         }
 
         func run() {
-            pthread_mutex_lock(lock)
+            guarded.lock()
             while true {
-                while waiting.isEmpty && !ending && !cancelled { pthread_cond_wait(changed, lock) }
+                while waiting.isEmpty && !ending && !cancelled { guarded.wait() }
                 if cancelled || waiting.isEmpty { break }
                 let batch = waiting.removeFirst()
                 busy = true
                 // The giver may be waiting for room.
-                pthread_cond_broadcast(changed)
-                pthread_mutex_unlock(lock)
+                guarded.broadcast()
+                guarded.unlock()
                 var thrown: (any Error)?
                 for job in batch {
                     if stopNow.load(ordering: .relaxed) { break }
                     do { try job() } catch { thrown = error; break }
                 }
-                pthread_mutex_lock(lock)
+                guarded.lock()
                 busy = false
                 if let thrown {
                     failure = thrown
@@ -64,10 +54,10 @@ public final class SerialWorker {
                     waiting.removeAll()
                     cancelled = true
                 }
-                pthread_cond_broadcast(changed)
+                guarded.broadcast()
             }
-            pthread_cond_broadcast(changed)
-            pthread_mutex_unlock(lock)
+            guarded.broadcast()
+            guarded.unlock()
         }
     }
 
@@ -108,12 +98,12 @@ public final class SerialWorker {
     /// The thread stays for more jobs.
     public func waitUntilDone() throws {
         try handOver()
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         while shared.failure == nil && !shared.cancelled && (shared.busy || !shared.waiting.isEmpty) {
-            pthread_cond_wait(shared.changed, shared.lock)
+            shared.guarded.wait()
         }
         let failure = shared.failure
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.unlock()
         if let failure { throw failure }
     }
 
@@ -133,39 +123,39 @@ public final class SerialWorker {
     private func handOver() throws {
         guard !outgoing.isEmpty else { return try rethrowFailure() }
         precondition(thread != nil, "a job given to a SerialWorker that was finished or cancelled")
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         while shared.failure == nil && !shared.cancelled && shared.waiting.count >= batchesAhead {
-            pthread_cond_wait(shared.changed, shared.lock)
+            shared.guarded.wait()
         }
         if let failure = shared.failure {
-            pthread_mutex_unlock(shared.lock)
+            shared.guarded.unlock()
             outgoing.removeAll()
             throw failure
         }
         shared.waiting.append(outgoing)
-        pthread_cond_broadcast(shared.changed)
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.broadcast()
+        shared.guarded.unlock()
         outgoing.removeAll(keepingCapacity: true)
     }
 
     private func rethrowFailure() throws {
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         let failure = shared.failure
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.unlock()
         if let failure { throw failure }
     }
 
     private func end(cancelling: Bool) {
         guard let thread else { return }
-        pthread_mutex_lock(shared.lock)
+        shared.guarded.lock()
         if cancelling {
             shared.cancelled = true
             shared.stopNow.store(true, ordering: .relaxed)
             shared.waiting.removeAll()
         }
         shared.ending = true
-        pthread_cond_broadcast(shared.changed)
-        pthread_mutex_unlock(shared.lock)
+        shared.guarded.broadcast()
+        shared.guarded.unlock()
         pthread_join(thread, nil)
         self.thread = nil
     }
