@@ -28,9 +28,6 @@ public final class SerialWorker {
         /// `cancelled`, read between the jobs of a batch without the lock.
         let stopNow = Atomic<Bool>(false)
 
-        init() {
-        }
-
         func run() {
             guarded.lock()
             while true {
