@@ -21,8 +21,10 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// The archive path names a directory or device, not a file.
     case notAFile(path: String, what: String)
     case outputExists(path: String)
-    case conflicts(ids: [String])
-    case exportConflicts(paths: [String])
+    /// Vault items of the archive's IDs that differ (their count and the first few IDs).
+    case conflicts(ids: FirstFew)
+    /// Files already in the export directory (their count and the first few paths).
+    case exportConflicts(paths: FirstFew)
     /// An export directory (or its Photos/Notes folder) that is a link or another user's.
     case unsafeDestination(path: String, why: String)
     case passwordNeeded
@@ -135,9 +137,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .notAFile(p, what): return "'\(p)' is \(what), not an archive file"
         case .outputExists(let p): return "'\(p)' already exists; nothing was written"
         case .conflicts(let ids):
-            return "\(ids.count) item(s) in the vault differ from the archive's items of the same ID (\(ids.prefix(3).joined(separator: ", "))\(ids.count > 3 ? ", …" : "")); nothing was restored"
+            return "\(ids.count) item(s) in the vault differ from the archive's items of the same ID (\(ids.first.joined(separator: ", "))\(ids.count > ids.first.count ? ", …" : "")); nothing was restored"
         case .exportConflicts(let paths):
-            return "\(paths.count) file(s) already exist in the export directory ('\(paths[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
+            return "\(paths.count) file(s) already exist in the export directory ('\(paths.first[0])'\(paths.count > 1 ? ", …" : "")); nothing was exported"
         case .unsafeDestination(let p, let why): return "'\(p)' \(why); nothing was exported"
         case .passwordNeeded: return "a portable archive needs a password and there is no terminal to ask for it"
         case let .notWrittenHere(a, id): return "this home has no record of writing '\(a)' (archive \(id))"
@@ -263,7 +265,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let e as ArchiveError: return e
         case ExportRefusal.symbolicLink(let path):
             return .unsafeDestination(path: path, why: "is a symbolic link, which n11archive does not follow when it writes plaintext")
-        case ExportRefusal.conflicts(let paths): return .exportConflicts(paths: paths)
+        case ExportRefusal.conflicts(let path): return .exportConflicts(paths: FirstFew([path]))
         case PrivatePermissions.Violation.wrongOwner(let path, let owner):
             return .unsafeDestination(path: path, why: "belongs to uid \(owner), not to you (uid \(geteuid()))")
         case let e as SystemError: return .system(e)
@@ -372,5 +374,23 @@ public enum Damage: Sendable, CustomStringConvertible, ExpressibleByStringInterp
     public var withinItem: Damage {
         if case .item(_, let inner) = self { return inner }
         return self
+    }
+}
+
+/// How many of something there were and the first few of them: what a message names of a
+/// list that may run to millions (conflicts in a restore of millions of items, issue 34).
+public struct FirstFew: Sendable, Equatable {
+    /// What a message shows.
+    public static let kept = 3
+    public private(set) var count = 0
+    public private(set) var first: [String] = []
+
+    public init(_ values: [String] = []) { for value in values { append(value) } }
+
+    public var isEmpty: Bool { count == 0 }
+
+    public mutating func append(_ value: String) {
+        if first.count < Self.kept { first.append(value) }
+        count += 1
     }
 }

@@ -42,7 +42,7 @@ public enum ArchiveExporter {
         // candidate name each item got is in a scratch table, and names are made again.
         let names: ExportNames
         do { names = try ExportNames() } catch { throw ArchiveError.writing(root, error) }
-        var conflicts: [String] = []
+        var conflicts = FirstFew()
         do {
             // Names are given over the whole archive, selected or not, so an item's file name
             // does not depend on which others were asked for.
@@ -65,9 +65,7 @@ public enum ArchiveExporter {
         } catch { throw ArchiveError.writing(root, error) }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
 
-        let writing = report.written == archive.items.count
-            ? SelectedItems.all(archive.items.indices)
-            : .some(selected.filter { report.outcome(of: $0) == .restored })
+        let writing = SelectedItems(selected, keeping: { report.outcome(of: $0) == .restored }, below: archive.items.count)
         let salvage = options.salvage ? { (n: Int, item: Manifest.Item, error: ArchiveError) in
             report.forget(index: writing[n])
             report.damaged.append(.init(item, error))
@@ -240,7 +238,7 @@ final class ExportDestination {
             try opened.requireOwnedByUser()
             handle = opened
         case .symlink?: throw ExportRefusal.symbolicLink(path: Path.join(path, name))
-        default: throw ExportRefusal.conflicts(paths: [Path.join(path, name)])
+        default: throw ExportRefusal.conflicts(path: Path.join(path, name))
         }
         folders[name] = handle
         return handle
@@ -259,7 +257,7 @@ final class ExportDestination {
         let status: FileStatus?
         do { status = try directory.status(of: name) } catch { return .different }
         guard let status else { return .nothing }
-        if status.kind == .directory { throw ExportRefusal.conflicts(paths: [target]) }
+        if status.kind == .directory { throw ExportRefusal.conflicts(path: target) }
         guard status.kind == .regular, status.size == size else { return .different }
         return ((try? Self.digest(of: name, in: directory)) == sha256) ? .identical : .different
     }
@@ -267,7 +265,7 @@ final class ExportDestination {
     /// SHA-256 of the regular file `name` in `directory`, opened without following a link.
     private static func digest(of name: String, in directory: DirectoryHandle) throws -> [UInt8] {
         let file = try directory.openFileForReading(name)
-        guard try file.status().kind == .regular else { throw ExportRefusal.conflicts(paths: [file.path]) }
+        guard try file.status().kind == .regular else { throw ExportRefusal.conflicts(path: file.path) }
         let digest = try SHA256Digest()
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
@@ -382,13 +380,13 @@ final class ExportStaging {
             try DirectoryHandle.rename(file, in: staged, to: file, in: target, .noReplace)
         } catch let error as SystemError where error.errno == EEXIST {
             let path = Path.join(target.path, file)
-            guard replacing else { throw ExportRefusal.conflicts(paths: [path]) }
+            guard replacing else { throw ExportRefusal.conflicts(path: path) }
             try DirectoryHandle.rename(file, in: staged, to: file, in: target, .exchange)
             // A directory that appeared there since the check is never replaced (its
             // contents would be thrown away with the staging directory): swap it back.
             if (try? staged.status(of: file))??.kind != .regular && (try? staged.status(of: file))??.kind != .symlink {
                 try? DirectoryHandle.rename(file, in: staged, to: file, in: target, .exchange)
-                throw ExportRefusal.conflicts(paths: [path])
+                throw ExportRefusal.conflicts(path: path)
             }
         }
     }
@@ -420,7 +418,7 @@ final class ExportStaging {
 /// Why an export refuses its destination, before anything is written.
 enum ExportRefusal: Error {
     case symbolicLink(path: String)
-    case conflicts(paths: [String])
+    case conflicts(path: String)
 }
 
 /// Writes plaintext into a hidden staging file of an export (published only after it verified).

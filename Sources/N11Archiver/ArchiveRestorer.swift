@@ -36,38 +36,39 @@ public struct DamagedItem: Sendable, Equatable, Encodable {
 
 extension UnlockedArchive {
     /// The manifest positions `selection` picks, in order; a pattern that picks nothing is an
-    /// error naming it.
-    public func indices(of selection: ItemSelection) throws(ArchiveError) -> [Int] {
-        // Everything needs no item read; a pattern is matched against them all.
-        if selection.isEverything { return Array(items.indices) }
-        let all = try items.all()
-        do { return try selection.indices(in: all, id: \.id, name: \.name) }
-        catch { throw .selection(archive: reader.name, error) }
-    }
-
-    /// The positions `selection` picks: everything as a range (nothing per item, issue 34),
-    /// else as `indices(of:)` gives them.
-    func selected(_ selection: ItemSelection) throws(ArchiveError) -> SelectedItems {
-        selection.isEverything ? .all(items.indices) : .some(try indices(of: selection))
+    /// error naming it. Everything is a range (nothing per item); a pattern is matched
+    /// against the items a page at a time and the matches kept a bit an item (issue 34).
+    public func selected(_ selection: ItemSelection) throws(ArchiveError) -> SelectedItems {
+        if selection.isEverything { return .all(items.indices) }
+        var matcher = ItemSelection.Matcher(selection)
+        do { try items.forEach { _, item in matcher.see(id: item.id, name: item.name) } }
+        catch { throw ArchiveError.wrap(error) }   // a page that no longer reads
+        do { return .some(try matcher.finish()) } catch { throw .selection(archive: reader.name, error) }
     }
 }
 
 /// The archive positions a restore works on, in order.
-enum SelectedItems: RandomAccessCollection {
+public enum SelectedItems: RandomAccessCollection, Sendable {
     case all(Range<Int>)
-    case some([Int])
+    case some(PositionBitmap)
 
-    var startIndex: Int { 0 }
-    var endIndex: Int {
+    /// The positions of `all` that `isWanted` keeps: the whole range if it keeps them all.
+    init(_ all: SelectedItems, keeping isWanted: (Int) -> Bool, below limit: Int) {
+        let kept = PositionBitmap(all.lazy.filter(isWanted), below: limit)
+        self = kept.count == limit ? .all(0..<limit) : .some(kept)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int {
         switch self {
         case .all(let range): return range.count
-        case .some(let list): return list.count
+        case .some(let positions): return positions.count
         }
     }
-    subscript(position: Int) -> Int {
+    public subscript(position: Int) -> Int {
         switch self {
         case .all(let range): return range.lowerBound + position
-        case .some(let list): return list[position]
+        case .some(let positions): return positions[position]
         }
     }
 }
@@ -161,7 +162,7 @@ public enum ArchiveRestorer {
         let selected = try archive.selected(options.selection)
 
         // Plan from the manifest (and, for items already there, their state in the vault).
-        var conflicts: [String] = []
+        var conflicts = FirstFew()
         do {
             // One read transaction for the plan's lookups (issue 29: four fcntl calls an item).
             try vault.readingOneState {
@@ -187,9 +188,9 @@ public enum ArchiveRestorer {
         } catch let error as ArchiveError { throw error } catch let error as VaultError { throw .vault(error) } catch { throw ArchiveError.wrap(error) }
         if !conflicts.isEmpty && !overwrite { throw .conflicts(ids: conflicts) }
         // The positions to write, as a range when that is all of them (nothing per item).
-        let writing = report.written == archive.items.count
-            ? SelectedItems.all(archive.items.indices)
-            : .some(selected.filter { index in [RestoreOutcome.restored, .replaced, .repaired].contains { report.outcome(of: index) == $0 } })
+        let writing = SelectedItems(selected, keeping: { index in
+            [RestoreOutcome.restored, .replaced, .repaired].contains { report.outcome(of: index) == $0 }
+        }, below: archive.items.count)
         // A salvage's damaged item was planned as written: it is counted as damaged instead.
         let salvage = options.salvage ? { (n: Int, item: Manifest.Item, error: ArchiveError) in
             report.forget(index: writing[n])

@@ -35,16 +35,107 @@ public struct ItemSelection: Sendable, Equatable {
     public func indices<Item>(in items: [Item], id: (Item) -> String, name: (Item) -> String,
                               allowMany: Bool = true) throws(Problem) -> [Int] {
         if isEverything { return Array(items.indices) }
-        var chosen = Set<Int>()
-        for pattern in ids {
-            chosen.formUnion(try Self.matches(ofIDOrName: pattern, in: items, id: id, name: name, allowMany: allowMany))
+        var matcher = Matcher(self, allowMany: allowMany)
+        for item in items { matcher.see(id: id(item), name: name(item)) }
+        return Array(try matcher.finish())
+    }
+
+    /// `indices(in:)` for items seen one at a time, in order, so that a selection from an
+    /// archive of millions never holds the archive's items (issue 34). It keeps a bit an
+    /// item for the name globs, and for each ID pattern the items it could mean (its ID,
+    /// the IDs it starts, the items of exactly that name) until `finish` decides which.
+    public struct Matcher {
+        /// What one ID pattern (an ID, an ID prefix or an exact name) has met so far.
+        private struct Candidates {
+            let pattern: String
+            /// The pattern as IDs are written (upper case).
+            let wanted: String
+            /// Whether `wanted` is long enough to be taken as a prefix.
+            let isPrefix: Bool
+            var exactID: (position: Int, id: String)?
+            /// Items whose ID starts with `wanted` (gathered only if it is long enough).
+            var byPrefix: [(position: Int, id: String)] = []
+            var byName: [(position: Int, id: String)] = []
         }
-        for pattern in names {
-            let matches = items.indices.filter { Self.nameMatches(pattern, name(items[$0])) }
-            guard !matches.isEmpty else { throw .noMatch(pattern: pattern, isName: true) }
-            chosen.formUnion(matches)
+
+        private let names: [String]
+        private let allowMany: Bool
+        private var candidates: [Candidates]
+        /// Items any name glob matched, a bit each.
+        private var globbed: [UInt64] = []
+        private var globMatches: [Int]
+        private var seen = 0
+
+        public init(_ selection: ItemSelection, allowMany: Bool = true) {
+            names = selection.names
+            self.allowMany = allowMany
+            candidates = selection.ids.map {
+                Candidates(pattern: $0, wanted: $0.uppercased(), isPrefix: $0.count >= ItemSelection.minimumPrefixLength)
+            }
+            globMatches = Array(repeating: 0, count: selection.names.count)
         }
-        return chosen.sorted()
+
+        /// The next item, at position `seen` (0 for the first).
+        public mutating func see(id: String, name: String) {
+            let position = seen
+            seen += 1
+            if position & 63 == 0 { globbed.append(0) }
+            for n in candidates.indices {
+                if candidates[n].exactID == nil && id == candidates[n].wanted { candidates[n].exactID = (position, id) }
+                if candidates[n].isPrefix && id.hasPrefix(candidates[n].wanted) {
+                    candidates[n].byPrefix.append((position, id))
+                }
+                if name == candidates[n].pattern { candidates[n].byName.append((position, id)) }
+            }
+            for (n, glob) in names.enumerated() where ItemSelection.nameMatches(glob, name) {
+                globMatches[n] += 1
+                globbed[position >> 6] |= 1 << UInt64(position & 63)
+            }
+        }
+
+        /// The items selected, or why the selection fails: the first ID pattern (in the order
+        /// given) that fails, then the first name glob that matched nothing.
+        public consuming func finish() throws(Problem) -> PositionBitmap {
+            var chosen = globbed
+            for pattern in candidates {
+                for position in try Self.choice(pattern, allowMany: allowMany) {
+                    chosen[position >> 6] |= 1 << UInt64(position & 63)
+                }
+            }
+            if let unmatched = globMatches.firstIndex(of: 0) { throw .noMatch(pattern: names[unmatched], isName: true) }
+            return PositionBitmap(words: chosen, limit: seen)
+        }
+
+        /// What an ID pattern picks. An exact ID is that item; failing that, a prefix of at
+        /// least `minimumPrefixLength` picks the items it starts (one only unless
+        /// `allowMany`); an exact name picks its items. A word that starts one item's ID and
+        /// is another item's name is ambiguous: which was meant is not guessed.
+        private static func choice(_ pattern: Candidates, allowMany: Bool) throws(Problem) -> [Int] {
+            let byName = pattern.byName
+            var byID: [(position: Int, id: String)] = []
+            if let exact = pattern.exactID {
+                byID = [exact]
+            } else if !pattern.isPrefix {
+                // Too short for a prefix: only a name, if it is one.
+                guard !byName.isEmpty else {
+                    throw isHex(pattern.pattern) ? .prefixTooShort(pattern.pattern) : .noMatch(pattern: pattern.pattern, isName: false)
+                }
+            } else if pattern.byPrefix.count > 1 && !allowMany {
+                // Several IDs start with it: refused even if it is also a name (which was meant?).
+                throw .ambiguous(pattern: pattern.pattern, matches: pattern.byPrefix.map(\.id))
+            } else if pattern.byPrefix.isEmpty {
+                guard !byName.isEmpty else { throw .noMatch(pattern: pattern.pattern, isName: false) }
+            } else {
+                byID = pattern.byPrefix
+            }
+            let idPositions = Set(byID.map(\.position))
+            if byName.isEmpty || byName.allSatisfy({ idPositions.contains($0.position) }) { return byID.map(\.position) }
+            guard byID.isEmpty, byName.count == 1 || allowMany else {
+                throw .ambiguous(pattern: pattern.pattern,
+                                 matches: (byID + byName.filter { !idPositions.contains($0.position) }).map(\.id))
+            }
+            return byName.map(\.position)
+        }
     }
 
     /// The one item `pattern` names: an ID, a unique ID prefix, or (failing those, and only
@@ -65,29 +156,6 @@ public struct ItemSelection: Sendable, Equatable {
         case 1: return byName[0]
         default: throw .ambiguous(pattern: pattern, matches: byName.map { id(items[$0]) })
         }
-    }
-
-    /// An ID, an ID prefix, or an exact name (no glob: `photo[1].jpg` is not `photo1.jpg`).
-    /// A word that starts one item's ID and is another item's name is ambiguous: which was
-    /// meant is not guessed.
-    private static func matches<Item>(ofIDOrName pattern: String, in items: [Item], id: (Item) -> String,
-                                      name: (Item) -> String, allowMany: Bool) throws(Problem) -> [Int] {
-        let byName = items.indices.filter { name(items[$0]) == pattern }
-        let byID: [Int]
-        do {
-            byID = try matches(ofID: pattern, in: items, id: id, allowMany: allowMany)
-        } catch .ambiguous(let pattern, let matches) {
-            // Several IDs start with it: refused even if it is also a name (which was meant?).
-            throw .ambiguous(pattern: pattern, matches: matches)
-        } catch {
-            guard !byName.isEmpty else { throw error }
-            byID = []
-        }
-        if byName.isEmpty || Set(byName).isSubset(of: byID) { return byID }
-        guard byID.isEmpty, byName.count == 1 || allowMany else {
-            throw .ambiguous(pattern: pattern, matches: (byID + byName.filter { !byID.contains($0) }).map { id(items[$0]) })
-        }
-        return byName
     }
 
     private static func matches<Item>(ofID pattern: String, in items: [Item], id: (Item) -> String,

@@ -165,7 +165,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     /// `restore FILE ITEM --export -`: the one item's plaintext on stdout, after it verified.
     private func exportToStandardOutput(_ reader: ArchiveReader) throws {
         let (archive, keyStore) = try input.unlock(reader)
-        let selected = try archive.indices(of: ItemSelection(ids: items, names: names))
+        let selected = try archive.selected(ItemSelection(ids: items, names: names))
         guard selected.count == 1 else {
             throw CLIError(.usage, "--export - writes one item, and that selection names \(selected.count)",
                            hint: "`n11archive list \(input.file)` shows the IDs and names")

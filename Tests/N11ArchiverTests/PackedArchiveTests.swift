@@ -112,6 +112,34 @@ struct PackedArchiveTests {
         }
     }
 
+    @Test("a selection by glob and by ID prefix is matched page by page: the same items a whole list gives, and only they are exported")
+    func selectionAcrossPages() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 1500)
+            let archive = try w.open()
+            let all = try archive.items.all()
+            let prefix = String(all[700].id.prefix(6)).lowercased()
+            let selection = ItemSelection(ids: [prefix], names: ["n1?.txt", "n14??.txt"])
+            let expected = try selection.indices(in: all, id: \.id, name: \.name)
+            #expect(expected.count == 10 + 100 + 1 || expected.count == 10 + 100, "the glob picks n10–n19 and n1400–n1499")
+            #expect(Array(try archive.selected(selection)) == expected)
+
+            let exported = dir + "/export"
+            let report = try ArchiveExporter.export(try w.open(), to: exported, keyStore: nil, .init(selection: selection))
+            #expect(report.written == expected.count)
+            let files = try FileManager.default.contentsOfDirectory(atPath: exported + "/Notes").sorted()
+            #expect(files == expected.map { all[$0].name }.sorted())
+
+            // A pattern that picks nothing names itself, whichever page would have held it.
+            #expect {
+                _ = try archive.selected(ItemSelection(names: ["n1?.txt", "nothing-*"]))
+            } throws: { error in
+                guard case ArchiveError.selection(_, .noMatch(pattern: "nothing-*", isName: true)) = error else { return false }
+                return true
+            }
+        }
+    }
+
     @Test("a pack's segments: each ends at the item that brings it to the target, the last at the pack's end; every item in exactly one")
     func segmentRule() throws {
         try withTemporaryDirectory { dir in

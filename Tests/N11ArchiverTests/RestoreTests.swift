@@ -88,7 +88,7 @@ struct RestoreTests {
 
             let before = snapshot(s.destPath)
             let e = expectArchiveError("conflicts", kind: .outputExists) { _ = try s.restore(otherArchive) }
-            if case .conflicts(let ids)? = e { #expect(ids == [s.photoItem.id]) }
+            if case .conflicts(let ids)? = e { #expect(ids == FirstFew([s.photoItem.id])) }
             let after = snapshot(s.destPath)
             #expect(after == before, "a refused restore changed the vault: \(difference(before, after))")
             // Dry run reports the same conflict.
@@ -105,6 +105,15 @@ struct RestoreTests {
             #expect(try plaintext(of: replaced, in: destination) == replacement)
             #expect(try plaintext(of: try #require(items[s.noteItem.id]), in: destination) == Array("hello".utf8))
         }
+    }
+
+    @Test("conflicts keep their count and the first three: a restore of millions of differing items holds no list of them")
+    func conflictsCounted() {
+        var ids = FirstFew()
+        for n in 0..<100_000 { ids.append("ID\(n)") }
+        #expect(ids.count == 100_000 && ids.first == ["ID0", "ID1", "ID2"])
+        #expect(ArchiveError.conflicts(ids: ids).description.hasPrefix("100000 item(s) in the vault differ from the archive's items of the same ID (ID0, ID1, ID2, …)"))
+        #expect(ArchiveError.conflicts(ids: FirstFew(["A", "B"])).description.contains("(A, B); nothing was restored"))
     }
 
     @Test("overwrite across kinds (a photo replaced by a note of the same ID) leaves no orphan content file")

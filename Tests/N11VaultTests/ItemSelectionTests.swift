@@ -47,3 +47,60 @@ struct ItemSelectionTests {
         #expect(throws: ItemSelection.Problem.prefixTooShort("cd")) { try pick(["cd"]) }
     }
 }
+
+// The selection a restore keeps for an archive of millions: a bit an item, read back as the
+// ascending list of positions it holds.
+@Suite("PositionBitmap")
+struct PositionBitmapTests {
+    @Test("reads back as the sorted positions it was given, by index and in order, at every size around a word and a block",
+          arguments: [0, 1, 63, 64, 65, 511, 512, 513, 5_000])
+    func readsBack(limit: Int) {
+        var generator = SystemRandomNumberGenerator()
+        for density in [0.0, 0.01, 0.5, 1.0] {
+            let positions = (0..<limit).filter { _ in Double.random(in: 0..<1, using: &generator) < density }
+            let bitmap = PositionBitmap(positions.shuffled(), below: limit)
+            #expect(bitmap.count == positions.count)
+            #expect(Array(bitmap) == positions)
+            #expect(positions.indices.map { bitmap[$0] } == positions)
+            #expect((0..<limit).filter(bitmap.contains) == positions)
+            #expect(!bitmap.contains(limit) && !bitmap.contains(-1))
+        }
+    }
+
+    @Test("the last position of a full last block, and the first of the next")
+    func blockEdges() {
+        let positions = [0, 511, 512, 1_023, 1_024, 4_095]
+        let bitmap = PositionBitmap(positions, below: 4_096)
+        #expect(positions.indices.map { bitmap[$0] } == positions)
+        #expect(Array(bitmap[2...]) == [512, 1_023, 1_024, 4_095])
+    }
+}
+
+// The streaming matcher is what `indices(in:)` runs; items fed one at a time give the same
+// answer and the same refusals as the whole list did.
+@Suite("ItemSelection.Matcher")
+struct ItemSelectionMatcherTests {
+    @Test("fed one item at a time, it picks across the whole list and names the first pattern that fails")
+    func streaming() throws {
+        var matcher = ItemSelection.Matcher(ItemSelection(ids: ["c0ffee"], names: ["n*7"]))
+        for n in 0..<100 {
+            let id = n == 42 ? "C0FFEE00-0000-4000-8000-000000000042" : String(format: "%08X-0000-4000-8000-000000000000", n)
+            matcher.see(id: id, name: "n\(n)")
+        }
+        #expect(Array(try matcher.finish()) == [7, 17, 27, 37, 42, 47, 57, 67, 77, 87, 97])
+
+        var failing = ItemSelection.Matcher(ItemSelection(ids: ["ab"], names: ["nothing*"]))
+        failing.see(id: "00000000-0000-4000-8000-000000000000", name: "x")
+        #expect(throws: ItemSelection.Problem.prefixTooShort("ab")) { try failing.finish() }
+
+        var unmatchedGlob = ItemSelection.Matcher(ItemSelection(names: ["x", "nothing*"]))
+        unmatchedGlob.see(id: "00000000-0000-4000-8000-000000000000", name: "x")
+        #expect(throws: ItemSelection.Problem.noMatch(pattern: "nothing*", isName: true)) { try unmatchedGlob.finish() }
+    }
+
+    @Test("with nothing seen, every pattern fails")
+    func empty() {
+        let matcher = ItemSelection.Matcher(ItemSelection(names: ["*"]))
+        #expect(throws: ItemSelection.Problem.noMatch(pattern: "*", isName: true)) { try matcher.finish() }
+    }
+}
