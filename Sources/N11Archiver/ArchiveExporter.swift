@@ -46,11 +46,9 @@ public enum ArchiveExporter {
         do {
             // Names are given over the whole archive, selected or not, so an item's file name
             // does not depend on which others were asked for.
-            var next = selected.startIndex
             try archive.items.forEach { index, item in
                 let (folder, name) = try names.give(index: index, item)
-                guard next < selected.endIndex, selected[next] == index else { return }
-                next += 1
+                guard selected.includes(index) else { return }
                 if item.isExpired(at: now) { report.record(.skippedExpired, index: index); return }
                 switch try destination.existing(at: folder, name, size: item.size, sha256: item.sha256Bytes) {
                 case .nothing: report.record(.restored, index: index)

@@ -433,7 +433,8 @@ public final class ArchiveItems: @unchecked Sendable {
         for index in indices { try body(index, try item(index)) }
     }
 
-    /// Every item at once: for what needs them all (a selection by pattern, a listing).
+    /// Every item at once: for what needs them all (a listing of a version 1 or 2 archive,
+    /// sorted; tests).
     public func all() throws(ArchiveError) -> [Manifest.Item] {
         if case .whole(let items) = storage { return items }
         var items: [Manifest.Item] = []

@@ -71,6 +71,37 @@ public enum SelectedItems: RandomAccessCollection, Sendable {
         case .some(let positions): return positions[position]
         }
     }
+
+    /// Whether archive position `index` is one of these.
+    public func includes(_ index: Int) -> Bool {
+        switch self {
+        case .all(let range): return range.contains(index)
+        case .some(let positions): return positions.contains(index)
+        }
+    }
+
+    /// In order, by a scan of the bitmap's words rather than a search for each position.
+    public struct Iterator: IteratorProtocol {
+        fileprivate enum Walk {
+            case all(Range<Int>.Iterator)
+            case some(PositionBitmap.Iterator)
+        }
+        fileprivate var walk: Walk
+
+        public mutating func next() -> Int? {
+            switch walk {
+            case .all(var range): defer { walk = .all(range) }; return range.next()
+            case .some(var positions): defer { walk = .some(positions) }; return positions.next()
+            }
+        }
+    }
+
+    public func makeIterator() -> Iterator {
+        switch self {
+        case .all(let range): return Iterator(walk: .all(range.makeIterator()))
+        case .some(let positions): return Iterator(walk: .some(positions.makeIterator()))
+        }
+    }
 }
 
 /// What a restore (or an export) did with an item it was asked for.

@@ -70,7 +70,8 @@ public struct ItemSelection: Sendable, Equatable {
             names = selection.names
             self.allowMany = allowMany
             candidates = selection.ids.map {
-                Candidates(pattern: $0, wanted: $0.uppercased(), isPrefix: $0.count >= ItemSelection.minimumPrefixLength)
+                let wanted = $0.uppercased()   // may be longer than the word: "ß" is "SS"
+                return Candidates(pattern: $0, wanted: wanted, isPrefix: wanted.count >= ItemSelection.minimumPrefixLength)
             }
             globMatches = Array(repeating: 0, count: selection.names.count)
         }

@@ -55,10 +55,10 @@ struct PositionBitmapTests {
     @Test("reads back as the sorted positions it was given, by index and in order, at every size around a word and a block",
           arguments: [0, 1, 63, 64, 65, 511, 512, 513, 5_000])
     func readsBack(limit: Int) {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix(seed: UInt64(limit))   // the same sets every run
         for density in [0.0, 0.01, 0.5, 1.0] {
             let positions = (0..<limit).filter { _ in Double.random(in: 0..<1, using: &generator) < density }
-            let bitmap = PositionBitmap(positions.shuffled(), below: limit)
+            let bitmap = PositionBitmap(positions.shuffled(using: &generator), below: limit)
             #expect(bitmap.count == positions.count)
             #expect(Array(bitmap) == positions)
             #expect(positions.indices.map { bitmap[$0] } == positions)
@@ -98,9 +98,35 @@ struct ItemSelectionMatcherTests {
         #expect(throws: ItemSelection.Problem.noMatch(pattern: "nothing*", isName: true)) { try unmatchedGlob.finish() }
     }
 
+    @Test("a word is a prefix by its length in capitals (ß is SS); of two items with one ID (a damaged archive) the first is picked")
+    func capitalsAndRepeatedIDs() throws {
+        var matcher = ItemSelection.Matcher(ItemSelection(ids: ["\u{FB00}\u{FB00}"]))   // "ﬀﬀ": two characters, "FFFF" in capitals
+        matcher.see(id: "FFFF1234-0000-4000-8000-000000000000", name: "a")
+        matcher.see(id: "0FFF1234-0000-4000-8000-000000000000", name: "b")
+        #expect(Array(try matcher.finish()) == [0])
+
+        let twice = "ABCD0000-0000-4000-8000-000000000000"
+        var repeated = ItemSelection.Matcher(ItemSelection(ids: [twice]), allowMany: false)
+        for name in ["x", "first", "second"] { repeated.see(id: name == "x" ? "00000000-0000-4000-8000-000000000000" : twice, name: name) }
+        #expect(Array(try repeated.finish()) == [1])
+    }
+
     @Test("with nothing seen, every pattern fails")
     func empty() {
         let matcher = ItemSelection.Matcher(ItemSelection(names: ["*"]))
         #expect(throws: ItemSelection.Problem.noMatch(pattern: "*", isName: true)) { try matcher.finish() }
+    }
+}
+
+/// A seeded generator (SplitMix64), so a failing set can be made again.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
