@@ -611,21 +611,25 @@ struct CheckedInputs {
 
     /// The inputs in order, one at a time (nil after the last); once. Each file is checked
     /// again; a note is read there and then, once (`InputFile.readNote(at:)`). The listed
-    /// files are hinted to the kernel a batch or two ahead of their turn, from a thread of
-    /// their own (`HintedPaths`).
+    /// notes are read a batch or two ahead of their turn on a thread of their own
+    /// (`ReadAheadPaths`), and the listed photos hinted to the kernel so (`HintedPaths`);
+    /// a note's failure is met in its turn, as if it had been read then.
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
+        // The threads start with the list's first path, not for FILE arguments alone.
         lazy var hinted = HintedPaths()
+        lazy var notes = ReadAheadPaths<Result<NoteFile, any Error>> { path in Result { try InputFile.readNote(at: path) } }
         let asNote = asNote
         return {
             if let argument = next.next() {
                 guard asNote, case .file(let file) = argument else { return argument }
                 return .note(try InputFile.readNote(at: file.path))
             }
-            // The hint thread starts with the list's first path, not for FILE arguments alone.
-            guard let spooled, let path = try hinted.next(from: { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }) else { return nil }
-            return asNote ? .note(try InputFile.readNote(at: path)) : .file(try InputFile.check(path, asNote: false))
+            guard let spooled else { return nil }
+            let source = { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }
+            if asNote { return try notes.next(from: source).map { .note(try $0.get()) } }
+            return try hinted.next(from: source).map { .file(try InputFile.check($0, asNote: false)) }
         }
     }
 }

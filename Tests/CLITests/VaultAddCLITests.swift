@@ -146,6 +146,28 @@ struct VaultAddCLITests {
         }
     }
 
+    @Test("a listed note that fails where it is read ahead (batches past the first) fails the add in its turn, naming it; nothing is added")
+    func listedNoteFailsInItsTurn() throws {
+        try withSandbox { s in
+            try s.initialize()
+            var paths: [String] = []
+            for n in 0..<200 {
+                paths.append(try s.file("n\(n).txt", n == 150 ? [0xFF, 0xFE, 0x00, 0x80] : Array("note \(n)".utf8)))
+            }
+            let list = try s.file("list", Array(paths.joined(separator: "\n").utf8) + [0x0A])
+            // The first pass checks only that each path is a small regular file; the bytes are read later.
+            let failed = try s.run(["vault", "add", "--note", "--files-from", list])
+            expectExit(failed, 1)
+            #expect(failed.err.contains("'\(paths[150])' is not UTF-8 text"), "\(failed)")
+            #expect(!failed.out.contains("added"), "\(failed)")
+            #expect(try listedItems(s).isEmpty)
+
+            try writeBytes(Array("now text".utf8), to: paths[150])
+            expectExit(try s.run(["vault", "add", "--note", "--files-from", list]), 0)
+            #expect(try listedItems(s).count == 200)
+        }
+    }
+
     @Test("on an 80-column terminal vault list fits: short unique IDs, times to the minute, long names cut with …; piped, every field is whole",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux script"))
     func listFitsTheTerminal() throws {

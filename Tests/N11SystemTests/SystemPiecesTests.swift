@@ -114,6 +114,37 @@ struct SystemPiecesTests {
         }
     }
 
+    @Test("ReadAheadPaths gives each path's result once, in order, worked on another thread at most two batches ahead of the caller",
+          arguments: [0, 1, ReadAheadPaths<Int>.batch, ReadAheadPaths<Int>.batch * 5 + 3])
+    func readAheadPaths(count: Int) throws {
+        let worked = Counter()
+        let callerThread = pthread_self()
+        let onOtherThread = Counter()
+        var reader = ReadAheadPaths<String> { path in
+            worked.bump()
+            if pthread_equal(pthread_self(), callerThread) == 0 { onOtherThread.bump() }
+            return "read " + path
+        }
+        var source = (0..<count).map { "p\($0)" }.makeIterator()
+        var results: [String] = []
+        while let result = reader.next(from: { source.next() }) {
+            results.append(result)
+            if results.count == 1 {
+                // The caller's batch and the two after it, and no more while it is on the first.
+                let ahead = min(count, 3 * ReadAheadPaths<Int>.batch)
+                let deadline = Date().addingTimeInterval(10)
+                while worked.count < ahead && Date() < deadline { usleep(1000) }
+                usleep(20_000)
+                #expect(worked.count == ahead)
+            }
+        }
+        #expect(results == (0..<count).map { "read p\($0)" })
+        #expect(worked.count == count && onOtherThread.count == count)
+        var asked = false
+        #expect(reader.next(from: { asked = true; return "late" }) == nil)
+        #expect(!asked)
+    }
+
     /// A counter a job on another thread can bump.
     final class Counter: Sendable {
         let value = Atomic<Int>(0)

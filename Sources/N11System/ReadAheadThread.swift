@@ -1,0 +1,128 @@
+import Glibc
+
+/// Runs `work` on batches of paths on a thread of its own and hands the results back batch
+/// by batch, in the order the batches were given. `vault add --note` reads its notes there
+/// (open, check, read, close: five system calls a note) while its own thread seals the
+/// notes before them (issue 34: a million notes). Without a thread (none to be had) `take`
+/// does the work itself.
+public final class ReadAheadThread<Output: Sendable> {
+    /// What the thread and its owner share; the thread holds this, not the owner, so the
+    /// owner's `deinit` can stop it.
+    private final class Shared: @unchecked Sendable {
+        let guarded = LockAndCondition()
+        /// Batches given and not yet started, oldest first.
+        var waiting: [[String]] = []
+        /// Batches done and not yet taken, oldest first.
+        var done: [[Output]] = []
+        var finished = false
+        let work: @Sendable (String) -> Output
+
+        init(work: @escaping @Sendable (String) -> Output) { self.work = work }
+
+        func run() {
+            while true {
+                guarded.lock()
+                while !finished && waiting.isEmpty { guarded.wait() }
+                if finished { guarded.unlock(); return }
+                let batch = waiting.removeFirst()
+                guarded.unlock()
+                let outputs = batch.map(work)
+                guarded.lock()
+                done.append(outputs)
+                guarded.broadcast()
+                guarded.unlock()
+            }
+        }
+    }
+
+    private let shared: Shared
+    private var thread: BackgroundThread?
+    /// Batches given and not yet taken.
+    public private(set) var outstanding = 0
+
+    public init(work: @escaping @Sendable (String) -> Output) {
+        let shared = Shared(work: work)
+        self.shared = shared
+        // Stopped by `finished` (it waits on the condition, not on BackgroundThread's flag).
+        thread = BackgroundThread { _ in shared.run() }
+    }
+
+    /// Queues `batch` for the thread.
+    public func give(_ batch: [String]) {
+        shared.guarded.lock()
+        shared.waiting.append(batch)
+        shared.guarded.broadcast()
+        shared.guarded.unlock()
+        outstanding += 1
+    }
+
+    /// The results of the oldest batch given and not yet taken, in its order; waits for the
+    /// thread to finish it.
+    public func take() -> [Output] {
+        precondition(outstanding > 0, "take() with no batch given")
+        outstanding -= 1
+        shared.guarded.lock()
+        defer { shared.guarded.unlock() }
+        if thread == nil { return shared.waiting.removeFirst().map(shared.work) }
+        while shared.done.isEmpty { shared.guarded.wait() }
+        return shared.done.removeFirst()
+    }
+
+    /// Stops the thread (after the batch it is working on) and waits for it. Idempotent.
+    public func finish() {
+        shared.guarded.lock()
+        shared.finished = true
+        shared.guarded.broadcast()
+        shared.guarded.unlock()
+        thread?.wait()
+        thread = nil
+    }
+
+    deinit { finish() }
+}
+
+/// Hands back `work`'s result for each of a list's paths, in order, while a
+/// `ReadAheadThread` works on the next two batches of them: when the caller starts on a
+/// batch, the one two after it goes to the thread. At most three batches' results are held
+/// (the caller's and two ahead).
+public struct ReadAheadPaths<Output: Sendable> {
+    public static var batch: Int { HintedPaths.batch }
+    private let thread: ReadAheadThread<Output>
+    private var current: [Output] = []
+    private var index = 0
+    private var sourceEnded = false
+    private var finished = false
+
+    public init(work: @escaping @Sendable (String) -> Output) {
+        thread = ReadAheadThread(work: work)
+    }
+
+    /// The result for the next path (`source` gives them in order, nil after the last), or
+    /// nil after the last; the thread is stopped then.
+    public mutating func next(from source: () throws -> String?) rethrows -> Output? {
+        guard !finished else { return nil }
+        if index == current.count {
+            try giveAhead(from: source)
+            if thread.outstanding == 0 {
+                finished = true
+                thread.finish()
+                return nil
+            }
+            (current, index) = (thread.take(), 0)
+            try giveAhead(from: source)
+        }
+        defer { index += 1 }
+        return current[index]
+    }
+
+    /// Gives the thread batches until two are ahead of the caller's, or the list ends.
+    private mutating func giveAhead(from source: () throws -> String?) rethrows {
+        while !sourceEnded && thread.outstanding < 2 {
+            var paths: [String] = []
+            paths.reserveCapacity(Self.batch)
+            while paths.count < Self.batch, let path = try source() { paths.append(path) }
+            if paths.count < Self.batch { sourceEnded = true }
+            if !paths.isEmpty { thread.give(paths) }
+        }
+    }
+}
