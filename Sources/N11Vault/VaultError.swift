@@ -157,6 +157,8 @@ public enum VaultError: CategorizedError, Sendable {
             let quoted = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
             return "a directory is not walked; add the files in it (with the same options) by: find \(quoted) -type f -print0 | n11archive vault add --null --files-from -"
         case .inputNotRegularFile: return "only regular files can be added; nothing was added"
+        case .noteNotText: return "add it without --note (any file is kept as it is, as a photo is), or convert it to UTF-8 text; nothing was added"
+        case .noteTooLarge: return "add it without --note (a file of any size is streamed, as a photo is); nothing was added"
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
         case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"
         case .prefixTooShort: return "give at least \(ItemSelection.minimumPrefixLength) characters of the ID (`n11archive vault list` shows them)"

@@ -173,6 +173,8 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let item = try archive.items.item(selected[0])
         try StandardOutputSink.refuseBinaryOnTerminal(item.kind == .photo, force: false, what: "item \(item.id)",
                                                       alternatives: "give a directory: --export DIR")
+        // The key derivation's line ends before the item's bytes follow it on the terminal.
+        ProgressLine.closeBar()
         _ = try ArchiveExporter.exportOne(archive, index: selected[0], keyStore: keyStore, to: StandardOutputSink())
         Console.note("wrote \(item.id) '\(item.name)' (\(Console.byteCount(item.size))) to standard output")
     }

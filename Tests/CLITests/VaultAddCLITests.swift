@@ -158,7 +158,7 @@ struct VaultAddCLITests {
             // The first pass checks only that each path is a small regular file; the bytes are read later.
             let failed = try s.run(["vault", "add", "--note", "--files-from", list])
             expectExit(failed, 1)
-            #expect(failed.err.contains("'\(paths[150])' is not UTF-8 text"), "\(failed)")
+            #expect(failed.err.contains("'\(paths[150])' is not UTF-8 text") && failed.err.contains("add it without --note"), "\(failed)")
             #expect(!failed.out.contains("added"), "\(failed)")
             #expect(try listedItems(s).isEmpty)
 
