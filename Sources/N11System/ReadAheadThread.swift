@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Runs `work` on batches of paths on a thread of its own and hands the results back batch
 /// by batch, in the order the batches were given. `vault add --note` reads its notes there
@@ -15,6 +16,8 @@ public final class ReadAheadThread<Output: Sendable> {
         /// Batches done and not yet taken, oldest first.
         var done: [[Output]] = []
         var finished = false
+        /// `finished`, read without the lock between the items of a batch.
+        let stopping = Atomic<Bool>(false)
         let work: @Sendable (String) -> Output
 
         init(work: @escaping @Sendable (String) -> Output) { self.work = work }
@@ -26,7 +29,10 @@ public final class ReadAheadThread<Output: Sendable> {
                 if finished { guarded.unlock(); return }
                 let batch = waiting.removeFirst()
                 guarded.unlock()
-                let outputs = batch.map(work)
+                var outputs: [Output] = []
+                outputs.reserveCapacity(batch.count)
+                // A finish stops the batch too: its results are no longer wanted.
+                for path in batch where !stopping.load(ordering: .relaxed) { outputs.append(work(path)) }
                 guarded.lock()
                 done.append(outputs)
                 guarded.broadcast()
@@ -37,6 +43,9 @@ public final class ReadAheadThread<Output: Sendable> {
 
     private let shared: Shared
     private var thread: BackgroundThread?
+    /// No thread was to be had: `take` does the work.
+    private let inline: Bool
+    private var finished = false
     /// Batches given and not yet taken.
     public private(set) var outstanding = 0
 
@@ -45,6 +54,7 @@ public final class ReadAheadThread<Output: Sendable> {
         self.shared = shared
         // Stopped by `finished` (it waits on the condition, not on BackgroundThread's flag).
         thread = BackgroundThread { _ in shared.run() }
+        inline = thread == nil
     }
 
     /// Queues `batch` for the thread.
@@ -59,17 +69,20 @@ public final class ReadAheadThread<Output: Sendable> {
     /// The results of the oldest batch given and not yet taken, in its order; waits for the
     /// thread to finish it.
     public func take() -> [Output] {
-        precondition(outstanding > 0, "take() with no batch given")
+        precondition(outstanding > 0 && !finished, "take() with no batch given, or after finish()")
         outstanding -= 1
         shared.guarded.lock()
         defer { shared.guarded.unlock() }
-        if thread == nil { return shared.waiting.removeFirst().map(shared.work) }
+        if inline { return shared.waiting.removeFirst().map(shared.work) }
         while shared.done.isEmpty { shared.guarded.wait() }
         return shared.done.removeFirst()
     }
 
-    /// Stops the thread (after the batch it is working on) and waits for it. Idempotent.
+    /// Stops the thread (after the item it is working on) and waits for it; what was given
+    /// and not taken is dropped. Idempotent.
     public func finish() {
+        finished = true
+        shared.stopping.store(true, ordering: .relaxed)
         shared.guarded.lock()
         shared.finished = true
         shared.guarded.broadcast()
@@ -84,11 +97,13 @@ public final class ReadAheadThread<Output: Sendable> {
 /// Hands back `work`'s result for each of a list's paths, in order, while a
 /// `ReadAheadThread` works on the next two batches of them: when the caller starts on a
 /// batch, the one two after it goes to the thread. At most three batches' results are held
-/// (the caller's and two ahead).
+/// (the caller's and two ahead): `work` should keep a result small (`vault add` reads
+/// ahead only notes of at most 16 KiB).
 public struct ReadAheadPaths<Output: Sendable> {
     public static var batch: Int { HintedPaths.batch }
     private let thread: ReadAheadThread<Output>
-    private var current: [Output] = []
+    /// The caller's batch; each result is let go of as it is handed out.
+    private var current: [Output?] = []
     private var index = 0
     private var sourceEnded = false
     private var finished = false
@@ -104,15 +119,22 @@ public struct ReadAheadPaths<Output: Sendable> {
         if index == current.count {
             try giveAhead(from: source)
             if thread.outstanding == 0 {
-                finished = true
-                thread.finish()
+                finish()
                 return nil
             }
             (current, index) = (thread.take(), 0)
             try giveAhead(from: source)
         }
         defer { index += 1 }
-        return current[index]
+        return current[index].take()
+    }
+
+    /// Stops the thread and lets go of every result not handed out (a failed add does not
+    /// wait for, or keep, the notes after the one that failed).
+    public mutating func finish() {
+        finished = true
+        current = []
+        thread.finish()
     }
 
     /// Gives the thread batches until two are ahead of the caller's, or the list ends.

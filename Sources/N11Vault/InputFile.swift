@@ -61,6 +61,14 @@ public struct InputFile: Sendable {
     /// never as a controlling terminal) before it is refused, as it was when the race fell
     /// between `check`'s `stat` and `open`.
     public static func readNote(at path: String) throws -> NoteFile {
+        // Never nil: at the largest note size a larger file is `noteTooLarge`.
+        try readNote(at: path, ifAtMost: Vault.maximumNoteSize)!
+    }
+
+    /// `readNote(at:)` of a note of at most `limit` bytes; nil for a larger one (checked,
+    /// not read: to be read in its turn). What reads notes ahead of their turn holds
+    /// only small ones (a note may be 16 MiB).
+    public static func readNote(at path: String, ifAtMost limit: Int) throws -> NoteFile? {
         let fd: FileDescriptor
         do { fd = try FileDescriptor.openForReading(path, checkingFirst: true) } catch {
             _ = try check(path, asNote: true)
@@ -71,18 +79,20 @@ public struct InputFile: Sendable {
         do { status = try fd.status() }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
         let file = try checked(path, status, asNote: true)
+        if status.size > Int64(limit) && limit < Vault.maximumNoteSize { return nil }
         let bytes: [UInt8]
-        do { bytes = try readNote(from: fd) }
+        do { bytes = try readNote(from: fd, limit: limit) }
+        catch VaultError.noteTooLarge where limit < Vault.maximumNoteSize { return nil }   // grew since fstat
         catch let error as VaultError { throw error }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
         return NoteFile(file: file, bytes: bytes)
     }
 
     /// Notes are UTF-8 text of bounded size, read whole so they can be checked.
-    public static func readNote(from fd: FileDescriptor) throws -> [UInt8] {
+    public static func readNote(from fd: FileDescriptor, limit: Int = Vault.maximumNoteSize) throws -> [UInt8] {
         let bytes: [UInt8]
-        do { bytes = try fd.readAll(limit: Vault.maximumNoteSize) }
-        catch let error as SystemError where error.errno == EFBIG { throw VaultError.noteTooLarge(path: fd.path, limit: Vault.maximumNoteSize) }
+        do { bytes = try fd.readAll(limit: limit) }
+        catch let error as SystemError where error.errno == EFBIG { throw VaultError.noteTooLarge(path: fd.path, limit: limit) }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw VaultError.noteNotText(path: fd.path) }
         return bytes
     }

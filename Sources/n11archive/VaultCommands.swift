@@ -614,12 +614,26 @@ struct CheckedInputs {
     /// notes are read a batch or two ahead of their turn on a thread of their own
     /// (`ReadAheadPaths`), and the listed photos hinted to the kernel so (`HintedPaths`);
     /// a note's failure is met in its turn, as if it had been read then.
+    /// The largest note read ahead of its turn: 64 notes × 3 batches of these are 3 MiB.
+    static let readAheadNoteBytes = 16 << 10
+
+    /// A listed note as the read-ahead thread left it: read, failed, or (nil) left to be read
+    /// in its turn.
+    struct ReadAhead: Sendable {
+        let path: String
+        let note: Result<NoteFile?, any Error>
+    }
+
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
         // The threads start with the list's first path, not for FILE arguments alone.
         lazy var hinted = HintedPaths()
-        lazy var notes = ReadAheadPaths<Result<NoteFile, any Error>> { path in Result { try InputFile.readNote(at: path) } }
+        // Only small notes are read ahead (at most three batches of 64 are held), a
+        // larger one in its turn.
+        lazy var notes = ReadAheadPaths<ReadAhead> { path in
+            ReadAhead(path: path, note: Result { try InputFile.readNote(at: path, ifAtMost: Self.readAheadNoteBytes) })
+        }
         let asNote = asNote
         return {
             if let argument = next.next() {
@@ -628,7 +642,10 @@ struct CheckedInputs {
             }
             guard let spooled else { return nil }
             let source = { try spooled.next().map { String(decoding: $0, as: UTF8.self) } }
-            if asNote { return try notes.next(from: source).map { .note(try $0.get()) } }
+            if asNote {
+                guard let read = try notes.next(from: source) else { return nil }
+                return .note(try read.note.get() ?? InputFile.readNote(at: read.path))
+            }
             return try hinted.next(from: source).map { .file(try InputFile.check($0, asNote: false)) }
         }
     }

@@ -15,6 +15,22 @@ struct NoteFileTests {
         do { _ = try body(); return nil } catch { return "\(error)" }
     }
 
+    @Test("read ahead with a limit: a note up to it is read, a larger one is left for its turn, and a bad one still fails")
+    func readAheadLimit() throws {
+        try withTemporaryDirectory { dir in
+            let small = dir + "/small.txt", large = dir + "/large.txt", binary = dir + "/binary.txt"
+            try writeBytes(Array(repeating: UInt8(ascii: "a"), count: 1_000), to: small)
+            try writeBytes(Array(repeating: UInt8(ascii: "b"), count: 1_001), to: large)
+            try writeBytes([0xFF, 0xFE], to: binary)
+            #expect(try InputFile.readNote(at: small, ifAtMost: 1_000)?.bytes.count == 1_000)
+            #expect(try InputFile.readNote(at: large, ifAtMost: 1_000) == nil)
+            #expect(try InputFile.readNote(at: large).bytes.count == 1_001)
+            #expect(Self.failure { try InputFile.readNote(at: binary, ifAtMost: 1_000) as Any } == "\(VaultError.noteNotText(path: binary))")
+            let missing = dir + "/missing"
+            #expect(Self.failure { try InputFile.readNote(at: missing, ifAtMost: 1_000) as Any } == "\(VaultError.inputMissing(path: missing))")
+        }
+    }
+
     @Test("a note's bytes, name, size and modification time, through a symlink as check follows it")
     func readsNote() throws {
         try withTemporaryDirectory { dir in
