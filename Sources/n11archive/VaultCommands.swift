@@ -609,11 +609,6 @@ struct CheckedInputs {
         self.bytes = bytes
     }
 
-    /// The inputs in order, one at a time (nil after the last); once. Each file is checked
-    /// again; a note is read there and then, once (`InputFile.readNote(at:)`). The listed
-    /// notes are read a batch or two ahead of their turn on a thread of their own
-    /// (`ReadAheadPaths`), and the listed photos hinted to the kernel so (`HintedPaths`);
-    /// a note's failure is met in its turn, as if it had been read then.
     /// The largest note read ahead of its turn: 64 notes × 3 batches of these are 3 MiB.
     static let readAheadNoteBytes = 16 << 10
 
@@ -624,6 +619,11 @@ struct CheckedInputs {
         let note: Result<NoteFile?, any Error>
     }
 
+    /// The inputs in order, one at a time (nil after the last); once. Each file is checked
+    /// again; a note is read there and then, once (`InputFile.readNote(at:)`). The listed
+    /// notes are read a batch or two ahead of their turn on a thread of their own
+    /// (`ReadAheadPaths`), and the listed photos hinted to the kernel so (`HintedPaths`);
+    /// a note's failure is met in its turn, as if it had been read then.
     func reader() throws -> () throws -> Input? {
         var next = arguments.makeIterator()
         let spooled = try listed?.reader()
