@@ -15,17 +15,21 @@ public final class ScratchDigest: @unchecked Sendable {
 
     /// The digest of `fields`, each length-prefixed so that no two lists of fields run together.
     public func digest(_ fields: [String]) -> Int64 {
+        // One buffer, no array per field: `vault add` takes two or three digests a note.
         var message: [UInt8] = []
+        message.reserveCapacity(fields.reduce(0) { $0 + 8 + $1.utf8.count })
         for field in fields {
-            let bytes = Array(field.utf8)
-            withUnsafeBytes(of: UInt64(bytes.count).littleEndian) { message.append(contentsOf: $0) }
-            message.append(contentsOf: bytes)
+            withUnsafeBytes(of: UInt64(field.utf8.count).littleEndian) { message.append(contentsOf: $0) }
+            message.append(contentsOf: field.utf8)
         }
-        var out = [UInt8](repeating: 0, count: Int(crypto_shorthash_BYTES))
-        key.withUnsafeBytes { k in
-            guard let keyBytes = k.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
-            _ = crypto_shorthash(&out, message, UInt64(message.count), keyBytes)
+        var out: UInt64 = 0
+        withUnsafeMutableBytes(of: &out) { out in
+            key.withUnsafeBytes { k in
+                guard let keyBytes = k.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                      let outBytes = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+                _ = crypto_shorthash(outBytes, message, UInt64(message.count), keyBytes)
+            }
         }
-        return out.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(as: Int64.self)) }
+        return Int64(littleEndian: Int64(bitPattern: out))
     }
 }

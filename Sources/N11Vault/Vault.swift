@@ -142,21 +142,6 @@ public final class Vault: @unchecked Sendable {
         return (try? FileSystem.removeEmptyDirectory(path, missingIsDone: false)) != nil
     }
 
-    /// A new item's ID: a random (version 4) UUID in upper case, as seed 003 names items.
-    /// From the CSPRNG (`SecureRandom`'s pool), like every other random value here:
-    /// Foundation's `UUID()` opens, reads and closes /dev/urandom each time, three system
-    /// calls per item.
-    static func newItemID() -> String {
-        var bytes = SecureRandom.bytes(16)
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.hex.uppercased()
-        let groups = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
-            hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)]
-        }
-        return groups.joined(separator: "-")
-    }
-
     /// Throws unless `path` could be opened for writing as a vault (missing, or an empty
     /// directory or a vault that only the user can change, in a place nobody else can swap):
     /// lets `init` refuse a bad --vault before it asks for anything or creates keys.
@@ -788,12 +773,12 @@ public final class Vault: @unchecked Sendable {
                 let item: ItemMetadata
                 if new.inMemory, let size = new.sizeHint, size <= VaultStaging.writtenBesideLimit {
                     let source = try new.open()
-                    item = try staging.stageNew(id: Self.newItemID(), kind: new.kind, compartment: new.compartment, name: new.name,
+                    item = try staging.stageNew(id: ItemID.random(), kind: new.kind, compartment: new.compartment, name: new.name,
                                                 created: new.created ?? now, expires: new.expires,
                                                 sealing: progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
                                                 sizeHint: size)
                 } else {
-                    item = try staging.stage(id: Self.newItemID(), kind: new.kind, compartment: new.compartment,
+                    item = try staging.stage(id: ItemID.random(), kind: new.kind, compartment: new.compartment,
                                              name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil) { file, key in
                         let source = try new.open()
                         return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
@@ -890,6 +875,14 @@ private final class KnownContent {
     private var pendingKeys = Set<Int64>()
     /// The last row of the vault's own items in `contents`: rows after it are this add's.
     private var lastVaultRow: Int64 = 0
+    /// The size last asked about, and its key: `item(with:)` and then `insert` ask about the
+    /// same item's size, and notes often share one.
+    private var lastSizeKey: (kind: ItemKind, compartment: Compartment, size: Int64, key: Int64)?
+    /// Size keys found in or put into `sizes`, so that notes of the same few lengths ask
+    /// SQLite once each (two lookups a note before); emptied when it reaches
+    /// `knownSizesLimit`, so it stays small whatever the vault holds.
+    private var knownSizes = Set<Int64>()
+    private static let knownSizesLimit = 4096
 
     /// The vault's live items but fade ones, read a batch at a time.
     init(_ vault: Vault, now: Date) throws(VaultError) {
@@ -925,7 +918,25 @@ private final class KnownContent {
     }
 
     private func sizeKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64) -> Int64 {
-        digests.digest([kind.rawValue, compartment.rawValue, String(size)])
+        if let last = lastSizeKey, last.kind == kind, last.compartment == compartment, last.size == size { return last.key }
+        let key = digests.digest([kind.rawValue, compartment.rawValue, String(size)])
+        lastSizeKey = (kind, compartment, size, key)
+        return key
+    }
+
+    /// Whether some item has the size `key` stands for: from `knownSizes`, else the database.
+    private func isKnownSize(_ key: Int64) throws -> Bool {
+        if knownSizes.contains(key) { return true }
+        try findSize.bind(1, key)
+        defer { findSize.reset() }
+        guard try findSize.step() else { return false }
+        remember(size: key)
+        return true
+    }
+
+    private func remember(size key: Int64) {
+        if knownSizes.count >= Self.knownSizesLimit { knownSizes.removeAll(keepingCapacity: true) }
+        knownSizes.insert(key)
     }
 
     private func contentKey(_ kind: ItemKind, _ compartment: Compartment, _ size: Int64, _ sha256: String) -> Int64 {
@@ -933,8 +944,8 @@ private final class KnownContent {
     }
 
     private func keys(of item: ItemMetadata) -> (size: Int64, content: Int64, id: uuid_t)? {
-        guard let id = UUID(uuidString: item.id) else { return nil }
-        return (sizeKey(item.kind, item.compartment, item.size), contentKey(item.kind, item.compartment, item.size, item.sha256), id.uuid)
+        guard let id = ItemID.bytes(of: item.id) else { return nil }
+        return (sizeKey(item.kind, item.compartment, item.size), contentKey(item.kind, item.compartment, item.size, item.sha256), id)
     }
 
     private func putContent(_ key: Int64, _ id: uuid_t) throws {
@@ -948,15 +959,10 @@ private final class KnownContent {
     func insert(_ item: ItemMetadata) throws {
         guard let (size, content, id) = keys(of: item) else { return }
         // Many items share a size (notes of one length): it is recorded once.
-        try findSize.bind(1, size)
-        let sizeKnown: Bool
-        do {
-            defer { findSize.reset() }
-            sizeKnown = try findSize.step()
-        }
-        if !sizeKnown {
+        if try !isKnownSize(size) {
             try insertSize.bind(1, size)
             try insertSize.step()
+            remember(size: size)
         }
         pending.append((content, id))
         pendingKeys.insert(content)
@@ -978,9 +984,7 @@ private final class KnownContent {
     func item(with new: Vault.NewItem, in vault: Vault, beforeReadingOne: () throws -> Void) throws(VaultError) -> ItemMetadata? {
         guard new.rereadable, let size = new.sizeHint else { return nil }
         do {
-            try findSize.bind(1, sizeKey(new.kind, new.compartment, size))
-            defer { findSize.reset() }
-            guard try findSize.step() else { return nil }
+            guard try isKnownSize(sizeKey(new.kind, new.compartment, size)) else { return nil }
         } catch { throw VaultError.wrap(error) }
         let digest: String
         do {
@@ -1005,7 +1009,7 @@ private final class KnownContent {
         guard filter.mayContain(key) else { return nil }
         // A pending match is looked for only when its key is there (a duplicate, or two
         // contents sharing a digest): a pass over at most `pendingLimit` entries.
-        var candidates = pendingKeys.contains(key) ? pending.filter { $0.key == key }.map { UUID(uuid: $0.id).uuidString } : []
+        var candidates = pendingKeys.contains(key) ? pending.filter { $0.key == key }.map { ItemID.text(of: $0.id) } : []
         var ofThisAdd = !candidates.isEmpty
         do {
             try findContent.bind(1, key)
@@ -1013,7 +1017,7 @@ private final class KnownContent {
             while try findContent.step() {
                 let bytes = findContent.blob(0)
                 guard bytes.count == 16 else { continue }
-                candidates.append(UUID(uuid: bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }).uuidString)
+                candidates.append(ItemID.text(of: bytes))
                 if findContent.int64(1) > lastVaultRow { ofThisAdd = true }
             }
         } catch { throw VaultError.wrap(error) }

@@ -120,7 +120,7 @@ struct SystemPiecesTests {
         let worked = Counter()
         let callerThread = pthread_self()
         let onOtherThread = Counter()
-        var reader = ReadAheadPaths<String> { path in
+        let reader = ReadAheadPaths<String> { path in
             worked.bump()
             if pthread_equal(pthread_self(), callerThread) == 0 { onOtherThread.bump() }
             return "read " + path

@@ -149,6 +149,34 @@ struct VaultTests {
         }
     }
 
+    @Test("the duplicate check finds copies among more distinct sizes than it remembers (4,096), whether their size was seen long before or just now")
+    func duplicatesAmongManySizes() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            func note(_ length: Int, _ fill: Character, _ name: String) -> Vault.NewItem {
+                Vault.NewItem(bytes: Array(String(repeating: fill, count: length).utf8), kind: .note, name: name,
+                              compartment: .vault, expires: nil)
+            }
+            // 6,000 notes, each of its own length: the remembered sizes are emptied once.
+            let count = 6_000
+            var items = (1...count).map { note($0, "a", "n\($0)") }
+            items += [note(1, "a", "copy of n1"), note(3_000, "a", "copy of n3000"), note(count, "a", "copy of n\(count)"),
+                      note(2, "b", "same size as n2, other content"), note(count + 1, "a", "a new size")]
+            var next = items.makeIterator()
+            var skipped: [String: String] = [:]
+            let added = try vault.add(from: { next.next() }, skippingDuplicates: true,
+                                      skipped: { skipped[$0.name] = $0.existing.name })
+            #expect(skipped == ["copy of n1": "n1", "copy of n3000": "n3000", "copy of n\(count)": "n\(count)"])
+            #expect(added == count + 2)
+            // A second add finds them among the vault's own items.
+            var again = [note(1, "a", "again n1"), note(4_500, "a", "again n4500"), note(7, "c", "not again")].makeIterator()
+            skipped = [:]
+            _ = try vault.add(from: { again.next() }, skippingDuplicates: true, skipped: { skipped[$0.name] = $0.existing.name })
+            #expect(skipped == ["again n1": "n1", "again n4500": "n4500"])
+        }
+    }
+
     @Test("an add of many items, their catalogue rows put as they come or held back past what a run keeps in memory: every one is in the catalogue and reads back",
           arguments: [(ItemKind.note, true), (.photo, true), (.note, false)])
     func manyRowsSpooled(kind: ItemKind, heldBack: Bool) throws {
