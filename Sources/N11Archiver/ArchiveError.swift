@@ -43,6 +43,10 @@ public enum ArchiveError: CategorizedError, Sendable {
     case messageNotOpened(source: String)
     /// A cbc or ctr Ciphio message to store, not allowed (`--allow-unauthenticated`).
     case unauthenticatedMessage(source: String, algorithm: String)
+    /// A Ciphio message to store as a note that decrypted to bytes that are not UTF-8: from
+    /// a cbc or ctr message most likely a wrong password (they open under any), from a gcm
+    /// one (authentic) a message of something else than text.
+    case messageNotText(source: String, algorithm: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
     /// A trusted signer is required (`--signed-by`, the home's trusted signers) and this
@@ -97,6 +101,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     public var kind: FailureKind {
         switch self {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner, .noneTrusted: return .authentication
+        // A wrong password for cbc and ctr, as `text decrypt` counts a message that does not open.
+        case .messageNotText(_, let algorithm): return algorithm == "gcm" ? .other : .authentication
         case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
         case .archiveMissing, .keyFileMissing, .notAFile, .dependencyMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts, .keyFileExists: return .outputExists
@@ -155,6 +161,10 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .messageNotOpened(source): return "the message in \(source) does not open: a wrong password, or the message was changed"
         case let .unauthenticatedMessage(source, algorithm):
             return "\(source) is a \(algorithm) message, which is not authenticated: a change to it, or a wrong password, cannot be detected; nothing was added"
+        case let .messageNotText(source, algorithm) where algorithm == "gcm":
+            return "the message in \(source) opened, but what it holds is not UTF-8 text, so it cannot be a note; nothing was added"
+        case let .messageNotText(source, algorithm):
+            return "the \(algorithm) message in \(source) decrypted to bytes that are not UTF-8 text: most likely a wrong password (a \(algorithm) message decrypts under any password); nothing was added"
         case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
         case let .remote(location, why, _, _): return "\(location): \(why)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
@@ -216,6 +226,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .notWrittenHere: return "records are kept by `create` in the home that made the archive (HOME/written/); use that home (--home), or verify with the key that opens it"
         case .messageNotOpened: return "check the password the message was made with; nothing was written"
         case .unauthenticatedMessage: return "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated"
+        case .messageNotText(_, let algorithm) where algorithm == "gcm":
+            return "`n11archive text decrypt` writes what it holds; save that to a file and add the file without --note, as it is"
+        case .messageNotText: return "check the password the message was made with (`n11archive text decrypt` shows what it gives)"
         case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
         case .remote(_, _, _, let hint): return hint
         case .rekeyWouldLock: return "add a password (--add-password) or a recipient (--add-recipient FILE) in the same rekey"

@@ -59,13 +59,13 @@ extension CiphioText {
     /// or ctr message opens under any password, and a changed one opens changed: stored
     /// silently, the vault would keep garbage or a forgery, so it is refused unless
     /// `allowUnauthenticated` (the caller then warns). The note must be UTF-8 text. `source`
-    /// is how messages name where it came from ("'a.txt'", "standard input"), `path` the file.
-    public static func note(from message: String, source: String, path: String, secret: SecureBytes, allowUnauthenticated: Bool,
+    /// is how messages name where it came from ("'a.txt'", "standard input").
+    public static func note(from message: String, source: String, secret: SecureBytes, allowUnauthenticated: Bool,
                             name: String, compartment: Compartment, expires: Date?) throws(ArchiveError) -> (Vault.NewItem, CiphioMessage.Algorithm) {
         let (plain, algorithm) = try decrypt(message, secret: secret, source: source)
         if algorithm != .gcm && !allowUnauthenticated { throw .unauthenticatedMessage(source: source, algorithm: algorithm.rawValue) }
         let text = plain.withUnsafeBytes { Array($0) }
-        guard String(validating: text, as: UTF8.self) != nil else { throw .vault(.noteNotText(path: path)) }
+        guard String(validating: text, as: UTF8.self) != nil else { throw .messageNotText(source: source, algorithm: algorithm.rawValue) }
         return (Vault.NewItem(bytes: text, kind: .note, name: name, compartment: compartment, expires: expires), algorithm)
     }
 }

@@ -188,7 +188,7 @@ extension VaultCommand {
                 let message = String(decoding: raw, as: UTF8.self)
                 raw.wipe()
                 let (note, algorithm) = try CiphioText.note(from: message, source: file.map { "'\($0)'" } ?? "standard input",
-                                                            path: file ?? "stdin", secret: secret,
+                                                            secret: secret,
                                                             allowUnauthenticated: allowUnauthenticated,
                                                             name: name ?? file.map { Path.lastComponent(of: $0) } ?? "note",
                                                             compartment: target, expires: expires)

@@ -104,4 +104,30 @@ struct SecretHandlingTests {
             expectExit(try s.run(["vault", "add", "--note", "--allow-unauthenticated"], stdin: Array("x".utf8)), 64)
         }
     }
+
+    @Test("vault add --from-ciphio of a message that decrypts to bytes that are not UTF-8: a gcm one (authentic) says what it holds and how to keep it (1); a ctr one under a wrong password says so (77); nothing is added")
+    func ciphioMessageNotText() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let pw = try s.passwordFile()
+            let other = try s.file("other-pw", Array("another password, not the one it was made with\n".utf8))
+            let bytes: [UInt8] = (0..<256).map { UInt8($0) }.reversed()
+            let gcm = try s.file("gcm.txt", try s.run(["text", "encrypt", "--password-file", pw], stdin: bytes).stdout)
+            let refused = try s.run(["vault", "add", "--note", "--from-ciphio", gcm, "--password-file", pw])
+            expectExit(refused, 1)
+            #expect(refused.err.contains("the message in '\(gcm)' opened, but what it holds is not UTF-8 text") &&
+                    refused.err.contains("`n11archive text decrypt`") && !refused.err.contains("wrong password"), "\(refused)")
+            // What the hint says gives the bytes back.
+            let decrypted = try s.run(["text", "decrypt", gcm, "--password-file", pw])
+            expectExit(decrypted, 0)
+            #expect(decrypted.stdout == bytes)
+            // 200 bytes of text under a wrong key are not UTF-8 but by a chance of about 2^-100.
+            let ctr = try s.file("ctr.txt", try s.run(["text", "encrypt", "--algorithm", "ctr", "--password-file", pw],
+                                                      stdin: Array(String(repeating: "pay 100 ", count: 25).utf8)).stdout)
+            let wrong = try s.run(["vault", "add", "--note", "--from-ciphio", ctr, "--allow-unauthenticated", "--password-file", other])
+            expectExit(wrong, 77)
+            #expect(wrong.err.contains("the ctr message in '\(ctr)' decrypted to bytes that are not UTF-8 text: most likely a wrong password"), "\(wrong)")
+            #expect(try s.list().items.isEmpty)
+        }
+    }
 }

@@ -150,6 +150,7 @@ extension ArchiveError {
         case .damaged: return "damaged"
         case .noFreeName: return "noFreeName"
         case .unauthenticatedMessage: return "unauthenticatedMessage"
+        case .messageNotText: return "messageNotText"
         case .newestNotVerified: return "newestNotVerified"
         case .othersArchives: return "othersArchives"
         case .noneOfThisHome: return "noneOfThisHome"
