@@ -22,6 +22,8 @@ public final class ScratchDigest: @unchecked Sendable {
             withUnsafeBytes(of: UInt64(field.utf8.count).littleEndian) { message.append(contentsOf: $0) }
             message.append(contentsOf: field.utf8)
         }
+        // SipHash-2-4's 8 bytes, read as one UInt64.
+        precondition(crypto_shorthash_BYTES == 8)
         var out: UInt64 = 0
         withUnsafeMutableBytes(of: &out) { out in
             key.withUnsafeBytes { k in

@@ -38,8 +38,10 @@ enum ItemID {
         withUnsafeBytes(of: uuid) { text(of: $0) }
     }
 
-    /// The 16 bytes of an ID in the 8-4-4-4-12 form, hex digits in either case (what
-    /// `UUID(uuidString:)` accepts); nil for anything else.
+    /// The 16 bytes of an ID in the 8-4-4-4-12 form, hex digits in either case; nil for
+    /// anything else. (Foundation's `sscanf` on Linux also takes a sign, spaces or `0x` at
+    /// a group's start, and ignores what follows a NUL: no ID of a vault or archive has
+    /// them, `EntryName.isCanonicalID`.)
     static func bytes(of id: String) -> uuid_t? {
         id.utf8.withContiguousStorageIfAvailable(parse) ?? Array(id.utf8).withUnsafeBufferPointer(parse)
     }

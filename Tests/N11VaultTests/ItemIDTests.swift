@@ -19,7 +19,7 @@ struct ItemIDTests {
         #expect(varying.count == 31, "all 32 hex digits but the version vary: \(varying.count)")
     }
 
-    @Test("IDs read and written by hand agree with Foundation's UUID on good and bad text")
+    @Test("IDs read and written by hand agree with Foundation's UUID on the canonical form, either case, and the usual mistakes")
     func parseAndFormat() {
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<500 {
