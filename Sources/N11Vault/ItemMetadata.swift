@@ -128,11 +128,14 @@ public struct ItemMetadata: Sendable, Equatable {
     static func associatedData(id: String) -> [UInt8] { Array("n11archive.item-metadata.v1:\(id)".utf8) }
 
     func sealed(with key: SecureBytes) throws -> [UInt8] {
+        try sealed(by: AEADSealer(Self.algorithm, key: key))
+    }
+
+    /// `nonce ‖ ciphertext ‖ tag` under `sealer`'s key (one context for many records).
+    func sealed(by sealer: AEADSealer) throws -> [UInt8] {
         var plain = serialized()
         defer { plain.wipe() }
-        let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
-        let box = try AEAD.seal(Self.algorithm, key: key, nonce: nonce, plaintext: plain, aad: Self.associatedData(id: id))
-        return nonce + box.ciphertext + box.tag
+        return try sealer.seal(plain, aad: Self.associatedData(id: id))
     }
 
     /// Opens a metadata record with `opener`'s key; nil if the key is not this record's.

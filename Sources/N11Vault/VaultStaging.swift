@@ -283,7 +283,7 @@ public final class VaultStaging {
         // removed after the moves. No step removes a path a move writes to, so running the
         // steps again after they all ran changes nothing.
         // A new item's row waits to go in in ID order (`newRows`); a replacement's goes in now.
-        let record = try metadata.sealed(with: key)
+        let record = try sealingKey.map { try metadata.sealed(with: $0) } ?? metadata.sealed(by: recordSealer(for: item.compartment))
         if replaces == nil {
             try holdBack(NewRow(id: item.id, record: record))
         } else {
@@ -295,6 +295,17 @@ public final class VaultStaging {
             try add(.remove(old.relativePath))
         }
         return metadata
+    }
+
+    /// Records sealed under a compartment's current key, through one cipher context each
+    /// (`AEADSealer`), not one a record; used on the staging caller's thread only.
+    private var recordSealers: [Compartment: AEADSealer] = [:]
+
+    private func recordSealer(for compartment: Compartment) throws -> AEADSealer {
+        if let sealer = recordSealers[compartment] { return sealer }
+        let sealer = try AEADSealer(ItemMetadata.algorithm, key: vault.keyStore.key(for: compartment))
+        recordSealers[compartment] = sealer
+        return sealer
     }
 
     /// The largest plaintext `stageNew` seals in memory and hands to the writer thread: while
@@ -319,7 +330,7 @@ public final class VaultStaging {
                                     expires: expires, size: written.size, contentTag: written.tag.hex, sha256: written.sha256)
         // Before the first file is made outside the staging directory, as `stage` does.
         try markForSweep()
-        try holdBack(NewRow(id: id, record: try metadata.sealed(with: key)))
+        try holdBack(NewRow(id: id, record: try metadata.sealed(by: recordSealer(for: compartment))))
         let finalPath = kind.relativePath(id: id), places = places, displaced = displaced
         let write: SerialWorker.Job = {
             let (file, _, stagedName) = try places.createContentFile(for: finalPath, replacing: false)

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import N11Crypto
+@testable import N11Crypto
 
 /// One-shot AEAD against Wycheproof and RFC 8439: a valid vector must seal to exactly
 /// ct‖tag and open back to msg; an invalid one must be refused.
@@ -134,6 +134,30 @@ struct AEADVectorTests {
         }
         #expect(openers.count > 10 && valid > 100 && invalid > 100, "\(openers.count) keys, \(valid) valid, \(invalid) invalid")
         #expect(openers.values.first?.open([1, 2, 3], aad: []) == nil, "shorter than a nonce and a tag")
+    }
+
+    @Test("AEADSealer: one context per key, reused across every valid Wycheproof 96-bit-nonce message under it, seals to exactly nonce‖ct‖tag; with its own nonces, each message opens and no two are alike",
+          arguments: [(AEADAlgorithm.aes256GCM, "wycheproof_aes_gcm_test.json"), (.chacha20Poly1305, "wycheproof_chacha20_poly1305_test.json")])
+    func sealerReusesContext(algorithm: AEADAlgorithm, fixture: String) throws {
+        let file = try Fixtures.decode(WycheproofAEADFile.self, from: fixture)
+        let tests = file.testGroups.filter { $0.ivSize == 96 && $0.keySize == 256 }.flatMap(\.tests).filter { $0.result == "valid" }
+        var sealers: [String: AEADSealer] = [:]
+        // Twice over, so every context is reused.
+        for test in tests + tests {
+            let sealer = try sealers[test.key] ?? AEADSealer(algorithm, key: SecureBytes(copying: try hex(test.key)))
+            sealers[test.key] = sealer
+            let nonce = try hex(test.iv)
+            #expect(try sealer.seal(try hex(test.msg), nonce: nonce, aad: try hex(test.aad)) == nonce + hex(test.ct) + hex(test.tag),
+                    "tcId \(test.tcId)")
+        }
+        #expect(sealers.count > 10, "\(sealers.count) keys")
+        let key = try SecureBytes(randomCount: 32)
+        let sealer = try AEADSealer(algorithm, key: key), opener = try AEADOpener(algorithm, key: key)
+        let message = Array("the same record, sealed twice".utf8), aad = Array("id".utf8)
+        let first = try sealer.seal(message, aad: aad), second = try sealer.seal(message, aad: aad)
+        #expect(first != second && first.prefix(12) != second.prefix(12), "a fresh nonce each time")
+        #expect(opener.open(first, aad: aad) == message && opener.open(second, aad: aad) == message)
+        #expect(opener.open(first, aad: Array("another id".utf8)) == nil)
     }
 
     struct RFC8439File: Decodable {
