@@ -44,8 +44,8 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// A cbc or ctr Ciphio message to store, not allowed (`--allow-unauthenticated`).
     case unauthenticatedMessage(source: String, algorithm: String)
     /// A Ciphio message to store as a note that decrypted to bytes that are not UTF-8: from
-    /// a cbc or ctr message most likely a wrong password (they open under any), from a gcm
-    /// one (authentic) a message of something else than text.
+    /// a cbc or ctr message (not authenticated) most likely a wrong password, from a gcm one
+    /// (authentic) a message of something else than text.
     case messageNotText(source: String, algorithm: String)
     /// `verify --as-written`: this home has no record of writing that archive.
     case notWrittenHere(archive: String, archiveID: String)
@@ -164,7 +164,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case let .messageNotText(source, algorithm) where algorithm == "gcm":
             return "the message in \(source) opened, but what it holds is not UTF-8 text, so it cannot be a note; nothing was added"
         case let .messageNotText(source, algorithm):
-            return "the \(algorithm) message in \(source) decrypted to bytes that are not UTF-8 text: most likely a wrong password (a \(algorithm) message decrypts under any password); nothing was added"
+            return "the \(algorithm) message in \(source) decrypted to bytes that are not UTF-8 text: most likely a wrong password (a \(algorithm) message is not authenticated, so a wrong one can give bytes instead of an error); nothing was added"
         case let .wrongPassphrase(p): return "wrong passphrase for the private key '\(p)' (or the file was damaged)"
         case let .remote(location, why, _, _): return "\(location): \(why)"
         case let .rekeyWouldLock(a): return "that would leave '\(a)' with no password and no recipient: nobody could open it; nothing was changed"
@@ -227,7 +227,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .messageNotOpened: return "check the password the message was made with; nothing was written"
         case .unauthenticatedMessage: return "read it first with `n11archive text decrypt`; if it is right, add it with --allow-unauthenticated"
         case .messageNotText(_, let algorithm) where algorithm == "gcm":
-            return "`n11archive text decrypt` writes what it holds; save that to a file and add the file without --note, as it is"
+            return "to keep its bytes as they are, without a plaintext copy on disk: `n11archive text decrypt FILE | n11archive vault add - --name NAME`"
         case .messageNotText: return "check the password the message was made with (`n11archive text decrypt` shows what it gives)"
         case .wrongPassphrase: return "give the passphrase chosen at `n11archive key export-private` (--passphrase-file FILE, or on a terminal)"
         case .remote(_, _, _, let hint): return hint

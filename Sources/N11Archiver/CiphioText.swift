@@ -55,8 +55,9 @@ public enum CiphioText {
 
 extension CiphioText {
     /// A Ciphio message made a vault note (`vault add --note --from-ciphio`): decrypted in
-    /// memory straight into the note's bytes, so the plaintext never touches the disk. A cbc
-    /// or ctr message opens under any password, and a changed one opens changed: stored
+    /// memory straight into the note's bytes, so the plaintext never touches the disk. A ctr
+    /// message opens under any password (a cbc one under one wrong password in 256, where
+    /// its padding happens to check), and a changed one opens changed: stored
     /// silently, the vault would keep garbage or a forgery, so it is refused unless
     /// `allowUnauthenticated` (the caller then warns). The note must be UTF-8 text. `source`
     /// is how messages name where it came from ("'a.txt'", "standard input").

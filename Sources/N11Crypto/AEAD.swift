@@ -170,7 +170,7 @@ public final class AEADOpener {
 
 /// Seals many small messages under one key into `nonce ‖ ciphertext ‖ tag`, each under a
 /// fresh random nonce, through one cipher context: `vault add` seals a metadata record a
-/// note, and a context made for each (a cipher fetch and key setup) was a fifth of that.
+/// note, and a context made and keyed for each was a fifth of that.
 /// One per thread: it is not shared.
 public final class AEADSealer {
     private let context: AEADContext

@@ -283,7 +283,7 @@ public final class VaultStaging {
         // removed after the moves. No step removes a path a move writes to, so running the
         // steps again after they all ran changes nothing.
         // A new item's row waits to go in in ID order (`newRows`); a replacement's goes in now.
-        let record = try sealingKey.map { try metadata.sealed(with: $0) } ?? metadata.sealed(by: recordSealer(for: item.compartment))
+        let record = try metadata.sealed(by: recordSealer(for: item.compartment, key: key))
         if replaces == nil {
             try holdBack(NewRow(id: item.id, record: record))
         } else {
@@ -297,14 +297,17 @@ public final class VaultStaging {
         return metadata
     }
 
-    /// Records sealed under a compartment's current key, through one cipher context each
-    /// (`AEADSealer`), not one a record; used on the staging caller's thread only.
-    private var recordSealers: [Compartment: AEADSealer] = [:]
+    /// Records sealed through one cipher context per compartment (`AEADSealer`), not one a
+    /// record; used on the staging caller's thread only. Each is kept with the key it was
+    /// made from and made again when the item's content is sealed under another key object
+    /// (the key store can be read again mid-change: `Vault.refreshCompartmentKeys`), so an
+    /// item's record and content are always under the same key.
+    private var recordSealers: [Compartment: (key: SecureBytes, sealer: AEADSealer)] = [:]
 
-    private func recordSealer(for compartment: Compartment) throws -> AEADSealer {
-        if let sealer = recordSealers[compartment] { return sealer }
-        let sealer = try AEADSealer(ItemMetadata.algorithm, key: vault.keyStore.key(for: compartment))
-        recordSealers[compartment] = sealer
+    private func recordSealer(for compartment: Compartment, key: SecureBytes) throws -> AEADSealer {
+        if let cached = recordSealers[compartment], cached.key === key { return cached.sealer }
+        let sealer = try AEADSealer(ItemMetadata.algorithm, key: key)
+        recordSealers[compartment] = (key, sealer)
         return sealer
     }
 
@@ -330,7 +333,7 @@ public final class VaultStaging {
                                     expires: expires, size: written.size, contentTag: written.tag.hex, sha256: written.sha256)
         // Before the first file is made outside the staging directory, as `stage` does.
         try markForSweep()
-        try holdBack(NewRow(id: id, record: try metadata.sealed(by: recordSealer(for: compartment))))
+        try holdBack(NewRow(id: id, record: try metadata.sealed(by: recordSealer(for: compartment, key: key))))
         let finalPath = kind.relativePath(id: id), places = places, displaced = displaced
         let write: SerialWorker.Job = {
             let (file, _, stagedName) = try places.createContentFile(for: finalPath, replacing: false)

@@ -116,11 +116,8 @@ struct SecretHandlingTests {
             let refused = try s.run(["vault", "add", "--note", "--from-ciphio", gcm, "--password-file", pw])
             expectExit(refused, 1)
             #expect(refused.err.contains("the message in '\(gcm)' opened, but what it holds is not UTF-8 text") &&
-                    refused.err.contains("`n11archive text decrypt`") && !refused.err.contains("wrong password"), "\(refused)")
-            // What the hint says gives the bytes back.
-            let decrypted = try s.run(["text", "decrypt", gcm, "--password-file", pw])
-            expectExit(decrypted, 0)
-            #expect(decrypted.stdout == bytes)
+                    refused.err.contains("`n11archive text decrypt FILE | n11archive vault add - --name NAME`") &&
+                    !refused.err.contains("wrong password"), "\(refused)")
             // 200 bytes of text under a wrong key are not UTF-8 but by a chance of about 2^-100.
             let ctr = try s.file("ctr.txt", try s.run(["text", "encrypt", "--algorithm", "ctr", "--password-file", pw],
                                                       stdin: Array(String(repeating: "pay 100 ", count: 25).utf8)).stdout)
@@ -128,6 +125,13 @@ struct SecretHandlingTests {
             expectExit(wrong, 77)
             #expect(wrong.err.contains("the ctr message in '\(ctr)' decrypted to bytes that are not UTF-8 text: most likely a wrong password"), "\(wrong)")
             #expect(try s.list().items.isEmpty)
+            // What the gcm hint says keeps the bytes as they are.
+            let decrypted = try s.run(["text", "decrypt", gcm, "--password-file", pw])
+            expectExit(decrypted, 0)
+            expectExit(try s.run(["vault", "add", "-", "--name", "payload"], stdin: decrypted.stdout), 0)
+            let id = try #require(try s.list().items.first { $0["name"] as? String == "payload" }?["id"] as? String)
+            expectExit(try s.run(["vault", "cat", id, "-o", s.path("payload.out")]), 0)
+            #expect(FileManager.default.contents(atPath: s.path("payload.out")).map { Array($0) } == bytes)
         }
     }
 }
