@@ -57,6 +57,33 @@ struct KeyRotationTests {
         return Dictionary(uniqueKeysWithValues: try Compartment.allCases.map { ($0, try store.currentKeyID(for: $0)) })
     }
 
+    @Test("a note staged after the key store was read again mid-change (another vault of the home rotated) has its record and its content under the same key, and both notes read back")
+    func recordAndContentShareAKeyAcrossARefresh() throws {
+        try withTemporaryDirectory { dir in
+            _ = try makeHome(in: dir)
+            // Loaded without the home's lock, as a vault add's store is: it can read the file again.
+            let store = try storeOnDisk(dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let staging = try VaultStaging(vault: vault)
+            func stage(_ text: String) throws -> ItemMetadata {
+                try staging.stageNew(id: ItemID.random(), kind: .note, compartment: .vault, name: text, created: Date(), expires: nil,
+                                     sealing: MemorySource(Array(text.utf8)), sizeHint: Int64(text.utf8.count))
+            }
+            let before = try stage("before the refresh")
+            let oldKey = store.key(for: .vault).testBytes
+            // Another vault of the same home rotates the vault compartment's key.
+            _ = try Vault.open(at: dir + "/other", keyStore: try storeOnDisk(dir), forWriting: true).rotateKeys(of: [.vault])
+            #expect(store.refreshCompartmentKeys())
+            #expect(store.key(for: .vault).testBytes != oldKey, "the refresh took in the new key")
+            let after = try stage("after the refresh")
+            try staging.commit()
+            let reopened = try Vault.open(at: dir + "/vault", keyStore: try storeOnDisk(dir), forWriting: false)
+            #expect(try reopened.damagedItemIDs().isEmpty)
+            #expect(try plaintext(of: try reopened.item(matching: before.id), in: reopened) == Array("before the refresh".utf8))
+            #expect(try plaintext(of: try reopened.item(matching: after.id), in: reopened) == Array("after the refresh".utf8))
+        }
+    }
+
     @Test("every item is sealed anew under the new keys and reads back the same; the old keys are kept, retired, and open nothing in the vault")
     func rotation() throws {
         try withTemporaryDirectory { dir in
