@@ -80,9 +80,24 @@ public enum ArchiveExporter {
         let staging: ExportStaging
         do { staging = try destination.makeStaging(folders: Set(ItemKind.allCases.map(\.directory))) } catch { throw ArchiveError.writing(root, error) }
         defer { staging.remove() }
+        // Small items' files are made on two threads (`SerialWorkerPool`); stopped before
+        // the staging directory goes (defers run last first).
+        var writers = SerialWorkerPool()
+        defer { writers.cancel() }
         var stagedPerFolder: [String: Int] = [:]
         try ArchiveVerifier.forEachItem(archive, writing, progress: progress, salvage: salvage) { n, item, payload in
             let (folder, name) = try names.name(index: writing[n], item)
+            if item.size <= writtenBesideLimit {
+                // Every tag, the size and the digest checked in memory first: only verified
+                // plaintext is handed to a writer, which makes and writes the staged file.
+                let plaintext = VerifiedPlaintext(capacity: Int(item.size))
+                try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore, into: plaintext, progress: progress)
+                let modified = Int64(item.created.timeIntervalSince1970.rounded(.down))
+                try writers.submit { try staging.write(plaintext, to: name, in: folder, modified: modified) }
+                stagedPerFolder[folder, default: 0] += 1
+                report.plaintextBytes += item.size
+                return
+            }
             let file = try staging.createFile(name, in: folder)
             do {
                 try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
@@ -101,6 +116,7 @@ public enum ArchiveExporter {
             report.plaintextBytes += item.size
         }
         do {
+            try writers.finish()
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
             // The verified files, again from the archive's pages, in its order.
@@ -148,6 +164,10 @@ public enum ArchiveExporter {
 
     /// The longest file name Linux file systems take (NAME_MAX), in bytes.
     static let nameMax = 255
+
+    /// The largest item verified in memory and written by a writer thread: at most
+    /// (2 + 1) × 2 + 1 batches of 64 such items are held (`SerialWorkerPool`), about 7 MiB.
+    static let writtenBesideLimit: Int64 = 16 << 10
 
     /// The folder (`Photos` or `Notes`) and file name for an item, its `attempt`th
     /// candidate. A name the manifest gives is a label, so "." and ".." become the item ID;
@@ -328,7 +348,9 @@ final class ExportDestination {
 }
 
 /// The hidden staging directory of one export, inside the export directory.
-final class ExportStaging {
+/// Used by the writer threads too (`write(_:to:in:modified:)`): they only read
+/// `folderHandles`, filled before the first item, and make files in its folders.
+final class ExportStaging: @unchecked Sendable {
     let directory: DirectoryHandle
     let folders: Set<String>
     private let name: String
@@ -360,6 +382,22 @@ final class ExportStaging {
     /// tree kept the staging directory (and the export's) from going (a CI run caught it).
     func createFile(_ file: String, in folder: String) throws -> FileDescriptor {
         try Interruption.critical { try folderHandles[folder]!.createFile(file, mode: 0o600) }
+    }
+
+    /// Makes a staged file of verified plaintext (a small item, on a writer thread), then wipes
+    /// the plaintext. Made within an `alongside` section, for the reason `createFile` gives.
+    func write(_ plaintext: VerifiedPlaintext, to file: String, in folder: String, modified: Int64) throws {
+        defer { plaintext.wipe() }
+        let handle = try Interruption.alongside { try folderHandles[folder]!.createFile(file, mode: 0o600) }
+        do {
+            try handle.write(plaintext.bytes[...])
+            try handle.setModificationTime(secondsSince1970: modified)
+            try handle.close()
+        } catch {
+            try? handle.close()
+            removeFile(file, in: folder)
+            throw error
+        }
     }
 
     /// Removes a staged file that did not verify.
@@ -417,6 +455,15 @@ final class ExportStaging {
 enum ExportRefusal: Error {
     case symbolicLink(path: String)
     case conflicts(path: String)
+}
+
+/// A small item's plaintext, kept in memory while it is verified (`ArchiveVerifier.checkItem`)
+/// and until a writer thread has written it into the export's staging; wiped then.
+final class VerifiedPlaintext: UnverifiedPlaintextSink, @unchecked Sendable {
+    private(set) var bytes: [UInt8] = []
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    func stage(_ slice: ArraySlice<UInt8>) throws { bytes.append(contentsOf: slice) }
+    func wipe() { bytes.wipe() }
 }
 
 /// Writes plaintext into a hidden staging file of an export (published only after it verified).

@@ -8,7 +8,8 @@ import Glibc
 /// the mask) and starts one thread that waits for them with sigwait. That thread is an
 /// ordinary thread, so the cleanups it runs may allocate, open directories and take locks,
 /// which a signal handler may not. It waits for any critical section the main thread is in
-/// (a commit that must not be cut in half), runs the registered cleanups newest first, then
+/// (a commit that must not be cut in half) and for every `alongside` section (files being
+/// created on other threads), runs the registered cleanups newest first, then
 /// lets the signal end the process as it would have (the shell sees "killed by SIGINT").
 ///
 /// Children started with `SpawnAttributes` get the default signal mask back, so Ctrl-C
@@ -78,6 +79,29 @@ public enum Interruption {
         return try body()
     }
 
+    /// Like `critical`, but sections of this kind run at the same time as each other: several
+    /// threads creating files that a cleanup must either see or never have made (a vault
+    /// change's content files, written on two threads) would otherwise take turns in the
+    /// kernel's file creation, which is most of their work. `body` must not enter `critical`
+    /// or `onInterrupt`/`cancel` (the cleanup holds the lock they take while it waits here).
+    public static func alongside<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pthread_rwlock_rdlock(sections)
+        defer { pthread_rwlock_unlock(sections) }
+        return try body()
+    }
+
+    /// Held shared by `alongside` sections and exclusively by the cleanup, which prefers
+    /// itself over new sections (otherwise a stream of them could keep it out).
+    nonisolated(unsafe) private static let sections: UnsafeMutablePointer<pthread_rwlock_t> = {
+        let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(lock, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
+        return lock
+    }()
+
     private static func signalSet() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
@@ -135,6 +159,8 @@ public enum Interruption {
             // and the main thread, finishing, needs the lock for its cleanups' cancel.
             willFinish?(received, committed)
         }
+        // Held to the end: no `alongside` section starts after the cleanups.
+        pthread_rwlock_wrlock(sections)
         Terminal.restoreAfterInterruption()
         let tookBack = !cleanups.isEmpty && committedWork == nil
         for cleanup in cleanups.reversed() { cleanup.action() }

@@ -157,3 +157,54 @@ public final class SerialWorker {
         self.thread = nil
     }
 }
+
+/// Jobs whose order does not matter, run on `threads` `SerialWorker`s that take batches in
+/// turn: files made by a vault change or an export (creating a file is most of a small
+/// item's cost, nearly all of it in the kernel, and two threads make files about twice as
+/// fast as one; BENCHMARKS.md, "Two threads make the files"). Started by the first job;
+/// without a thread to be had, jobs run on the caller's thread. Errors as `SerialWorker`'s:
+/// the first one of any thread comes back from a later `submit`, `waitUntilDone` or `finish`.
+public struct SerialWorkerPool {
+    private let threads: Int
+    private let batchSize: Int
+    private let batchesAhead: Int
+    private var workers: [SerialWorker] = []
+    private var started = false
+    private var submitted = 0
+
+    /// Holds at most (`batchesAhead` + 1) × `threads` + 1 batches of jobs.
+    public init(threads: Int = 2, batchSize: Int = 64, batchesAhead: Int = 2) {
+        precondition(threads > 0)
+        self.threads = threads
+        self.batchSize = batchSize
+        self.batchesAhead = batchesAhead
+    }
+
+    public mutating func submit(_ job: @escaping SerialWorker.Job) throws {
+        if !started {
+            started = true
+            workers = (0..<threads).compactMap { _ in SerialWorker(batchSize: batchSize, batchesAhead: batchesAhead) }
+        }
+        guard !workers.isEmpty else { return try job() }
+        let worker = workers[(submitted / batchSize) % workers.count]
+        submitted += 1
+        try worker.submit(job)
+    }
+
+    /// Waits for every job given so far; throws the first error of any thread.
+    public func waitUntilDone() throws { try eachWorker { try $0.waitUntilDone() } }
+
+    /// Runs every job given and ends the threads; throws the first error of any thread.
+    public func finish() throws { try eachWorker { try $0.finish() } }
+
+    /// Drops the jobs that have not started and waits for those running.
+    public func cancel() { for worker in workers { worker.cancel() } }
+
+    private func eachWorker(_ body: (SerialWorker) throws -> Void) throws {
+        var failure: (any Error)?
+        for worker in workers {
+            do { try body(worker) } catch { if failure == nil { failure = error } }
+        }
+        if let failure { throw failure }
+    }
+}

@@ -170,7 +170,7 @@ public final class SealedVaultItem {
     /// archive's payload, or a file being added): the digest and length are checked as the
     /// last byte is read. Returns the tag.
     static func seal(_ plaintext: ByteSource, as expected: VaultStaging.Description, key: SecureBytes,
-                     to file: FileDescriptor) throws -> [UInt8] {
+                     to file: ByteSink) throws -> [UInt8] {
         let checked = try DigestCheckingSource(plaintext, expectedSHA256: expected.sha256Bytes, expectedLength: expected.size)
         return try SingleTagStream.seal(algorithm, key: key, from: checked, to: file, sizeHint: expected.size).tag
     }
@@ -179,7 +179,7 @@ public final class SealedVaultItem {
     /// rotation, or a secure archive's item sealed under a retired key. Its tag, length and
     /// digest are checked before the last byte is read, so a bad input fails the seal.
     static func reseal(_ sealed: ByteSource, as expected: VaultStaging.Description, openKey: SecureBytes,
-                       key: SecureBytes, to file: FileDescriptor) throws -> [UInt8] {
+                       key: SecureBytes, to file: ByteSink) throws -> [UInt8] {
         try Resealing.singleTagToSingleTag(sealed, algorithm: algorithm, openKey: openKey, sealKey: key,
                                            expectedSHA256: expected.sha256Bytes, expectedLength: expected.size, to: file)
     }

@@ -40,13 +40,10 @@ public final class VaultStaging {
     private let createdFiles: CreatedFiles
     /// Where content files are created, for whichever thread creates them.
     private let places: ContentPlaces
-    /// Creates and writes small new items' files beside the add (`stageNew`); started by the
-    /// first such item.
-    private var contentWriter: SerialWorker?
-    /// Whether the writer was asked for: a thread that could not be had is not asked for again
-    /// by every note (they are written in place instead).
-    private var contentWriterStarted = false
-    /// Files `contentWriter` wrote in the staging directory because their final path was
+    /// Create and write small new items' files beside the add or the restore (`writeBeside`);
+    /// started by the first such item.
+    private var contentWriters = SerialWorkerPool()
+    /// Files `contentWriters` wrote in the staging directory because their final path was
     /// taken; `waitForWrites` adds their moves.
     private let displaced = Displaced()
     /// New items' rows (`stageNew`'s, and `stage`'s of an item that replaces none), put
@@ -191,8 +188,8 @@ public final class VaultStaging {
     /// `replaces` is the live item it will replace.
     @discardableResult
     public func stage(_ item: Description, replaces: ItemMetadata?, sealing plaintext: ByteSource) throws -> ItemMetadata {
-        try stage(item, replaces: replaces) { file, key in
-            try SealedVaultItem.seal(plaintext, as: item, key: key, to: file)
+        try stage(item, replaces: replaces) { sink, key in
+            try SealedVaultItem.seal(plaintext, as: item, key: key, to: sink)
         }
     }
 
@@ -203,11 +200,11 @@ public final class VaultStaging {
     @discardableResult
     public func stage(_ item: Description, replaces: ItemMetadata?, copyingSealed sealed: ByteSource,
                       sealedUnder openKey: SecureBytes) throws -> ItemMetadata {
-        try stage(item, replaces: replaces) { file, key in
+        try stage(item, replaces: replaces) { sink, key in
             // `KeyStore.key(for:id:)` hands out the ring's own current key, so identity says
             // "the current key"; anything else is sealed anew, which is always correct.
-            if openKey === key { return try SealedVaultItem.check(CopyingSource(sealed, to: file), as: item, key: key) }
-            return try SealedVaultItem.reseal(sealed, as: item, openKey: openKey, key: key, to: file)
+            if openKey === key { return try SealedVaultItem.check(CopyingSource(sealed, to: sink), as: item, key: key) }
+            return try SealedVaultItem.reseal(sealed, as: item, openKey: openKey, key: key, to: sink)
         }
     }
 
@@ -240,11 +237,23 @@ public final class VaultStaging {
     }
 
     /// Stages one item. `writeContent` writes the vault file (nonce ‖ ciphertext ‖ tag under
-    /// the compartment's key) and returns its tag.
+    /// the compartment's key) and returns its tag. A small new one (a restore of notes) is
+    /// sealed and checked in memory, and its file made on a writer thread (`writeBeside`).
     private func stage(_ item: Description, replaces: ItemMetadata?,
-                       writeContent: (FileDescriptor, SecureBytes) throws -> [UInt8]) throws -> ItemMetadata {
-        try stage(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name, created: item.created,
-                  expires: item.expires, replaces: replaces) { file, key in
+                       writeContent: (ByteSink, SecureBytes) throws -> [UInt8]) throws -> ItemMetadata {
+        if replaces == nil, item.size <= Self.writtenBesideLimit {
+            try ItemMetadata.checkName(item.name)
+            let key = vault.keyStore.key(for: item.compartment)
+            let sealed = SealedContent(capacity: Int(item.size) + AEADAlgorithm.standardNonceLength + AEADAlgorithm.tagLength)
+            let tag = try writeContent(sealed, key)
+            let metadata = ItemMetadata(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name,
+                                        created: item.created, expires: item.expires, size: item.size,
+                                        contentTag: tag.hex, sha256: item.sha256)
+            try writeBeside(sealed, of: metadata, key: key)
+            return metadata
+        }
+        return try stage(id: item.id, kind: item.kind, compartment: item.compartment, name: item.name, created: item.created,
+                         expires: item.expires, replaces: replaces) { file, key in
             (try writeContent(file, key), item.size, item.sha256)
         }
     }
@@ -311,9 +320,10 @@ public final class VaultStaging {
         return sealer
     }
 
-    /// The largest plaintext `stageNew` seals in memory and hands to the writer thread: while
-    /// the add waits for room, `SerialWorker`'s (batches ahead + 2) × batch size such files
-    /// are held (the batch being written, those waiting, the one filling): about 6 MiB.
+    /// The largest plaintext sealed in memory and handed to a writer thread (`writeBeside`:
+    /// `stageNew`, and a restore's new items): while the caller waits for room, seven batches
+    /// of 64 such files are held (on each of the two threads the batch being written and two
+    /// waiting, and the one filling): about 7 MiB.
     static let writtenBesideLimit: Int64 = 16 << 10
 
     /// Stages a new item (`vault add`) whose plaintext is small (at most `writtenBesideLimit`:
@@ -331,10 +341,17 @@ public final class VaultStaging {
         let written = try SealedVaultItem.sealNew(plaintext, key: key, to: sealed, sizeHint: sizeHint)
         let metadata = ItemMetadata(id: id, kind: kind, compartment: compartment, name: name, created: created,
                                     expires: expires, size: written.size, contentTag: written.tag.hex, sha256: written.sha256)
+        try writeBeside(sealed, of: metadata, key: key)
+        return metadata
+    }
+
+    /// The rest of staging a new item sealed in memory: its row held back, its file created
+    /// and written by a writer thread while the caller reads and seals the next items.
+    private func writeBeside(_ sealed: SealedContent, of metadata: ItemMetadata, key: SecureBytes) throws {
         // Before the first file is made outside the staging directory, as `stage` does.
         try markForSweep()
-        try holdBack(NewRow(id: id, record: try metadata.sealed(by: recordSealer(for: compartment, key: key))))
-        let finalPath = kind.relativePath(id: id), places = places, displaced = displaced
+        try holdBack(NewRow(id: metadata.id, record: try metadata.sealed(by: recordSealer(for: metadata.compartment, key: key))))
+        let finalPath = metadata.relativePath, places = places, displaced = displaced
         let write: SerialWorker.Job = {
             let (file, _, stagedName) = try places.createContentFile(for: finalPath, replacing: false)
             do {
@@ -346,13 +363,7 @@ public final class VaultStaging {
             }
             if let stagedName { displaced.append(staged: stagedName, target: finalPath) }
         }
-        if !contentWriterStarted {
-            contentWriterStarted = true
-            contentWriter = SerialWorker()
-        }
-        // Without a thread to be had, the file is written here, as `stage` would.
-        if let contentWriter { try contentWriter.submit(write) } else { try write() }
-        return metadata
+        try contentWriters.submit(write)
     }
 
     /// Puts a new item's row now while the catalogue would still fit its cache (random pages
@@ -377,7 +388,7 @@ public final class VaultStaging {
     /// directory, and puts the rows it held back into the catalogue. Throws the first error
     /// in writing them.
     func waitForWrites() throws {
-        try contentWriter?.waitUntilDone()
+        try contentWriters.waitUntilDone()
         for (staged, target) in displaced.takeAll() { try add(.move(staged: staged, to: target)) }
         try putHeldBackRows()
     }
@@ -438,7 +449,7 @@ public final class VaultStaging {
         // Every file written before the syncfs that makes them durable; the thread ends here.
         do {
             try waitForWrites()
-            try contentWriter?.finish()
+            try contentWriters.finish()
         } catch {
             discard()
             throw VaultError.wrap(error)
@@ -486,7 +497,7 @@ public final class VaultStaging {
     /// transaction goes with the connection, as it would with the process.
     func abandon() {
         finished = true
-        contentWriter?.cancel()
+        contentWriters.cancel()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
@@ -495,7 +506,7 @@ public final class VaultStaging {
     public func discard() {
         finished = true
         // The writer thread stops before its files are removed: none is made after.
-        contentWriter?.cancel()
+        contentWriters.cancel()
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
         // as it marks that a sweep is needed if this is cut short (or the power fails).
@@ -511,7 +522,7 @@ public final class VaultStaging {
     /// is left for the next writer's sweep to judge against the rows that did commit.
     private func abandonToSweep() {
         finished = true
-        contentWriter?.cancel()
+        contentWriters.cancel()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
@@ -686,9 +697,10 @@ private struct ContentPlaces: @unchecked Sendable {
         -> (file: FileDescriptor, path: String, stagedName: String?) {
         if !replacing {
             let path = Path.join(vaultPath, finalPath)
-            // Created and recorded in one critical section: Ctrl-C's cleanup either sees it or
-            // runs before it exists (and then this never returns: the process ends).
-            let file: FileDescriptor? = try Interruption.critical {
+            // Created and recorded in one section that Ctrl-C's cleanup waits for: it either
+            // sees the file or runs before it exists (and then this never returns: the process
+            // ends). Sections of the two writer threads run at the same time (`alongside`).
+            let file: FileDescriptor? = try Interruption.alongside {
                 let file: FileDescriptor
                 do { file = try FileDescriptor.createExclusive(path, mode: 0o600) } catch {
                     guard (error as? SystemError)?.errno == EEXIST else { throw error }
@@ -776,13 +788,15 @@ private final class SealedContent: ByteSink, @unchecked Sendable {
 }
 
 /// The paths of files a change created at their final places, removed if it does not commit.
-/// Used under `Interruption.critical`, which the Ctrl-C cleanup also holds. A change of
+/// Appended to within `Interruption.alongside` sections, which the Ctrl-C cleanup waits for. A change of
 /// millions of items must not hold a path per item (issue 34): past `batch` paths, they are
 /// appended to a list in the change's own staging directory (NUL-separated: a vault's path
 /// may hold any other byte), read back only to remove them. The list is no journal: a crash
 /// leaves the staging directory, and the next writer's sweep finds such files by their IDs.
 private final class CreatedFiles: @unchecked Sendable {
     static let batch = 4096
+    /// The content writers append from two threads; the cleanup reads after they stopped.
+    private let guarded = NSLock()
     private var recent: Set<String> = []
     private let spillPath: String
     private var spill: FileDescriptor?
@@ -790,13 +804,15 @@ private final class CreatedFiles: @unchecked Sendable {
     init(spillingTo path: String) { spillPath = path }
 
     func append(_ path: String) throws {
-        recent.insert(path)
-        if recent.count >= Self.batch { try spillRecent() }
+        try guarded.withLock {
+            recent.insert(path)
+            if recent.count >= Self.batch { try spillRecent() }
+        }
     }
 
     /// Forgets a file already removed (one that failed its checks). One already spilled stays
     /// listed: removing it again finds nothing, and no later item of the change has its ID.
-    func remove(_ path: String) { Interruption.critical { _ = recent.remove(path) } }
+    func remove(_ path: String) { Interruption.critical { _ = guarded.withLock { recent.remove(path) } } }
 
     private func spillRecent() throws {
         if spill == nil { spill = try FileDescriptor.createExclusive(spillPath, mode: 0o600) }
@@ -808,6 +824,8 @@ private final class CreatedFiles: @unchecked Sendable {
     }
 
     func removeAll() {
+        guarded.lock()
+        defer { guarded.unlock() }
         for path in recent { try? FileSystem.removeFile(path) }
         recent.removeAll()
         guard let spill = spill else { return }
@@ -831,9 +849,9 @@ private final class CreatedFiles: @unchecked Sendable {
 /// Passes a source through while copying it into a file.
 private final class CopyingSource: ByteSource {
     private let source: ByteSource
-    private let file: FileDescriptor
+    private let file: ByteSink
 
-    init(_ source: ByteSource, to file: FileDescriptor) {
+    init(_ source: ByteSource, to file: ByteSink) {
         self.source = source
         self.file = file
     }

@@ -172,6 +172,57 @@ struct InterruptionCLITests {
         }
     }
 
+    @Test("SIGINT while two threads make notes' files (a restore into a vault, a vault add, an export): none stays, the vault is as it was",
+          arguments: ["restore", "add", "export"])
+    func notesMadeOnTwoThreads(command: String) throws {
+        try withSandbox { s in
+            try s.initialize()
+            let notes = s.path("notes")
+            try FileManager.default.createDirectory(atPath: notes, withIntermediateDirectories: false)
+            var list = ""
+            for n in 0..<4000 {
+                let path = "\(notes)/note\(n).txt"
+                try Data("note \(n): \(String(repeating: "word ", count: n % 40))".utf8).write(to: URL(fileURLWithPath: path))
+                list += path + "\n"
+            }
+            try Data(list.utf8).write(to: URL(fileURLWithPath: s.path("notes.list")))
+            // The vault interrupted: one note already in it.
+            let home2 = s.path("home2")
+            expectExit(try s.run(["init"], environment: ["N11_HOME": home2]), 0)
+            expectExit(try s.run(["vault", "add", "--note", "\(notes)/note7.txt"], environment: ["N11_HOME": home2]), 0)
+            let folder = home2 + "/vault/Notes"
+            let before = listing(of: folder)
+            let arguments: [String]
+            let exported = s.path("exported")
+            if command == "add" {
+                arguments = ["vault", "add", "--note", "--files-from", s.path("notes.list")]
+            } else {
+                expectExit(try s.run(["vault", "add", "--note", "--files-from", s.path("notes.list")]), 0)
+                let password = try s.passwordFile()
+                let archive = s.path("notes.nu11vlt")
+                expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+                arguments = ["restore", archive, "--password-file", password] + (command == "export" ? ["--export", exported] : [])
+            }
+            // The export's files are made in its staging directory.
+            let watched = { () -> Int in
+                guard command == "export" else { return listing(of: folder).count - before.count }
+                return hidden(in: exported).map { listing(of: "\(exported)/\($0)/Notes").count }.max() ?? 0
+            }
+            // Signalled once the writer threads have made some of the files.
+            let (status, sawWork) = try interrupt(arguments, home: command == "export" ? s.home : home2, signal: SIGINT) { watched() > 100 }
+            #expect(sawWork, "no file was made before it ended")
+            #expect(status == 128 + SIGINT, "exit \(status)")
+            #expect(!exists(exported), "\(listing(of: exported))")
+            let after = listing(of: folder), unchanged = after == before
+            #expect(unchanged, "Notes/ holds \(after.count) files, \(before.count) before")
+            #expect(hidden(in: home2 + "/vault").isEmpty)
+            let listed = try s.run(["vault", "list", "--json"], environment: ["N11_HOME": home2])
+            let items = try #require((try JSONSerialization.jsonObject(with: Data(listed.stdout)) as? [String: Any])?["items"] as? [[String: Any]])
+            #expect(items.map { $0["name"] as? String } == ["note7.txt"], "the vault no longer holds just its one note")
+            expectExit(try s.run(["vault", "verify"], environment: ["N11_HOME": home2]), 0)
+        }
+    }
+
     @Test("SIGINT during an export leaves no staged plaintext and no directory it made")
     func export() throws {
         try withSandbox { s in

@@ -152,6 +152,25 @@ struct SystemPiecesTests {
         func bump() { value.add(1, ordering: .relaxed) }
     }
 
+    @Test("Interruption.alongside: sections on two threads run at the same time (files are made on two threads)")
+    func alongsideSections() throws {
+        // A thread inside an `alongside` section waits there until the main thread, in a
+        // section of its own, says it got in: exclusive sections would never meet.
+        let inside = Counter(), metThere = Counter(), sawIt = Counter()
+        let other = try #require(BackgroundThread { _ in
+            Interruption.alongside {
+                inside.bump()
+                let deadline = Date().addingTimeInterval(10)
+                while metThere.count == 0 && Date() < deadline { usleep(1000) }
+                if metThere.count > 0 { sawIt.bump() }
+            }
+        })
+        while inside.count == 0 { usleep(1000) }
+        Interruption.alongside { metThere.bump() }
+        other.wait()
+        #expect(sawIt.count == 1, "the second section waited for the first to end")
+    }
+
     @Test("BackgroundThread runs its job beside the caller until told to stop, then waits for it")
     func backgroundThread() throws {
         let steps = Counter()
