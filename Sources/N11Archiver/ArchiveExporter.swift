@@ -462,6 +462,8 @@ enum ExportRefusal: Error {
 final class VerifiedPlaintext: UnverifiedPlaintextSink, @unchecked Sendable {
     private(set) var bytes: [UInt8] = []
     init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    /// Also when a job is dropped (a cancel, a failed writer) or an item fails its checks.
+    deinit { bytes.wipe() }
     func stage(_ slice: ArraySlice<UInt8>) throws { bytes.append(contentsOf: slice) }
     func wipe() { bytes.wipe() }
 }

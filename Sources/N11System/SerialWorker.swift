@@ -12,7 +12,7 @@ import Synchronization
 /// hold. The first job that throws ends the work: the jobs after it never run, and its error
 /// comes back from the `submit` that next hands a batch over, or from `waitUntilDone` or
 /// `finish`. A job must not touch what the giving thread uses until `waitUntilDone`, `finish`
-/// or `cancel` has returned, unless both take a lock for it (`Interruption.critical`).
+/// or `cancel` has returned, unless both take a lock for it.
 public final class SerialWorker {
     public typealias Job = @Sendable () throws -> Void
 
@@ -162,8 +162,9 @@ public final class SerialWorker {
 /// turn: files made by a vault change or an export (creating a file is most of a small
 /// item's cost, nearly all of it in the kernel, and two threads make files about twice as
 /// fast as one; BENCHMARKS.md, "Two threads make the files"). Started by the first job;
-/// without a thread to be had, jobs run on the caller's thread. Errors as `SerialWorker`'s:
-/// the first one of any thread comes back from a later `submit`, `waitUntilDone` or `finish`.
+/// without a thread to be had, jobs run on the caller's thread. Errors as `SerialWorker`'s: a
+/// thread's first comes back from the next `submit` that hands that thread a batch, or from
+/// `waitUntilDone` or `finish` (which report the first thread's before the second's).
 public struct SerialWorkerPool {
     private let threads: Int
     private let batchSize: Int
