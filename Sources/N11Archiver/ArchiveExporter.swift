@@ -80,8 +80,8 @@ public enum ArchiveExporter {
         let staging: ExportStaging
         do { staging = try destination.makeStaging(folders: Set(ItemKind.allCases.map(\.directory))) } catch { throw ArchiveError.writing(root, error) }
         defer { staging.remove() }
-        // Small items' files are made on two threads (`SerialWorkerPool`); stopped before
-        // the staging directory goes (defers run last first).
+        // Small items' files are made on a writer thread (`SerialWorkerPool`) while the next
+        // items are verified; stopped before the staging directory goes (defers run last first).
         var writers = SerialWorkerPool()
         defer { writers.cancel() }
         var stagedPerFolder: [String: Int] = [:]
@@ -165,8 +165,8 @@ public enum ArchiveExporter {
     /// The longest file name Linux file systems take (NAME_MAX), in bytes.
     static let nameMax = 255
 
-    /// The largest item verified in memory and written by a writer thread: at most
-    /// (2 + 1) × 2 + 1 batches of 64 such items are held (`SerialWorkerPool`), about 7 MiB.
+    /// The largest item verified in memory and written by the writer thread: at most six
+    /// batches of 64 such items are held (`SerialWorkerPool`), about 6 MiB.
     static let writtenBesideLimit: Int64 = 16 << 10
 
     /// The folder (`Photos` or `Notes`) and file name for an item, its `attempt`th

@@ -79,11 +79,12 @@ public enum Interruption {
         return try body()
     }
 
-    /// Like `critical`, but sections of this kind run at the same time as each other: several
-    /// threads creating files that a cleanup must either see or never have made (a vault
-    /// change's content files, written on two threads) would otherwise take turns in the
-    /// kernel's file creation, which is most of their work. `body` must not enter `critical`
-    /// or `onInterrupt`/`cancel` (the cleanup holds the lock they take while it waits here).
+    /// Like `critical`, but sections of this kind run at the same time as each other: threads
+    /// creating files that a cleanup must either see or never have made (a vault change's
+    /// content files, made on a writer thread and on the caller's) would otherwise take turns
+    /// in the kernel's file creation, which is most of their work. `body` must not enter
+    /// `critical` or `onInterrupt`/`cancel` (the cleanup holds the lock they take while it
+    /// waits here).
     public static func alongside<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         pthread_rwlock_rdlock(sections)
         defer { pthread_rwlock_unlock(sections) }

@@ -159,12 +159,12 @@ public final class SerialWorker {
 }
 
 /// Jobs whose order does not matter, run on `threads` `SerialWorker`s that take batches in
-/// turn: files made by a vault change or an export (creating a file is most of a small
-/// item's cost, nearly all of it in the kernel, and two threads make files about twice as
-/// fast as one; BENCHMARKS.md, "Two threads make the files"). Started by the first job;
-/// without a thread to be had, jobs run on the caller's thread. Errors as `SerialWorker`'s: a
+/// turn: files made by a vault change or an export. Started by the first job; without a
+/// thread to be had, jobs run on the caller's thread. One thread by default: two threads
+/// making files in one folder took turns on the folder's lock, and the one waiting spun on
+/// a core the caller needed (BENCHMARKS.md, "Small items' files made beside the restore"). Errors as `SerialWorker`'s: a
 /// thread's first comes back from the next `submit` that hands that thread a batch, or from
-/// `waitUntilDone` or `finish` (which report the first thread's before the second's).
+/// `waitUntilDone` or `finish` (which report the first thread's before the next one's).
 public struct SerialWorkerPool {
     private let threads: Int
     private let batchSize: Int
@@ -174,7 +174,7 @@ public struct SerialWorkerPool {
     private var submitted = 0
 
     /// Holds at most (`batchesAhead` + 1) × `threads` + 1 batches of jobs.
-    public init(threads: Int = 2, batchSize: Int = 64, batchesAhead: Int = 2) {
+    public init(threads: Int = 1, batchSize: Int = 64, batchesAhead: Int = 4) {
         precondition(threads > 0)
         self.threads = threads
         self.batchSize = batchSize

@@ -40,7 +40,7 @@ public final class VaultStaging {
     private let createdFiles: CreatedFiles
     /// Where content files are created, for whichever thread creates them.
     private let places: ContentPlaces
-    /// Create and write small new items' files beside the add or the restore (`writeBeside`);
+    /// Creates and writes small new items' files beside the add or the restore (`writeBeside`);
     /// started by the first such item.
     private var contentWriters = SerialWorkerPool()
     /// Files `contentWriters` wrote in the staging directory because their final path was
@@ -321,9 +321,9 @@ public final class VaultStaging {
     }
 
     /// The largest plaintext sealed in memory and handed to a writer thread (`writeBeside`:
-    /// `stageNew`, and a restore's new items): while the caller waits for room, seven batches
-    /// of 64 such files are held (on each of the two threads the batch being written and two
-    /// waiting, and the one filling): about 7 MiB.
+    /// `stageNew`, and a restore's new items): while the caller waits for room, six batches
+    /// of 64 such files are held (the batch being written, four waiting, the one filling):
+    /// about 6 MiB.
     static let writtenBesideLimit: Int64 = 16 << 10
 
     /// Stages a new item (`vault add`) whose plaintext is small (at most `writtenBesideLimit`:
@@ -699,7 +699,7 @@ private struct ContentPlaces: @unchecked Sendable {
             let path = Path.join(vaultPath, finalPath)
             // Created and recorded in one section that Ctrl-C's cleanup waits for: it either
             // sees the file or runs before it exists (and then this never returns: the process
-            // ends). Sections of the two writer threads run at the same time (`alongside`).
+            // ends). Such sections run beside the caller's thread's own (`alongside`).
             let file: FileDescriptor? = try Interruption.alongside {
                 let file: FileDescriptor
                 do { file = try FileDescriptor.createExclusive(path, mode: 0o600) } catch {
@@ -798,7 +798,7 @@ private final class SealedContent: ByteSink, @unchecked Sendable {
 /// leaves the staging directory, and the next writer's sweep finds such files by their IDs.
 private final class CreatedFiles: @unchecked Sendable {
     static let batch = 4096
-    /// The content writers append from two threads; the cleanup reads after they stopped.
+    /// Appended to from the writer thread and the caller's; the cleanup reads after they stopped.
     private let guarded = NSLock()
     private var recent: Set<String> = []
     private let spillPath: String

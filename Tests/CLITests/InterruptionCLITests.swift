@@ -172,9 +172,9 @@ struct InterruptionCLITests {
         }
     }
 
-    @Test("SIGINT while two threads make notes' files (a restore into a vault, a vault add, an export): none stays, the vault is as it was",
+    @Test("SIGINT while a writer thread makes notes' files (a restore into a vault, a vault add, an export): none stays, the vault is as it was",
           arguments: ["restore", "add", "export"])
-    func notesMadeOnTwoThreads(command: String) throws {
+    func notesMadeBeside(command: String) throws {
         try withSandbox { s in
             try s.initialize()
             let notes = s.path("notes")
@@ -208,7 +208,7 @@ struct InterruptionCLITests {
                 guard command == "export" else { return listing(of: folder).count - before.count }
                 return hidden(in: exported).map { listing(of: "\(exported)/\($0)/Notes").count }.max() ?? 0
             }
-            // Signalled once the writer threads have made some of the files.
+            // Signalled once the writer thread has made some of the files.
             let (status, sawWork) = try interrupt(arguments, home: command == "export" ? s.home : home2, signal: SIGINT) { watched() > 100 }
             #expect(sawWork, "no file was made before it ended")
             #expect(status == 128 + SIGINT, "exit \(status)")

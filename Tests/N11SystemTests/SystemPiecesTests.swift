@@ -152,7 +152,7 @@ struct SystemPiecesTests {
         func bump() { value.add(1, ordering: .relaxed) }
     }
 
-    @Test("Interruption.alongside: sections on two threads run at the same time (files are made on two threads)")
+    @Test("Interruption.alongside: sections on two threads run at the same time (files made on a writer thread and the caller's)")
     func alongsideSections() throws {
         // A thread inside an `alongside` section waits there until the main thread, in a
         // section of its own, says it got in: exclusive sections would never meet.
