@@ -348,7 +348,7 @@ final class ExportDestination {
 }
 
 /// The hidden staging directory of one export, inside the export directory.
-/// Used by the writer threads too (`write(_:to:in:modified:)`): they only read
+/// Used by the writer thread too (`write(_:to:in:modified:)`): it only reads
 /// `folderHandles`, filled before the first item, and make files in its folders.
 final class ExportStaging: @unchecked Sendable {
     let directory: DirectoryHandle

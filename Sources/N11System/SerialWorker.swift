@@ -87,16 +87,20 @@ public final class SerialWorker {
     /// Queues `job`; waits only while `batchesAhead` batches are waiting. Throws the error
     /// of a job that failed earlier (`job` is then not queued).
     public func submit(_ job: @escaping Job) throws {
+        // Traps here, not a batch later: a job given after the end would never run.
+        precondition(thread != nil, "a job given to a SerialWorker that was finished or cancelled")
         outgoing.append(job)
         if outgoing.count >= batchSize { try handOver() }
     }
 
     /// Waits until every job given so far has run; throws the first one's error, if any.
-    /// The thread stays for more jobs.
+    /// The thread stays for more jobs. After `cancel` it returns at once: the jobs dropped
+    /// did not run, and only a job's failure is reported.
     public func waitUntilDone() throws {
         try handOver()
         shared.guarded.lock()
-        while shared.failure == nil && !shared.cancelled && (shared.busy || !shared.waiting.isEmpty) {
+        while shared.failure == nil && !shared.cancelled
+            && (shared.busy || !shared.waiting.isEmpty) {
             shared.guarded.wait()
         }
         let failure = shared.failure
@@ -160,9 +164,9 @@ public final class SerialWorker {
 
 /// Jobs whose order does not matter, run on `threads` `SerialWorker`s that take batches in
 /// turn: files made by a vault change or an export. Started by the first job; without a
-/// thread to be had, jobs run on the caller's thread. One thread by default: two threads
-/// making files in one folder took turns on the folder's lock, and the one waiting spun on
-/// a core the caller needed (BENCHMARKS.md, "Small items' files made beside the restore"). Errors as `SerialWorker`'s: a
+/// thread to be had, jobs run on the caller's thread. One thread by default: two writer
+/// threads into `Notes/` were not reliably faster and twice much slower (BENCHMARKS.md,
+/// "Small items' files made beside the restore"). Errors as `SerialWorker`'s: a
 /// thread's first comes back from the next `submit` that hands that thread a batch, or from
 /// `waitUntilDone` or `finish` (which report the first thread's before the next one's).
 public struct SerialWorkerPool {
@@ -171,6 +175,8 @@ public struct SerialWorkerPool {
     private let batchesAhead: Int
     private var workers: [SerialWorker] = []
     private var started = false
+    /// Set by `finish` and `cancel`: no job may follow (it would start new threads).
+    private var ended = false
     private var submitted = 0
 
     /// Holds at most (`batchesAhead` + 1) × `threads` + 1 batches of jobs.
@@ -182,9 +188,12 @@ public struct SerialWorkerPool {
     }
 
     public mutating func submit(_ job: @escaping SerialWorker.Job) throws {
+        precondition(!ended, "a job given to a SerialWorkerPool that was finished or cancelled")
         if !started {
             started = true
-            workers = (0..<threads).compactMap { _ in SerialWorker(batchSize: batchSize, batchesAhead: batchesAhead) }
+            workers = (0..<threads).compactMap { _ in
+                SerialWorker(batchSize: batchSize, batchesAhead: batchesAhead)
+            }
         }
         guard !workers.isEmpty else { return try job() }
         let worker = workers[(submitted / batchSize) % workers.count]
@@ -196,10 +205,16 @@ public struct SerialWorkerPool {
     public func waitUntilDone() throws { try eachWorker { try $0.waitUntilDone() } }
 
     /// Runs every job given and ends the threads; throws the first error of any thread.
-    public func finish() throws { try eachWorker { try $0.finish() } }
+    public mutating func finish() throws {
+        ended = true
+        try eachWorker { try $0.finish() }
+    }
 
     /// Drops the jobs that have not started and waits for those running.
-    public func cancel() { for worker in workers { worker.cancel() } }
+    public mutating func cancel() {
+        ended = true
+        for worker in workers { worker.cancel() }
+    }
 
     private func eachWorker(_ body: (SerialWorker) throws -> Void) throws {
         var failure: (any Error)?

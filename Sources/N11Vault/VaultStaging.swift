@@ -328,10 +328,10 @@ public final class VaultStaging {
 
     /// Stages a new item (`vault add`) whose plaintext is small (at most `writtenBesideLimit`:
     /// a note read whole): sealed in memory here and its row held back (`newRows`), its file
-    /// created and written on one of the staging's writer threads while the caller reads and seals
-    /// the next items (issue 34). The file is there once `waitForWrites()` or the commit has returned; an error in
-    /// writing it comes back from a later `stageNew` (one that hands that writer a batch),
-    /// `waitForWrites` or the commit.
+    /// created and written on the staging's writer thread while the caller reads and seals
+    /// the next items (issue 34). The file is there once `waitForWrites()` or the commit has
+    /// returned; an error in writing it comes back from a later `stageNew` (one that hands
+    /// that writer a batch), `waitForWrites` or the commit.
     func stageNew(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
                   sealing plaintext: ByteSource, sizeHint: Int64?) throws -> ItemMetadata {
         precondition(!finished, "an item staged after the change was committed or thrown away")
@@ -383,7 +383,7 @@ public final class VaultStaging {
         try newRows?.add(row)
     }
 
-    /// Waits until the files `writeBeside` handed to the writer threads are written (before one
+    /// Waits until the files `writeBeside` handed to the writer thread are written (before one
     /// is read back, and before the commit), stages the moves of any it wrote in the staging
     /// directory, and puts the rows it held back into the catalogue. Throws the first error
     /// in writing them.
@@ -505,7 +505,7 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
-        // The writer threads stop before their files are removed: none is made after.
+        // The writer thread stops before their files are removed: none is made after.
         contentWriters.cancel()
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
@@ -682,7 +682,7 @@ private final class StepPlaces {
 }
 
 /// Where a change creates content files, for the thread that creates them: `stage` creates
-/// them on the caller's thread, `writeBeside` on the writer threads.
+/// them on the caller's thread, `writeBeside` on the writer thread.
 private struct ContentPlaces: @unchecked Sendable {
     let vaultPath: String
     let stagingDirectory: String
@@ -767,7 +767,7 @@ private struct NewRow {
     }
 }
 
-/// Files the writer threads wrote in the staging directory, with where they go.
+/// Files the writer thread wrote in the staging directory, with where they go.
 private final class Displaced: Sendable {
     private let moves = Mutex<[(staged: String, target: String)]>([])
 
