@@ -101,6 +101,53 @@ struct ResourceFailureTests {
         }
     }
 
+    @Test("disk full while the writer thread makes small items' files: restore into a vault, export and vault add of notes fail with 74, keep the vault as it was and leave nothing")
+    func diskFullOnTheWriterThread() throws {
+        try withSandbox { s in
+            // 600 notes of 200 bytes: each takes a 4 KiB page of the tmpfs, so 1 MiB fills
+            // after about 250 of them, well inside the writer's batches (items of at most
+            // 16 KiB are written beside, not through).
+            try s.initialize()
+            var notes: [String] = []
+            for i in 0..<600 { notes.append(try s.file(String(format: "n%03d.txt", i), Array(String(repeating: "\(i) ", count: 60).utf8.prefix(200)))) }
+            expectExit(try s.run(["vault", "add", "--note"] + notes), 0)
+            let pw = try s.file("pw", Array("full disk password\n".utf8))
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", pw] + fastKDF), 0)
+            let full = try TinyFileSystem(at: s.path("full"), kilobytes: 1024)
+            let vault = full.path + "/v"
+            expectExit(try s.run(["vault", "add", "--vault", vault, "--note", notes[0]]), 0)
+            let before = s.tree(vault)
+            func expectUnchanged(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+                // Names only in the message: the trees' bytes would bury it.
+                let now = s.tree(vault)
+                let unchanged = now == before
+                #expect(unchanged, "\(what) changed the vault: \(Set(now.keys).symmetricDifference(before.keys).sorted()) came or went, \(now.keys.filter { before[$0] != nil && before[$0] != now[$0] }.sorted()) changed",
+                        sourceLocation: sourceLocation)
+                #expect(everything(under: full.path).allSatisfy { $0 == "v" || $0.hasPrefix("v/") }
+                        && !everything(under: vault).contains { $0.contains(".n11staging-") || $0.contains(".n11tmp-") },
+                        "\(what) left \(everything(under: full.path))", sourceLocation: sourceLocation)
+            }
+
+            let restore = try s.run(["restore", archive, "--password-file", pw, "--vault", vault])
+            expectExit(restore, 74)
+            #expect(restore.err.contains("No space left on device") && restore.err.contains("'\(vault)/Notes/"), "\(restore)")
+            expectUnchanged("the restore")
+
+            let export = try s.run(["restore", archive, "--password-file", pw, "--export", full.path + "/export"])
+            expectExit(export, 74)
+            #expect(export.err.contains("No space left on device"), "\(export)")
+            expectUnchanged("the export")
+
+            let add = try s.run(["vault", "add", "--vault", vault, "--note"] + notes)
+            expectExit(add, 74)
+            #expect(add.err.contains("No space left on device"), "\(add)")
+            expectUnchanged("the add")
+            // ...and the vault still works.
+            expectExit(try s.run(["vault", "verify", "--vault", vault]), 0)
+        }
+    }
+
     @Test("vault rotate-keys where a second copy of the items does not fit: 74 naming the space, nothing changed")
     func rotationNeedsSpace() throws {
         try withSandbox { s in
