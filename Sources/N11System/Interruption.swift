@@ -10,8 +10,8 @@ import Glibc
 /// which a signal handler may not. It waits for any critical section the main thread is in
 /// (a commit that must not be cut in half) and for every `alongside` section (files being
 /// created, on the writer thread or the caller's), runs the registered cleanups newest
-/// first, then
-/// lets the signal end the process as it would have (the shell sees "killed by SIGINT").
+/// first, then lets the signal end the process as it would have (the shell sees "killed by
+/// SIGINT").
 ///
 /// Children started with `SpawnAttributes` get the default signal mask back, so Ctrl-C
 /// reaches them as usual.

@@ -505,7 +505,7 @@ public final class VaultStaging {
     /// Throws everything staged away; the vault is as it was.
     public func discard() {
         finished = true
-        // The writer thread stops before their files are removed: none is made after.
+        // The writer thread stops before its files are removed: none is made after.
         contentWriters.cancel()
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
