@@ -110,7 +110,7 @@ public enum ArchiveExporter {
             } catch {
                 // Nothing unverified stays, even in staging: a salvage goes on without it.
                 staging.removeFile(name, in: folder)
-                throw error
+                throw staging.named(error, file: name, in: folder)
             }
             stagedPerFolder[folder, default: 0] += 1
             report.plaintextBytes += item.size
@@ -381,14 +381,27 @@ final class ExportStaging: @unchecked Sendable {
     /// Created where Ctrl-C's cleanup cannot be running: a file made while it removed the
     /// tree kept the staging directory (and the export's) from going (a CI run caught it).
     func createFile(_ file: String, in folder: String) throws -> FileDescriptor {
-        try Interruption.critical { try folderHandles[folder]!.createFile(file, mode: 0o600) }
+        do { return try Interruption.critical { try folderHandles[folder]!.createFile(file, mode: 0o600) } }
+        catch { throw named(error, file: file, in: folder) }
+    }
+
+    /// A failure to make or write a staged file, naming the place the file was going to:
+    /// the hidden staging directory means nothing to the person reading the message (a full
+    /// USB stick said "cannot write '…/.n11tmp-20846-export.de80cbbd7ab4/Notes/n132.txt'"),
+    /// as `create` names the archive asked for rather than its temp file.
+    func named(_ error: any Error, file: String, in folder: String) -> any Error {
+        guard let error = error as? SystemError, let path = error.path,
+              path.hasPrefix(directory.path + "/") else { return error }
+        return SystemError(error.operation, path: Path.join(Path.join(parent.path, folder), file), errno: error.errno)
     }
 
     /// Makes a staged file of verified plaintext (a small item, on a writer thread), then wipes
     /// the plaintext. Made within an `alongside` section, for the reason `createFile` gives.
     func write(_ plaintext: VerifiedPlaintext, to file: String, in folder: String, modified: Int64) throws {
         defer { plaintext.wipe() }
-        let handle = try Interruption.alongside { try folderHandles[folder]!.createFile(file, mode: 0o600) }
+        let handle: FileDescriptor
+        do { handle = try Interruption.alongside { try folderHandles[folder]!.createFile(file, mode: 0o600) } }
+        catch { throw named(error, file: file, in: folder) }
         do {
             try handle.write(plaintext.bytes[...])
             try handle.setModificationTime(secondsSince1970: modified)
@@ -396,7 +409,7 @@ final class ExportStaging: @unchecked Sendable {
         } catch {
             try? handle.close()
             removeFile(file, in: folder)
-            throw error
+            throw named(error, file: file, in: folder)
         }
     }
 
