@@ -85,6 +85,14 @@ public final class ArchiveProgress: Sendable, VaultChangeProgress {
         report(snapshot(at: Self.now(), finished: true))
     }
 
+    /// Reports where a run that failed got to, at once: the throttled reports may be up to
+    /// `interval` behind (a small export onto a full disk showed "0/300 items" when its
+    /// error came, although every item had been checked). Nothing if the run never began.
+    public func reportWhereItStopped() {
+        guard started.load(ordering: .relaxed) != 0 else { return }
+        report(snapshot(at: Self.now(), finished: false))
+    }
+
     /// Wraps an item's source: counts what is read from it, at most `size` bytes (a sealed
     /// stream carries a little more than its plaintext), until `complete()`.
     func counting(_ source: ByteSource, size: Int64) -> ProgressCountingSource {

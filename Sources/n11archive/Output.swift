@@ -124,11 +124,28 @@ enum ProgressLine {
     /// `OutputOptions` too (`vault add`).
     static func observer(_ verb: String, quiet: Bool, forced: Bool) -> ArchiveProgress? {
         if quiet { return nil }
+        let progress: ArchiveProgress
         if Terminal.isTerminal(2) {
-            return ArchiveProgress(interval: 0.1) { drawBar($0, verb: verb) }
+            progress = ArchiveProgress(interval: 0.1) { drawBar($0, verb: verb) }
+        } else {
+            guard forced else { return nil }
+            progress = ArchiveProgress(interval: 1.0) { printPlain($0, verb: verb) }
         }
-        guard forced else { return nil }
-        return ArchiveProgress(interval: 1.0) { printPlain($0, verb: verb) }
+        latest = progress
+        return progress
+    }
+
+    /// The observer made last, and whether its last line was not its final one: a run that
+    /// fails shows where it got to (`showWhereItStopped`) before the error.
+    nonisolated(unsafe) private static var latest: ArchiveProgress?
+    nonisolated(unsafe) private static var latestUnfinished = false
+
+    /// Before an error ends the run: the last progress line, throttled, may be behind by up
+    /// to its interval; it is drawn again with the counts at the failure.
+    static func showWhereItStopped() {
+        guard latestUnfinished, let latest else { return }
+        latestUnfinished = false
+        latest.reportWhereItStopped()
     }
 
     /// True while a bar is on screen without its final newline (a failure mid-run).
@@ -147,6 +164,7 @@ enum ProgressLine {
         let line = fitted(s, verb: verb, columns: Terminal.columns(2) ?? 80)
         write("\r\(line)\u{1B}[K\(s.finished ? "\n" : "")")
         barOpen = !s.finished
+        latestUnfinished = !s.finished
     }
 
     /// The progress line within `columns - 1` characters (a line that fills the last column
@@ -182,6 +200,7 @@ enum ProgressLine {
             let line = seconds.map { what + String(format: ": %.1f s", $0) } ?? what + "…"
             write("\r" + String(line.prefix(max(10, (Terminal.columns(2) ?? 80) - 1))) + "\u{1B}[K")
             barOpen = true
+            latestUnfinished = false
         } else if let seconds {
             write("n11archive: " + what + String(format: ": %.1f s\n", seconds))
         }
@@ -195,6 +214,7 @@ enum ProgressLine {
     /// A log-friendly line (cron, CI): no control characters.
     static func printPlain(_ s: ArchiveProgress.Snapshot, verb: String) {
         write("n11archive: \(verb) \(text(s, barWidth: nil))\n")
+        latestUnfinished = !s.finished
     }
 
     private static func write(_ text: String) {

@@ -58,6 +58,7 @@ do {
     SpoolFiles.removeAll()
     exit(ExitCode.partial.rawValue)
 } catch let error as CategorizedError {
+    ProgressLine.showWhereItStopped()
     Console.error(error.description)
     if let hint = error.hint { Console.hint(hint) }
     fail(code: ExitCode(for: error.kind).rawValue, message: error.description, hint: error.hint)
