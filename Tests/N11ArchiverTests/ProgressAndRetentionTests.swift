@@ -44,6 +44,23 @@ struct ProgressTests {
         #expect(inside.count >= 10, "\(what): only \(inside.count) reports inside the 3 MiB item", sourceLocation: sourceLocation)
     }
 
+    @Test("a failed run reports where it stopped at once, throttled or not, and nothing before it began")
+    func whereItStopped() {
+        let seen = Mutex<[ArchiveProgress.Snapshot]>([])
+        // An hour between reports: only begin and the failure's report can come.
+        let progress = ArchiveProgress(interval: 3600) { snapshot in seen.withLock { $0.append(snapshot) } }
+        progress.reportWhereItStopped()
+        #expect(seen.withLock { $0.isEmpty }, "a report before the run began")
+        progress.begin(items: 3, bytes: 30)
+        progress.add(bytes: 20)
+        progress.itemDone()
+        progress.itemDone()
+        progress.reportWhereItStopped()
+        let snapshots = seen.withLock { $0 }
+        #expect(snapshots.count == 2)
+        #expect(snapshots.last.map { $0.items == 2 && $0.bytes == 20 && !$0.finished } == true, "\(snapshots)")
+    }
+
     @Test("work done before the bar (an upload that followed the archive) counts in the bytes, not in the rate")
     func alreadyDone() throws {
         let recorder = ProgressRecorder()
