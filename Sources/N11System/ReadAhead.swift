@@ -41,6 +41,10 @@ public final class ReadAhead: @unchecked Sendable {
     /// it: a wake-up per block made both threads switch context for every small item.
     private var consumerWaiting = false
     private var producerWaiting = false
+    /// The producer sleeps for `streamsAhead` (a stream read to its end wakes it), not for a
+    /// free block (half the blocks free wake it). Waking it at every stream's end whatever
+    /// it waited for made both threads switch context for every small item (issue 29).
+    private var producerWaitsToOpen = false
     private let wakeBatch: Int
     /// The most streams opened and not yet read to their end.
     private let streamsAhead: Int
@@ -154,8 +158,10 @@ public final class ReadAhead: @unchecked Sendable {
             while index - streamsRead >= streamsAhead && !cancelled {
                 if consumerWaiting { pthread_cond_broadcast(changed) }
                 producerWaiting = true
+                producerWaitsToOpen = true
                 pthread_cond_wait(changed, lock)
                 producerWaiting = false
+                producerWaitsToOpen = false
             }
             return !cancelled
         }
@@ -220,7 +226,7 @@ public final class ReadAhead: @unchecked Sendable {
             if filledStart > 64 { filled.removeFirst(filledStart); filledStart = 0 }
             free.append(block)
             if endsStream { streamsRead += 1 }
-            if producerWaiting && (free.count >= wakeBatch || endsStream) { pthread_cond_broadcast(changed) }
+            if producerWaiting && (free.count >= wakeBatch || (endsStream && producerWaitsToOpen)) { pthread_cond_broadcast(changed) }
         }
     }
 
