@@ -93,6 +93,7 @@ public enum ArchiveExporter {
                 let plaintext = VerifiedPlaintext(capacity: Int(item.size))
                 try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore, into: plaintext, progress: progress)
                 let modified = Int64(item.created.timeIntervalSince1970.rounded(.down))
+                staging.startWriteback()
                 try writers.submit { try staging.write(plaintext, to: name, in: folder, modified: modified) }
                 stagedPerFolder[folder, default: 0] += 1
                 report.plaintextBytes += item.size
@@ -356,6 +357,9 @@ final class ExportStaging: @unchecked Sendable {
     private let name: String
     private let parent: DirectoryHandle
     private var folderHandles: [String: DirectoryHandle] = [:]
+    /// Opened before the first staged file is made: a syncfs reports only the writeback
+    /// errors that came after its descriptor was opened (`FileSystemSync`).
+    private let fileSystem: FileSystemSync
     /// Removes the staged plaintext if Ctrl-C or SIGTERM ends the export.
     private var interruptCleanup: Interruption.Token?
 
@@ -372,6 +376,7 @@ final class ExportStaging: @unchecked Sendable {
             throw error
         }
         directory = try parent.openSubdirectory(name)
+        fileSystem = try directory.fileSystemSync()
         for folder in folders {
             try directory.makeSubdirectory(folder, mode: 0o700)
             folderHandles[folder] = try directory.openSubdirectory(folder)
@@ -418,7 +423,12 @@ final class ExportStaging: @unchecked Sendable {
         try? folderHandles[folder]?.removeFile(file)
     }
 
-    func syncFileSystem() throws { try Directory.syncFileSystem(containing: directory.path) }
+    /// Every staged file durable with one syncfs (see `FileSystemSync`).
+    func syncFileSystem() throws { try fileSystem.sync() }
+
+    /// Has the staged files written back while the export goes on (see `FileSystemSync`).
+    func startWriteback() { fileSystem.startWriteback() }
+
 
     /// Moves one staged file into `target`. Never replaces a file that appeared since the
     /// conflict check unless `replacing`; a replaced file is exchanged into staging, not
@@ -459,6 +469,7 @@ final class ExportStaging: @unchecked Sendable {
     /// Removes the staging directory and what is left in it (files replaced by the export,
     /// or everything after a failure).
     func remove() {
+        fileSystem.stopWriteback()
         parent.removePrivateTree(name)
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }

@@ -44,17 +44,6 @@ public enum Directory {
         try fd.sync()
     }
 
-    /// Makes everything written so far on the file system holding `path` durable — file data,
-    /// new files and directory entries — with one `syncfs(2)`. Writers of many files (a vault
-    /// commit, an export) call this once before their commit point instead of an fsync per
-    /// file: the per-file fsyncs cost milliseconds each and dominated restoring 20,000 notes.
-    /// Since Linux 5.8 syncfs reports writeback errors of the file system, so a failure here
-    /// means the data may not be on disk and the commit must not go ahead.
-    public static func syncFileSystem(containing path: String) throws {
-        let fd = try FileDescriptor.openDirectory(path)
-        guard n11_syncfs(fd.rawValue) == 0 else { throw SystemError("cannot flush the file system to disk", path: path) }
-    }
-
     /// Bytes an unprivileged user can still write on the file system holding `path`.
     public static func availableBytes(on path: String) throws -> Int64 {
         var info = statvfs()

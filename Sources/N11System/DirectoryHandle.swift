@@ -8,7 +8,7 @@ import Glibc
 /// link in the last component.
 public final class DirectoryHandle: @unchecked Sendable {
     public let path: String
-    private let descriptor: FileDescriptor
+    let descriptor: FileDescriptor
 
     private init(path: String, descriptor: FileDescriptor) {
         self.path = path

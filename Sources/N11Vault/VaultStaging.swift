@@ -43,6 +43,9 @@ public final class VaultStaging {
     /// Creates and writes small new items' files beside the add or the restore (`writeBeside`);
     /// started by the first such item.
     private var contentWriters = SerialWorkerPool()
+    /// The commit point's syncfs, opened before the change writes anything (`FileSystemSync`
+    /// says why), and the writeback started while small items' files are made.
+    private let fileSystem: FileSystemSync
     /// Files `contentWriters` wrote in the staging directory because their final path was
     /// taken; `waitForWrites` adds their moves.
     private let displaced = Displaced()
@@ -150,6 +153,7 @@ public final class VaultStaging {
         guard let catalogue = vault.catalogue else { preconditionFailure("a writer's vault has its catalogue") }
         self.vault = vault
         self.catalogue = catalogue
+        do { fileSystem = try FileSystemSync(containing: vault.path) } catch { throw VaultError.wrap(error) }
         directory = Path.join(vault.path, Self.prefix + SecureRandom.bytes(6).hex)
         createdFiles = CreatedFiles(spillingTo: Path.join(directory, "created"))
         places = ContentPlaces(vaultPath: vault.path, stagingDirectory: directory, createdFiles: createdFiles)
@@ -350,6 +354,7 @@ public final class VaultStaging {
     private func writeBeside(_ sealed: SealedContent, of metadata: ItemMetadata, key: SecureBytes) throws {
         // Before the first file is made outside the staging directory, as `stage` does.
         try markForSweep()
+        fileSystem.startWriteback()
         try holdBack(NewRow(id: metadata.id, record: try metadata.sealed(by: recordSealer(for: metadata.compartment, key: key))))
         let finalPath = metadata.relativePath, places = places, displaced = displaced
         let write: SerialWorker.Job = {
@@ -480,7 +485,7 @@ public final class VaultStaging {
     /// The commit point: the catalogue transaction, committed once the staged files are
     /// durable (one syncfs for all of them: their data, their inodes and the staging directory).
     func commitPoint() throws {
-        try Directory.syncFileSystem(containing: directory)
+        try fileSystem.sync()
         try catalogue.commitChange()
     }
 
@@ -498,6 +503,7 @@ public final class VaultStaging {
     func abandon() {
         finished = true
         contentWriters.cancel()
+        fileSystem.stopWriteback()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
@@ -507,6 +513,7 @@ public final class VaultStaging {
         finished = true
         // The writer thread stops before its files are removed: none is made after.
         contentWriters.cancel()
+        fileSystem.stopWriteback()
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
         // as it marks that a sweep is needed if this is cut short (or the power fails).
@@ -523,6 +530,7 @@ public final class VaultStaging {
     private func abandonToSweep() {
         finished = true
         contentWriters.cancel()
+        fileSystem.stopWriteback()
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }

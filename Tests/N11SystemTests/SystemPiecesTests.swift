@@ -22,6 +22,36 @@ struct SystemPiecesTests {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
 
+    /// This process's threads, from /proc.
+    func threadCount() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count }
+
+    @Test("FileSystemSync: syncs through the descriptor it opened first, not the path; its writeback thread ends with sync or stop")
+    func fileSystemSync() throws {
+        try scratch { dir in
+            #expect(mkdir(dir + "/v", 0o700) == 0 && mkdir(dir + "/x", 0o700) == 0)
+            let sync = try FileSystemSync(containing: dir + "/v")
+            let handle = try DirectoryHandle.open(dir + "/x")
+            let fromHandle = try handle.fileSystemSync()
+            // Both directories gone from the names they were opened by: a sync that looked the
+            // path up again (and so missed writeback errors from before it, see the type)
+            // would fail here.
+            #expect(rename(dir + "/v", dir + "/v2") == 0 && rename(dir + "/x", dir + "/x2") == 0)
+            try write(dir + "/v2/file", "written")
+
+            let before = try threadCount()
+            sync.startWriteback()
+            sync.startWriteback()   // idempotent: one thread
+            fromHandle.startWriteback()
+            #expect(try threadCount() == before + 2)
+            try sync.sync()
+            #expect(try threadCount() == before + 1, "sync() left its writeback thread running")
+            fromHandle.stopWriteback()
+            fromHandle.stopWriteback()
+            #expect(try threadCount() == before)
+            try fromHandle.sync()
+        }
+    }
+
     @Test("DirectoryHandle: a link in place of a subdirectory is refused; renameat2 without replacing leaves both files")
     func directoryHandle() throws {
         try scratch { dir in
