@@ -429,7 +429,6 @@ final class ExportStaging: @unchecked Sendable {
     /// Has the staged files written back while the export goes on (see `FileSystemSync`).
     func startWriteback() { fileSystem.startWriteback() }
 
-
     /// Moves one staged file into `target`. Never replaces a file that appeared since the
     /// conflict check unless `replacing`; a replaced file is exchanged into staging, not
     /// lost, until the export has succeeded.
