@@ -54,7 +54,10 @@ public final class FileSystemSync {
         }
     }
 
-    /// Stops the writeback thread, if any, and waits for it. Idempotent.
+    /// Whether the writeback thread runs.
+    public var isWritingBack: Bool { writeback != nil }
+
+    /// Stops the writeback thread, if any, and waits for it to end. Idempotent.
     public func stopWriteback() {
         writeback?.stop()
         writeback = nil

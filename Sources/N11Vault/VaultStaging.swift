@@ -44,8 +44,8 @@ public final class VaultStaging {
     /// started by the first such item.
     private var contentWriters = SerialWorkerPool()
     /// The commit point's syncfs, opened before the change writes anything (`FileSystemSync`
-    /// says why), and the writeback started while small items' files are made.
-    private let fileSystem: FileSystemSync
+    /// says why), and the writeback started with the first content file.
+    let fileSystem: FileSystemSync
     /// Files `contentWriters` wrote in the staging directory because their final path was
     /// taken; `waitForWrites` adds their moves.
     private let displaced = Displaced()
@@ -409,6 +409,8 @@ public final class VaultStaging {
     private func createContentFile(for finalPath: String, replacing: Bool) throws
         -> (file: FileDescriptor, path: String, stagedName: String?) {
         if !replacing { try markForSweep() }
+        // Items of under 1 MiB start no writeback of their own (`startWritebackOfAll`).
+        fileSystem.startWriteback()
         return try places.createContentFile(for: finalPath, replacing: replacing)
     }
 

@@ -84,6 +84,31 @@ struct JournalTests {
         }
     }
 
+    @Test("a change has its files written back from its first content file to its commit point; a discard or an abandon stops that too")
+    func writebackWhileStaging() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            try {   // the vault (and its lock) go at the end of this scope
+                let empty = try VaultStaging(vault: try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true))
+                #expect(!empty.fileSystem.isWritingBack, "before any content file")
+                empty.discard()
+            }()
+            let (_, committed, _) = try prepare(dir, store: store)
+            #expect(committed.fileSystem.isWritingBack)
+            try committed.commit()
+            #expect(!committed.fileSystem.isWritingBack, "past the commit point")
+        }
+        for end in ["discard", "abandon"] {
+            try withTemporaryDirectory { dir in
+                let (_, store) = try makeHome(in: dir)
+                let (_, staging, _) = try prepare(dir, store: store)
+                #expect(staging.fileSystem.isWritingBack)
+                if end == "discard" { staging.discard() } else { staging.abandon() }
+                #expect(!staging.fileSystem.isWritingBack, "after \(end)")
+            }
+        }
+    }
+
     @Test("a change thrown away (an error, Ctrl-C) removes the files it wrote in place at once")
     func discarded() throws {
         try withTemporaryDirectory { dir in
