@@ -371,15 +371,31 @@ final class ExportStaging: @unchecked Sendable {
         let staged = name
         let cleanup = Interruption.onInterrupt { parent.removePrivateTree(staged) }
         interruptCleanup = cleanup
-        do { try parent.makeSubdirectory(name, mode: 0o700) } catch {
+        // Made where Ctrl-C's cleanup cannot be running, folders too: it found the new
+        // staging directory empty, a folder was made in it, and its rmdir failed, leaving the
+        // staging directory (and the export's) behind (a CI run caught it). A failure here
+        // takes back what was made.
+        typealias Made = (directory: DirectoryHandle, fileSystem: FileSystemSync, folders: [String: DirectoryHandle])
+        let made = Interruption.critical { () -> Result<Made, any Error> in
+            do { try parent.makeSubdirectory(staged, mode: 0o700) } catch { return .failure(error) }
+            let result = Result { () throws -> Made in
+                let directory = try parent.openSubdirectory(staged)
+                var handles: [String: DirectoryHandle] = [:]
+                for folder in folders {
+                    try directory.makeSubdirectory(folder, mode: 0o700)
+                    handles[folder] = try directory.openSubdirectory(folder)
+                }
+                return (directory, try directory.fileSystemSync(), handles)
+            }
+            if case .failure = result { parent.removePrivateTree(staged) }
+            return result
+        }
+        switch made {
+        case .success(let made):
+            (directory, fileSystem, folderHandles) = (made.directory, made.fileSystem, made.folders)
+        case .failure(let error):
             Interruption.cancel(cleanup)
             throw error
-        }
-        directory = try parent.openSubdirectory(name)
-        fileSystem = try directory.fileSystemSync()
-        for folder in folders {
-            try directory.makeSubdirectory(folder, mode: 0o700)
-            folderHandles[folder] = try directory.openSubdirectory(folder)
         }
     }
 
