@@ -164,7 +164,9 @@ public final class VaultStaging {
             Directory.removePrivateTree(staged)
         }
         do {
-            try Directory.ensure(directory, mode: 0o700)
+            // Inside `critical`, as an export's staging: made after the cleanup had run, it
+            // would outlive the process (the next writer sweeps it, but a run should not need that).
+            try Interruption.critical { try Directory.ensure(directory, mode: 0o700) }
             try catalogue.beginChange()
         } catch {
             discard()
