@@ -12,6 +12,32 @@ func jsonDocument(_ result: RunResult, sourceLocation: SourceLocation = #_source
     return try #require(object as? [String: Any], "stdout is not one JSON object: \(result)", sourceLocation: sourceLocation)
 }
 
+/// Checks that a streamed document is laid out as one pretty-printed document: every line
+/// indented two spaces per level of nesting, the elements of a listing included (each is
+/// encoded on its own and moved right to its place).
+func expectNestedIndentation(_ result: RunResult, sourceLocation: SourceLocation = #_sourceLocation) {
+    var depth = 0
+    for line in result.out.split(separator: "\n") {
+        let body = line.drop { $0 == " " }
+        let closing = body.first == "}" || body.first == "]"
+        #expect(line.count - body.count == 2 * (depth - (closing ? 1 : 0)), "line '\(line)' is not indented for its depth \(depth)",
+                sourceLocation: sourceLocation)
+        var inString = false, escaped = false
+        for c in body {
+            if inString {
+                if escaped { escaped = false } else if c == "\\" { escaped = true } else if c == "\"" { inString = false }
+            } else if c == "\"" {
+                inString = true
+            } else if c == "{" || c == "[" {
+                depth += 1
+            } else if c == "}" || c == "]" {
+                depth -= 1
+            }
+        }
+    }
+    #expect(depth == 0, sourceLocation: sourceLocation)
+}
+
 /// Checks an error document: outcome, the same exit code as the process, a message, the command.
 func expectErrorDocument(_ result: RunResult, _ code: Int32, command: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
     expectExit(result, code, sourceLocation: sourceLocation)
@@ -72,12 +98,14 @@ struct OutputCLITests {
             let l = try jsonDocument(listed)
             #expect(l["outcome"] as? String == "ok" && l["command"] as? String == "list" && l["archiveId"] as? String == id)
             let items = try #require(l["items"] as? [[String: Any]])
+            expectNestedIndentation(listed)
             #expect(Set(items.compactMap { $0["name"] as? String }) == Set(originals.keys))
             let ids = Set(items.compactMap { $0["id"] as? String })
             everything += listed.out + listed.err
 
             let vaultListed = try s.run(["vault", "list", "--json"])
             let vl = try jsonDocument(vaultListed)
+            expectNestedIndentation(vaultListed)
             #expect(vl["outcome"] as? String == "ok" && vl["command"] as? String == "vault list")
             #expect(Set(((vl["items"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }) == ids)
             #expect(vl["expiredHidden"] as? Int == 0 && (vl["damaged"] as? [String]) == [])
