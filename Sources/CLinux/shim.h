@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <sys/wait.h>
 #include <signal.h>
+#include <sys/uio.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -40,6 +41,23 @@ static inline int n11_open_unnamed(const char *dir, mode_t mode) {
     return open(dir, __O_TMPFILE | O_DIRECTORY | O_RDWR | O_CLOEXEC, mode);
 #else
     errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+/* Whether the first byte of an open file is in the page cache: 1 if a read of it with
+   RWF_NOWAIT (preadv2, through syscall(2): glibc declares it only under _GNU_SOURCE)
+   returns without waiting for the disk (an empty file counts as cached), 0 if it would have
+   waited, -1 if the kernel or file system cannot tell (errno set). */
+static inline int n11_first_byte_cached(int fd) {
+#ifdef SYS_preadv2
+    unsigned char byte;
+    struct iovec vector = { &byte, 1 };
+    long n = syscall(SYS_preadv2, fd, &vector, 1, 0L, 0L, 0x00000008 /* RWF_NOWAIT */);
+    if (n >= 0) return 1;
+    return errno == EAGAIN ? 0 : -1;
+#else
+    errno = ENOSYS;
     return -1;
 #endif
 }

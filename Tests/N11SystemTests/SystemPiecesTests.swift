@@ -284,6 +284,109 @@ struct SystemPiecesTests {
         }
     }
 
+    @Test("HintPacing: runs of files all in the cache let ever more paths go unhinted; one file out of it starts over")
+    func hintPacing() {
+        var pacing = HintPacing()
+        func shouldHint() -> Bool { pacing.shouldHint() }
+        func probe(cachedExcept outside: Int? = nil) {
+            for n in 0..<HintPacing.probe {
+                #expect(shouldHint())
+                pacing.hinted(wasCached: n != outside)
+            }
+        }
+        func expectSkipped(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+            for _ in 0..<count { #expect(!shouldHint(), sourceLocation: sourceLocation) }
+            #expect(shouldHint(), sourceLocation: sourceLocation)
+            pacing.hinted(wasCached: false)   // the next probe's first file, out of the cache
+        }
+        // A cold probe: every path is hinted, the next probe too.
+        probe(cachedExcept: 17)
+        probe()
+        expectSkipped(HintPacing.firstSkip)
+        // That probe's first file was out of the cache: no skip after it, and the next
+        // warm run skips `firstSkip` again, then twice that, up to the longest.
+        for _ in 1..<HintPacing.probe {
+            #expect(shouldHint())
+            pacing.hinted(wasCached: true)
+        }
+        probe()
+        expectSkipped(HintPacing.firstSkip)
+        for _ in 1..<HintPacing.probe { #expect(shouldHint()); pacing.hinted(wasCached: nil) }
+        var skip = HintPacing.firstSkip
+        for _ in 0..<6 {
+            probe()
+            for _ in 0..<skip { #expect(!shouldHint()) }
+            skip = min(2 * skip, HintPacing.longestSkip)
+        }
+        #expect(skip == HintPacing.longestSkip)
+        probe()
+        for _ in 0..<HintPacing.longestSkip { #expect(!shouldHint()) }
+        #expect(shouldHint())
+    }
+
+    @Test("hintOwnUnlessCached tells a cached file from one out of the cache, and asks the kernel for the latter")
+    func hintUnlessCached() throws {
+        try scratch { dir in
+            let cold = dir + "/cold", warm = dir + "/warm"
+            try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: cold))
+            try Data(repeating: 8, count: 20_000).write(to: URL(fileURLWithPath: warm))
+            let fd = open(cold, O_RDONLY)
+            #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+            close(fd)
+            try #require(try residentPages(cold).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            let wasCold = try #require(InputPrefetch.hintOwnUnlessCached(cold), "the kernel cannot tell (RWF_NOWAIT) here")
+            #expect(!wasCold)
+            var waited = 0
+            while try residentPages(cold).resident == 0, waited < 200 {
+                usleep(10_000)
+                waited += 1
+            }
+            #expect(try residentPages(cold).resident > 0, "the file out of the cache was not hinted")
+            #expect(InputPrefetch.hintOwnUnlessCached(warm) == true)
+            #expect(InputPrefetch.hintOwnUnlessCached(dir + "/missing") == nil)
+        }
+    }
+
+    @Test("a paced HintThread hints the paths added from several calls, in order, while they are out of the cache")
+    func pacedHintThread() throws {
+        try scratch { dir in
+            let paths = (0..<(HintPacing.probe + 8)).map { dir + "/note\($0)" }
+            for path in paths {
+                try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: path))
+                let fd = open(path, O_RDONLY)
+                #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+                close(fd)
+                try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            }
+            let hints = HintThread(files: .own, paced: true)
+            // Two lanes' segments: added, not replacing each other.
+            hints.add(Array(paths.prefix(40)))
+            hints.add(Array(paths.dropFirst(40)))
+            var waited = 0
+            while try paths.contains(where: { try residentPages($0).resident == 0 }), waited < 300 {
+                usleep(10_000)
+                waited += 1
+            }
+            hints.finish()
+            for path in paths { #expect(try residentPages(path).resident > 0, "\(path) was not hinted") }
+        }
+    }
+
+    @Test("a HintThread that falls behind a pass holds at most addedAhead paths, the last ones added")
+    func hintThreadDropsStalePaths() {
+        // A thread that never got to run while 50 batches of 1,000 were added.
+        var (pending, next) = ([String](), 0)
+        for batch in 0..<50 {
+            (pending, next) = HintThread.waiting(after: (0..<1000).map { "b\(batch)-\($0)" }, addedTo: pending, hinted: next)
+            #expect(pending.count <= HintThread.addedAhead + 1000)
+            #expect(pending.count - next == min(1000 * (batch + 1), HintThread.addedAhead))
+        }
+        #expect(pending.last == "b49-999" && pending[next] == "b45-904")
+        // What the thread hinted goes at the next add; the rest stays in order.
+        (pending, next) = HintThread.waiting(after: ["new"], addedTo: pending, hinted: pending.count - 2)
+        #expect(pending == ["b49-998", "b49-999", "new"] && next == 0)
+    }
+
     @Test("FileLock: a second taker is told who holds it; after release it is free")
     func fileLock() throws {
         try scratch { dir in
