@@ -206,7 +206,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword: return "check the password; an archive's password cannot be recovered"
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
-        case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies)"
+        case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies, if the header and manifest are intact)"
         case .unsalvageable:
             return "a salvage needs the archive's header.json, its second entry and its manifest intact (they authenticate every item): use another copy of the archive; nothing was written"
         case .archiveMissing: return "check the archive's path and name; nothing was changed"

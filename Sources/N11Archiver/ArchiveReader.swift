@@ -184,7 +184,7 @@ public final class ArchiveReader {
         let directory: any Error
         let localHeaders: any Error
         var description: String {
-            "its ZIP directory does not read (\(directory)), and its local headers do not give the archive's first entries either (\(localHeaders))"
+            "its ZIP directory does not read (\(directory)), and its local headers do not give the entries that authenticate the rest either (\(localHeaders))"
         }
     }
 

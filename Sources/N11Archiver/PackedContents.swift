@@ -58,7 +58,8 @@ struct PackedEntries {
                 throw .invalidManifest("entry '\(entry.name)' of \(entry.size) bytes is no sealed stream")
             }
         }
-        guard let root else { throw .invalidManifest("there is no \(EntryName.manifestRoot)") }
+        // The root is the archive's last entry: the first thing a copy cut short loses.
+        guard let root else { throw .invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?)") }
         guard FormatLimits.payloadLength(sealedLength: root.size) != nil else {
             throw .invalidManifest("entry '\(root.name)' of \(root.size) bytes is no sealed stream")
         }

@@ -202,7 +202,7 @@ extension ItemSelection.Problem {
         switch self {
         case .prefixTooShort: return "give at least \(ItemSelection.minimumPrefixLength) characters of the ID (`\(listing)` shows them)"
         case .noMatch: return "`\(listing)` shows the IDs and names; quote a --name glob so the shell does not expand it"
-        case .ambiguous: return "give more characters of the ID (`\(listing)` shows them)"
+        case .ambiguous: return "give the item's ID, or enough of it to be unique (`\(listing)` shows the IDs and names)"
         }
     }
 }

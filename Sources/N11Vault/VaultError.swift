@@ -160,7 +160,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .noteNotText: return "nothing was added; a note holds UTF-8 text only (a file of other bytes can be added on its own, as `vault add FILE` without --note, and is kept as it is)"
         case .noteTooLarge: return "nothing was added; a larger file can be added on its own, as `vault add FILE` without --note (any size, streamed)"
         case .itemNotFound: return "`n11archive vault list` shows the IDs"
-        case .ambiguousID: return "give more characters of the ID (`n11archive vault list` shows them)"
+        case .ambiguousID: return "give the item's ID, or enough of it to be unique (`n11archive vault list` shows the IDs and names)"
         case .prefixTooShort: return "give at least \(ItemSelection.minimumPrefixLength) characters of the ID (`n11archive vault list` shows them)"
         case .itemDamaged, .contentMissing: return "restore this item from an archive (`n11archive restore`)"
         case .outputExists: return "choose another path or pass --force to replace it"

@@ -40,7 +40,13 @@ struct ArchiveInput: ParsableArguments {
             sources.forgetPassword()
             return true
         }) {
-            try reader.unlock(with: sources, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
+            do {
+                return try reader.unlock(with: sources, kdfCeiling: try kdfCeiling.ceiling(), toleratingMissingItems: toleratingMissingItems)
+            } catch ArchiveError.vault(.notInitialized(let home)) where reader.header.mode == .secure {
+                // `init` would make a new key store, which opens no archive made before it.
+                throw CLIError(.configuration, "no key store in '\(home)': '\(reader.name)' is a secure archive, which opens only with the key store of the home that made it",
+                               hint: "run this where that home is, or point --home (or N11_HOME) at it; a new `n11archive init` cannot open it")
+            }
         }
         return (archive, sources.keyStoreIfLoaded)
     }

@@ -55,6 +55,12 @@ struct Restore: ParsableCommand, HasOutputOptions {
 
     func validate() throws {
         if export != nil && vaultOptions.vault != nil { throw ValidationError("--export and --vault exclude each other") }
+        // No item's name holds a '/' and no ID does: such a word is a place to restore to,
+        // given where an item goes (`restore a.nu11vlt ~/restored`). Said before a password.
+        if let place = items.first(where: { $0.contains("/") }) {
+            throw ValidationError("'\(place)' is no item (an item's ID or name has no '/'): to restore into a directory of files, "
+                                  + "give --export '\(place)'; into another vault, --vault '\(place)'")
+        }
         if export == "-" {
             if items.count + names.count != 1 { throw ValidationError("--export - writes one item to standard output: name it (ITEM or --name)") }
             if outputOptions.json || dryRun || salvage || overwrite {

@@ -8,6 +8,12 @@ enum UsageProblem {
         if let first = message.first, first.isUppercase, !message.hasPrefix("ID") {
             message = first.lowercased() + message.dropFirst()
         }
+        // A password given as a flag would show in `ps` and the shell's history; the
+        // parser's "did you mean '--password-fd'" would lead on to a descriptor number.
+        if arguments.contains(where: Self.isPasswordFlag) {
+            return ("a password is never taken as a flag's value: it would show in `ps` and in the shell's history",
+                    "use --password-file FILE (its first line), --password-fd N, --password-command CMD, N11_PASSWORD_FILE, or type it at the prompt")
+        }
         let (path, unknown, choices) = commandPath(of: arguments)
         let command = (["n11archive"] + path).joined(separator: " ")
         if let unknown, let meant = Suggestion.closest(to: unknown, among: choices) {
@@ -15,6 +21,13 @@ enum UsageProblem {
         }
         if let unknown { return ("unknown command '\(unknown)'", "`\(command) --help` lists the commands") }
         return (message, "see `\(command) --help`")
+    }
+
+    /// `--password`, `--password=…` and the like, which no command takes (`--pin` is a flag
+    /// of `init`; `--pin=…` would be a PIN).
+    private static func isPasswordFlag(_ word: String) -> Bool {
+        let flag = word.split(separator: "=", maxSplits: 1).first.map(String.init) ?? word
+        return ["--password", "--passphrase", "--pass", "--new-password"].contains(flag) || word.hasPrefix("--pin=")
     }
 
     /// The subcommands named in `arguments`, and the first word that should have been a

@@ -162,4 +162,86 @@ struct MisleadingMessageTests {
             #expect(waited.err.contains("waiting up to 1 s for it to finish"), "\(waited)")
         }
     }
+
+    @Test("a password given as a flag is refused for what it is (64), without echoing it or pointing at --password-fd")
+    func passwordAsFlag() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let secret = "hunter2-correct-horse"
+            for words in [["--password", secret], ["--password=\(secret)"], ["--passphrase", secret]] {
+                let run = try s.run(["create", "--portable", "-o", s.path("a.nu11vlt")] + words)
+                expectExit(run, 64)
+                #expect(run.err.contains("a password is never taken as a flag's value") && run.err.contains("--password-file FILE"), "\(run)")
+                #expect(!run.err.contains("did you mean") && !run.out.contains(secret) && !run.err.contains(secret), "\(run)")
+                #expect(!exists(s.path("a.nu11vlt")))
+            }
+        }
+    }
+
+    @Test("restore FILE DIR: a word with '/' is a place, not an item: --export or --vault is named (64), before any password")
+    func restoreIntoAPath() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", try s.passwordFile()] + fastKDF), 0)
+            let place = s.path("restored")
+            // No password source: a prompt would fail differently; this is refused first.
+            let run = try s.run(["restore", archive, place])
+            expectExit(run, 64)
+            #expect(run.err.contains("'\(place)' is no item") && run.err.contains("--export '\(place)'") && run.err.contains("--vault '\(place)'"), "\(run)")
+            #expect(!exists(place))
+        }
+    }
+
+    @Test("a secure archive where no key store is: says that only the home that made it opens it (78), not 'run init'")
+    func secureArchiveWithoutKeyStore() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let archive = s.path("s.nu11vlt")
+            expectExit(try s.run(["create", "--secure", "-o", archive]), 0)
+            let elsewhere = ["N11_HOME": s.path("nohome")]
+            for command in [["verify", archive], ["restore", archive], ["restore", archive, "--export", s.path("out")]] {
+                let run = try s.run(command, environment: elsewhere)
+                expectExit(run, 78)
+                #expect(run.err.contains("is a secure archive, which opens only with the key store of the home that made it"), "\(run)")
+                #expect(run.err.contains("a new `n11archive init` cannot open it") && !run.err.contains("run `n11archive init` first"), "\(run)")
+            }
+            #expect(!exists(s.path("nohome")) && !exists(s.path("out")))
+        }
+    }
+
+    @Test("an ambiguous name or prefix asks for the ID or enough of it, and says the listing shows IDs and names")
+    func ambiguousName() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("IMG_0001.jpg", [1, 2, 3])]), 0)
+            mkdir(s.path("other"), 0o700)
+            let second = s.path("other/IMG_0001.jpg")
+            #expect(FileManager.default.createFile(atPath: second, contents: Data([4, 5, 6])))
+            expectExit(try s.run(["vault", "add", second]), 0)
+            let run = try s.run(["vault", "cat", "IMG_0001.jpg", "-o", "-"])
+            expectExit(run, 66)
+            #expect(run.err.contains("matches 2 items") && run.err.contains("give the item's ID, or enough of it to be unique"), "\(run)")
+            #expect(run.stdout.isEmpty)
+        }
+    }
+
+    @Test("a copy cut short before its manifest's root: the salvage says it cannot (65) and asks whether the copy was cut short")
+    func cutShortBeforeTheRoot() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let archive = s.path("a.nu11vlt"), cut = s.path("cut.nu11vlt")
+            let password = try s.passwordFile()
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
+            let bytes = try readBytes(archive)
+            #expect(FileManager.default.createFile(atPath: cut, contents: Data(bytes.prefix(bytes.count / 2))))
+            let verified = try s.run(["verify", cut, "--password-file", password])
+            expectExit(verified, 65)
+            #expect(verified.err.contains("if the header and manifest are intact"), "\(verified)")
+            let salvaged = try s.run(["restore", cut, "--salvage", "--export", s.path("out"), "--password-file", password])
+            expectExit(salvaged, 65)
+            #expect(salvaged.err.contains("the archive's last entry: is it a copy cut short?"), "\(salvaged)")
+            #expect(!exists(s.path("out")))
+        }
+    }
 }
