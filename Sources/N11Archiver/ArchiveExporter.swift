@@ -380,6 +380,10 @@ final class ExportStaging: @unchecked Sendable {
             do { try parent.makeSubdirectory(staged, mode: 0o700) } catch { return .failure(error) }
             let result = Result { () throws -> Made in
                 let directory = try parent.openSubdirectory(staged)
+                // The export directory may be writable by others (only its owner is checked):
+                // one of them could have put a directory of their own in the place of the one
+                // just made, and plaintext staged there could not be taken back.
+                try directory.requireOwnedByUser()
                 var handles: [String: DirectoryHandle] = [:]
                 for folder in folders {
                     try directory.makeSubdirectory(folder, mode: 0o700)
@@ -484,7 +488,7 @@ final class ExportStaging: @unchecked Sendable {
     /// Removes the staging directory and what is left in it (files replaced by the export,
     /// or everything after a failure).
     func remove() {
-        fileSystem.stopWriteback()
+        fileSystem.stopWriteback(waiting: false)
         parent.removePrivateTree(name)
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }
