@@ -125,27 +125,36 @@ enum ProgressLine {
     static func observer(_ verb: String, quiet: Bool, forced: Bool) -> ArchiveProgress? {
         if quiet { return nil }
         let progress: ArchiveProgress
+        let drawer = Drawer()
         if Terminal.isTerminal(2) {
-            progress = ArchiveProgress(interval: 0.1) { drawBar($0, verb: verb) }
+            progress = ArchiveProgress(interval: 0.1) { drawBar($0, verb: verb); lastDrawn = drawer.progress }
         } else {
             guard forced else { return nil }
-            progress = ArchiveProgress(interval: 1.0) { printPlain($0, verb: verb) }
+            progress = ArchiveProgress(interval: 1.0) { printPlain($0, verb: verb); lastDrawn = drawer.progress }
         }
-        latest = progress
+        drawer.progress = progress
         return progress
     }
 
-    /// The observer made last, and whether its last line was not its final one: a run that
-    /// fails shows where it got to (`showWhereItStopped`) before the error.
-    nonisolated(unsafe) private static var latest: ArchiveProgress?
+    /// Lets an observer's report name the observer (weakly: no cycle through its closure).
+    private final class Drawer: @unchecked Sendable {   // set once, before any report
+        weak var progress: ArchiveProgress?
+    }
+
+    /// The observer that drew the last line, not the one made last: `create -o remote:…`
+    /// makes its upload's observer first, and a failed upload redrew the finished create.
+    /// Held here, since the error is shown after the command has let go of it.
+    nonisolated(unsafe) private static var lastDrawn: ArchiveProgress?
+    /// Whether the last line drawn was not its observer's final one: a run that fails shows
+    /// where it got to (`showWhereItStopped`) before the error.
     nonisolated(unsafe) private static var latestUnfinished = false
 
     /// Before an error ends the run: the last progress line, throttled, may be behind by up
     /// to its interval; it is drawn again with the counts at the failure.
     static func showWhereItStopped() {
-        guard latestUnfinished, let latest else { return }
+        guard latestUnfinished, let progress = lastDrawn else { return }
         latestUnfinished = false
-        latest.reportWhereItStopped()
+        progress.reportWhereItStopped()
     }
 
     /// True while a bar is on screen without its final newline (a failure mid-run).

@@ -190,6 +190,32 @@ struct RemoteCLITests {
         }
     }
 
+    @Test("a failed upload with --progress: the line drawn again is the upload's, where it stopped, not the finished create's")
+    func failedUploadProgress() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let pw = try s.passwordFile()
+            let world = try RemoteWorld(s)
+            // An rclone whose uploads of the archive fail (the lock's go through).
+            let wrapper = try s.file("rclone-failing-upload", Array("""
+                #!/bin/sh
+                case " $* " in *" copyto "*n11archive-2*|*" rcat "*n11archive-2*) cat > /dev/null; echo 'upload refused' >&2; exit 1;; esac
+                exec rclone "$@"
+
+                """.utf8))
+            chmod(wrapper, 0o755)
+            var environment = world.environment
+            environment["N11_RCLONE"] = wrapper
+            let created = try s.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw, "--progress"] + fastKDF,
+                                    environment: environment)
+            #expect(created.status != 0, "\(created)")
+            let progress = created.err.split(separator: "\n").filter { $0.hasPrefix("n11archive: create ") || $0.hasPrefix("n11archive: upload ") }
+            #expect(progress.contains { $0.hasPrefix("n11archive: create ") }, "\(created)")
+            #expect(progress.last?.hasPrefix("n11archive: upload ") == true, "\(created)")
+            #expect(world.stored.isEmpty, "\(world.stored)")
+        }
+    }
+
     @Test("mistakes and outages: rclone missing, no such remote, no such directory or file, a stopped server: clear codes, nothing left")
     func failures() throws {
         try withSandbox { s in
