@@ -38,6 +38,17 @@ public final class BackgroundThread {
         wait()
     }
 
+    /// Tells the job to stop and lets its thread end by itself, without waiting: for a
+    /// failure's way out, where the job may be in a step that takes long (a syncfs of a
+    /// slow disk) and nothing depends on its end. What it captured goes with it.
+    public func stopWithoutWaiting() {
+        job.stopped.store(true, ordering: .relaxed)
+        if let thread {
+            pthread_detach(thread)
+            self.thread = nil
+        }
+    }
+
     /// Waits for the job to end by itself.
     public func wait() {
         if let thread {

@@ -7,10 +7,13 @@ import Glibc
 /// per-file fsyncs cost milliseconds each and dominated restoring 20,000 notes).
 ///
 /// Opened before the change writes its first file, and it must be: since Linux 5.8 syncfs
-/// reports writeback errors of the file system, but only those that came after its
-/// descriptor was opened. A descriptor opened at the commit, as it was before, missed an
-/// error met by writeback the kernel had done earlier (its own starts after 30 s, well
-/// within a large restore), and the commit went ahead over data that never reached the disk.
+/// reports the file system's writeback errors to a descriptor if they came after it was
+/// opened, or, for an error from before, only if no syncfs on that file system has reported
+/// it yet (`errseq_sample` in lib/errseq.c). A descriptor opened at the commit missed an
+/// error of this change's writeback that another syncfs had already reported (this type's
+/// own writeback thread does so four times a second, and any other program may), and the
+/// commit went ahead over data that never reached the disk. (An unreported error from
+/// before the change fails its commit: the safe side.)
 ///
 /// `startWriteback()` has that writeback done while the change goes on, so that the commit
 /// point does not wait for all of it at the end (BENCHMARKS.md, "Writeback while a restore
@@ -19,6 +22,9 @@ public final class FileSystemSync {
     public let path: String
     private let descriptor: FileDescriptor
     private var writeback: BackgroundThread?
+    /// No descriptor or thread was to be had for the writeback: not tried again (an export
+    /// asks at every small file).
+    private var writebackUnavailable = false
 
     /// `path`: a directory on the file system the change writes to, as the user named it
     /// (a vault may live behind a link).
@@ -41,9 +47,10 @@ public final class FileSystemSync {
     /// their results are dropped: any error they meet is reported to `sync()` too, whose
     /// descriptor is older. Idempotent.
     public func startWriteback() {
-        guard writeback == nil else { return }
+        guard writeback == nil, !writebackUnavailable else { return }
         let fd = openat(descriptor.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }   // no writeback ahead: the commit's syncfs does it all
+        // No writeback ahead: the commit's syncfs does it all.
+        guard fd >= 0 else { return writebackUnavailable = true }
         let own = FileDescriptor(adopting: fd, path: path)
         writeback = BackgroundThread { stopped in
             while !stopped() {
@@ -52,14 +59,18 @@ public final class FileSystemSync {
                 if !stopped() { _ = n11_syncfs(own.rawValue) }
             }
         }
+        if writeback == nil { writebackUnavailable = true }
     }
 
     /// Whether the writeback thread runs.
     public var isWritingBack: Bool { writeback != nil }
 
     /// Stops the writeback thread, if any, and waits for it to end. Idempotent.
-    public func stopWriteback() {
-        writeback?.stop()
+    /// `waiting: false` (a failure's way out: a discard, an export taken back) lets the
+    /// thread end by itself: a syncfs it is in may take minutes on a slow stick, and the
+    /// error it follows should not wait for it. Its descriptor goes with it.
+    public func stopWriteback(waiting: Bool = true) {
+        if waiting { writeback?.stop() } else { writeback?.stopWithoutWaiting() }
         writeback = nil
     }
 

@@ -55,8 +55,9 @@ public enum InputPrefetch {
 /// cold cache that was a disk read waited for alone, and in a folder of 3,000,000 notes
 /// the lookup alone cost more than the rest of an item's work.
 /// On this thread both are done beside the pass, which then finds the name in the kernel's
-/// cache. Given the paths a batch at a time; a new batch replaces what is left of the last
-/// (the pass has gone past it). A batch may be a thousand files ahead of the pass, so only
+/// cache. Given the paths a batch at a time: `hint` replaces what is left of the last batch
+/// (one pass has gone past it), `add` appends (several lanes' batches, `create`). A batch
+/// may be a thousand files ahead of the pass, so only
 /// each file's first `headBytes` are asked for (64 MiB at most for a batch of large photos);
 /// sequential readahead takes over once the pass reads the file.
 public final class HintThread {

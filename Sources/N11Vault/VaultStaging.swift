@@ -517,7 +517,7 @@ public final class VaultStaging {
         finished = true
         // The writer thread stops before its files are removed: none is made after.
         contentWriters.cancel()
-        fileSystem.stopWriteback()
+        fileSystem.stopWriteback(waiting: false)
         catalogue.rollbackChange()
         // New items' files first, their removal durable: the staging directory goes last,
         // as it marks that a sweep is needed if this is cut short (or the power fails).
@@ -534,7 +534,7 @@ public final class VaultStaging {
     private func abandonToSweep() {
         finished = true
         contentWriters.cancel()
-        fileSystem.stopWriteback()
+        fileSystem.stopWriteback(waiting: false)
         catalogue.rollbackChange()
         if let interruptCleanup { Interruption.cancel(interruptCleanup) }
     }

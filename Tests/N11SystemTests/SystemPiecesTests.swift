@@ -216,6 +216,23 @@ struct SystemPiecesTests {
         let finite = try #require(BackgroundThread { _ in usleep(20_000); done.bump() })
         finite.wait()
         #expect(done.count == 1)
+
+        // Stopped without waiting: the caller goes on while a long step ends by itself.
+        let slow = Counter(), ended = Counter()
+        let long = try #require(BackgroundThread { stopped in
+            slow.bump()
+            usleep(300_000)   // a syncfs of a slow disk
+            if stopped() { ended.bump() }
+        })
+        while slow.count == 0 { usleep(1000) }
+        let start = Date()
+        long.stopWithoutWaiting()
+        #expect(Date().timeIntervalSince(start) < 0.2, "stopWithoutWaiting waited for the step")
+        #expect(ended.count == 0)
+        var waited = 0
+        while ended.count == 0, waited < 200 { usleep(10_000); waited += 1 }
+        #expect(ended.count == 1, "the job did not see the stop and end by itself")
+        long.stop()   // idempotent after it: nothing to wait for
     }
 
     @Test("HintThread for files from elsewhere never opens a FIFO: a writer waiting on it is not let through")
