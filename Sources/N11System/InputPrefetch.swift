@@ -179,7 +179,7 @@ public final class HintThread {
 
 /// Which files a paced `HintThread` hints. For `create`, whose content files are read in ID
 /// order (at random on the disk), hints made a run of 100,000 notes from a cold cache twice
-/// as fast, but cost a warm run about 5%: three system calls a file on the other core, for
+/// as fast, but cost a warm run a few percent: three system calls a file on the other core, for
 /// files already there (BENCHMARKS.md). So each run of `probe` hints also tells whether
 /// the files were in the cache (`InputPrefetch.hintOwnUnlessCached`). After a run of which
 /// all were, the next paths go unhinted: `firstSkip` of them, twice as many after each
