@@ -18,6 +18,25 @@ struct SystemPiecesTests {
         try body(dir)
     }
 
+    /// Writes 20,000 bytes to `path` and drops them from the page cache (the hint tests).
+    func writeOutOfCache(_ path: String) throws {
+        try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: path))
+        let fd = open(path, O_RDONLY)
+        #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+        close(fd)
+        try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+    }
+
+    /// Waits, 3 s at most, until every one of `paths` has a page in the cache again (the
+    /// reads a hint starts are the kernel's).
+    func waitUntilCached(_ paths: [String]) throws {
+        var waited = 0
+        while try paths.contains(where: { try residentPages($0).resident == 0 }), waited < 300 {
+            usleep(10_000)
+            waited += 1
+        }
+    }
+
     func write(_ path: String, _ text: String) throws {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
@@ -279,22 +298,11 @@ struct SystemPiecesTests {
     func hintThread(files: HintThread.Files) throws {
         try scratch { dir in
             let paths = (0..<8).map { dir + "/note\($0)" }
-            for path in paths {
-                try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: path))
-                let fd = open(path, O_RDONLY)
-                #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                close(fd)
-                try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
-            }
+            for path in paths { try writeOutOfCache(path) }
             let hints = HintThread(files: files)
             hints.hint(Array(paths.prefix(2)))   // replaced by the next batch, or hinted first
             hints.hint(paths)
-            // The reads the hints start are the kernel's: wait for them, a while at most.
-            var waited = 0
-            while try paths.contains(where: { try residentPages($0).resident == 0 }), waited < 200 {
-                usleep(10_000)
-                waited += 1
-            }
+            try waitUntilCached(paths)
             hints.finish()
             hints.finish()
             for path in paths { #expect(try residentPages(path).resident > 0, "\(path) was not hinted") }
@@ -345,19 +353,11 @@ struct SystemPiecesTests {
     func hintUnlessCached() throws {
         try scratch { dir in
             let cold = dir + "/cold", warm = dir + "/warm"
-            try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: cold))
+            try writeOutOfCache(cold)
             try Data(repeating: 8, count: 20_000).write(to: URL(fileURLWithPath: warm))
-            let fd = open(cold, O_RDONLY)
-            #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
-            close(fd)
-            try #require(try residentPages(cold).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
             let wasCold = try #require(InputPrefetch.hintOwnUnlessCached(cold), "the kernel cannot tell (RWF_NOWAIT) here")
             #expect(!wasCold)
-            var waited = 0
-            while try residentPages(cold).resident == 0, waited < 200 {
-                usleep(10_000)
-                waited += 1
-            }
+            try waitUntilCached([cold])
             #expect(try residentPages(cold).resident > 0, "the file out of the cache was not hinted")
             #expect(InputPrefetch.hintOwnUnlessCached(warm) == true)
             #expect(InputPrefetch.hintOwnUnlessCached(dir + "/missing") == nil)
@@ -368,22 +368,12 @@ struct SystemPiecesTests {
     func pacedHintThread() throws {
         try scratch { dir in
             let paths = (0..<(HintPacing.probe + 8)).map { dir + "/note\($0)" }
-            for path in paths {
-                try Data(repeating: 7, count: 20_000).write(to: URL(fileURLWithPath: path))
-                let fd = open(path, O_RDONLY)
-                #expect(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
-                close(fd)
-                try #require(try residentPages(path).resident == 0, "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
-            }
+            for path in paths { try writeOutOfCache(path) }
             let hints = HintThread(files: .own, paced: true)
             // Two lanes' segments: added, not replacing each other.
             hints.add(Array(paths.prefix(40)))
             hints.add(Array(paths.dropFirst(40)))
-            var waited = 0
-            while try paths.contains(where: { try residentPages($0).resident == 0 }), waited < 300 {
-                usleep(10_000)
-                waited += 1
-            }
+            try waitUntilCached(paths)
             hints.finish()
             for path in paths { #expect(try residentPages(path).resident > 0, "\(path) was not hinted") }
         }
