@@ -70,7 +70,17 @@ enum SecretSource {
                 guard secret.constantTimeEquals(again) else { throw CLIError(.usage, "the two \(what)s differ; nothing was done") }
             }
         }
-        guard secret.count > 0 else { throw CLIError(.usage, "the \(what) is empty") }
+        guard secret.count > 0 else {
+            // Name where it came from: an empty file is most often the wrong file.
+            let from: String
+            switch self {
+            case .file(let path): from = " (its file '\(path)' has an empty first line)"
+            case .descriptor(let n): from = " (file descriptor \(n) gave an empty first line)"
+            case .command: from = " (its command printed an empty first line)"
+            case .terminal: from = ""
+            }
+            throw CLIError(.usage, "the \(what) is empty\(from)", hint: "an empty \(what) is never accepted; nothing was done")
+        }
         return secret
     }
 

@@ -14,6 +14,12 @@ enum UsageProblem {
             return ("a password is never taken as a flag's value: it would show in `ps` and in the shell's history",
                     "use --password-file FILE (its first line), --password-fd N, --password-command CMD, N11_PASSWORD_FILE, or type it at the prompt")
         }
+        // `create --portable backup.nu11vlt`: the archive's name without its -o.
+        if message.hasPrefix("give exactly one of -o FILE and --output-dir DIR"),
+           let name = arguments.indices.first(where: { arguments[$0].hasSuffix(".nu11vlt")
+               && ($0 == 0 || !["-o", "--output", "--output-dir"].contains(arguments[$0 - 1])) }).map({ arguments[$0] }) {
+            return (message, "did you mean `-o \(name)`? (an archive's name follows -o)")
+        }
         let (path, unknown, choices) = commandPath(of: arguments)
         let command = (["n11archive"] + path).joined(separator: " ")
         if let unknown, let meant = Suggestion.closest(to: unknown, among: choices) {

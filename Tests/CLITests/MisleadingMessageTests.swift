@@ -244,4 +244,20 @@ struct MisleadingMessageTests {
             #expect(!exists(s.path("out")))
         }
     }
+
+    @Test("create with the archive's name but no -o: the hint names -o NAME; an empty password file is named")
+    func createWithoutDashO() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let run = try s.run(["create", "--portable", "backup.nu11vlt", "--password-file", try s.passwordFile()] + fastKDF)
+            expectExit(run, 64)
+            #expect(run.err.contains("did you mean `-o backup.nu11vlt`?"), "\(run)")
+            let empty = try s.file("empty-password", Array("\n".utf8))
+            chmod(empty, 0o600)
+            let withEmpty = try s.run(["create", "--portable", "-o", s.path("a.nu11vlt"), "--password-file", empty] + fastKDF)
+            expectExit(withEmpty, 64)
+            #expect(withEmpty.err.contains("the password is empty (its file '\(empty)' has an empty first line)"), "\(withEmpty)")
+            #expect(!exists(s.path("a.nu11vlt")))
+        }
+    }
 }
