@@ -151,7 +151,14 @@ public enum VaultError: CategorizedError, Sendable {
         case .wrongBackupPassphrase: return "use the passphrase given to `n11archive key backup` when the backup was made"
         case .vaultMismatch: return "use the --home whose key store made this vault, or --vault to choose another vault"
         case .notAVault: return "choose an empty or new directory with --vault"
-        case .inputMissing: return "check the path; nothing was added"
+        case .inputMissing(let path):
+            // A list written on Windows (`--files-from`) ends each path in a carriage return,
+            // and a stray space is as invisible in the message.
+            if path.hasSuffix("\r") {
+                return "the path ends in a carriage return: is the list a Windows (CR LF) file? `sed -i 's/\\r$//' LIST` makes it one path a line; nothing was added"
+            }
+            if path.hasSuffix(" ") { return "the path ends in a space: check the list or the quoting; nothing was added" }
+            return "check the path; nothing was added"
         case .inputIsDirectory(let path):
             // Quoted for a POSIX shell, so that it can be pasted whatever the name holds.
             let quoted = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"

@@ -260,4 +260,21 @@ struct MisleadingMessageTests {
             #expect(!exists(s.path("a.nu11vlt")))
         }
     }
+
+    @Test("a --files-from list with CR LF line ends: the hint says so (66), and nothing is added")
+    func windowsList() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let photo = try s.file("IMG_0001.jpg", [1, 2, 3])
+            let list = try s.file("list.txt", Array("\(photo)\r\n".utf8))
+            let run = try s.run(["vault", "add", "--files-from", list])
+            expectExit(run, 66)
+            #expect(run.err.contains("is the list a Windows (CR LF) file?") && run.err.contains("sed -i 's/\\r$//' LIST"), "\(run)")
+            let spaced = try s.file("spaced.txt", Array("\(photo) \n".utf8))
+            let second = try s.run(["vault", "add", "--files-from", spaced])
+            expectExit(second, 66)
+            #expect(second.err.contains("the path ends in a space"), "\(second)")
+            #expect(try s.run(["vault", "list", "--json"]).out.contains("\"items\" : [\n\n  ]"))
+        }
+    }
 }
