@@ -86,8 +86,8 @@ public enum ArchiveVerifier {
         switch archive.header.mode {
         case .portable:
             let checked = try DigestCheckingSource(payload, expectedSHA256: digest, expectedLength: item.size)
-            var buffer = [UInt8].scratch(count: SingleTagStream.bufferSize(for: item.size))
-            defer { buffer.wipe() }
+            var buffer = StreamBuffers.take(count: SingleTagStream.bufferSize(for: item.size))
+            defer { StreamBuffers.give(&buffer, used: buffer.count) }
             while true {
                 let n = try checked.read(into: &buffer, offset: 0, count: buffer.count)
                 if n == 0 { break }

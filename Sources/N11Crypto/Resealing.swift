@@ -144,12 +144,15 @@ final class SingleTagPlaintextSource: ByteSource {
 
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, sizeHint: Int64?) throws {
         self.source = source
-        input = .scratch(count: SingleTagStream.bufferSize(for: sizeHint) + AEADAlgorithm.tagLength)
+        input = StreamBuffers.take(count: SingleTagStream.bufferSize(for: sizeHint) + AEADAlgorithm.tagLength)
         context = try AEADContext(algorithm, key: key, encrypting: false)
         var nonce = [UInt8](repeating: 0, count: AEADAlgorithm.standardNonceLength)
         guard try source.readFully(into: &nonce, count: nonce.count) == nonce.count else { throw CryptoError.truncated }
         try context.start(nonce: nonce)
     }
+
+    /// `input` only ever holds ciphertext: the plaintext goes straight to the caller's buffer.
+    deinit { StreamBuffers.give(&input, used: 0) }
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         let tagLength = AEADAlgorithm.tagLength
@@ -189,19 +192,21 @@ final class SingleTagCheckingSource: ByteSource {
     private var scratch: [UInt8]
 
     init(_ source: ByteSource, algorithm: AEADAlgorithm, key: SecureBytes, expectedSHA256: [UInt8], expectedLength: Int64) throws {
-        tee = TeeSource(source)
+        // The tee holds the nonce and then at most one read of the decryptor's input buffer.
+        let bufferSize = SingleTagStream.bufferSize(for: expectedLength)
+        tee = TeeSource(source, capacity: bufferSize + SingleTagStream.overhead)
         digest = try SHA256Digest()
         plaintext = try SingleTagPlaintextSource(tee, algorithm: algorithm, key: key, sizeHint: expectedLength)
-        scratch = .scratch(count: SingleTagStream.bufferSize(for: expectedLength))
+        scratch = StreamBuffers.take(count: bufferSize)
         expectedDigest = expectedSHA256
         self.expectedLength = expectedLength
     }
 
-    deinit { scratch.wipe() }
+    deinit { StreamBuffers.give(&scratch, used: scratch.count) }
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         // Drive the decryptor until the tee has captured some ciphertext to hand on.
-        while tee.captured.isEmpty && !verifiedEnd {
+        while tee.isEmpty && !verifiedEnd {
             let n = try plaintext.read(into: &scratch, offset: 0, count: scratch.count)
             if n == 0 {
                 guard length == expectedLength, try digest.finish() == expectedDigest else { throw CryptoError.contentMismatch }
@@ -216,24 +221,43 @@ final class SingleTagCheckingSource: ByteSource {
 }
 
 /// Records what is read through it, so the same bytes can be both checked and passed on.
+/// The bytes captured and not yet drained are `storage[start..<end]`, in a buffer of
+/// `capacity` bytes (a kept `StreamBuffers` one) that grows only if a read outruns it.
 final class TeeSource: ByteSource {
     private let source: ByteSource
-    private(set) var captured: [UInt8] = []
+    private let capacity: Int
+    private var storage: [UInt8]
     private var start = 0
+    private var end = 0
 
-    init(_ source: ByteSource) { self.source = source }
+    init(_ source: ByteSource, capacity: Int) {
+        self.source = source
+        self.capacity = capacity
+        storage = StreamBuffers.take(count: capacity)
+    }
+
+    /// Ciphertext only: nothing to wipe. A buffer that grew is not of a size worth keeping.
+    deinit { if storage.count == capacity { StreamBuffers.give(&storage, used: 0) } }
+
+    var isEmpty: Bool { start == end }
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         let n = try source.read(into: &buffer, offset: offset, count: count)
-        captured.append(contentsOf: buffer[offset..<(offset + n)])
+        if start == end { (start, end) = (0, 0) }
+        if end + n > storage.count { storage.append(contentsOf: repeatElement(0, count: end + n - storage.count)) }
+        storage.withUnsafeMutableBufferPointer { dst in
+            buffer.withUnsafeBufferPointer { src in (dst.baseAddress! + end).update(from: src.baseAddress! + offset, count: n) }
+        }
+        end += n
         return n
     }
 
     func drain(into buffer: inout [UInt8], offset: Int, count: Int) -> Int {
-        let n = min(count, captured.count - start)
-        buffer.replaceSubrange(offset..<(offset + n), with: captured[start..<(start + n)])
+        let n = min(count, end - start)
+        buffer.withUnsafeMutableBufferPointer { dst in
+            storage.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress! + start, count: n) }
+        }
         start += n
-        if start == captured.count { captured.removeAll(keepingCapacity: true); start = 0 }
         return n
     }
 }

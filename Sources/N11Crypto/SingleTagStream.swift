@@ -45,10 +45,13 @@ public enum SingleTagStream {
         let nonce = SecureRandom.bytes(AEADAlgorithm.standardNonceLength)
         try context.start(nonce: nonce, aad: aad)
         let bufferSize = bufferSize(for: sizeHint)
-        var input = [UInt8].scratch(count: bufferSize)
+        var input = StreamBuffers.take(count: bufferSize)
         // output[0..<pending] is ciphertext (and at first the nonce) not yet written.
-        var output = [UInt8].scratch(count: nonce.count + bufferSize + AEADAlgorithm.tagLength)
-        defer { input.wipe() }
+        var output = StreamBuffers.take(count: nonce.count + bufferSize + AEADAlgorithm.tagLength)
+        defer {
+            StreamBuffers.give(&input, used: input.count)
+            StreamBuffers.give(&output, used: 0)
+        }
         output.replaceSubrange(0..<nonce.count, with: nonce)
         var pending = nonce.count
         var total: Int64 = 0
@@ -84,9 +87,12 @@ public enum SingleTagStream {
         // input[0..<held] always holds bytes not yet decrypted; the final `tagLength` of them
         // may be the tag, so they are only decrypted once more data proves they are not.
         let bufferSize = bufferSize(for: sizeHint)
-        var input = [UInt8].scratch(count: bufferSize + tagLength)
-        var output = [UInt8].scratch(count: bufferSize)
-        defer { output.wipe() }
+        var input = StreamBuffers.take(count: bufferSize + tagLength)
+        var output = StreamBuffers.take(count: bufferSize)
+        defer {
+            StreamBuffers.give(&input, used: 0)
+            StreamBuffers.give(&output, used: output.count)
+        }
         var held = 0
         var total: Int64 = 0
         while true {
