@@ -726,6 +726,9 @@ public final class Vault: @unchecked Sendable {
         public let name: String
         /// The live item of the same kind, compartment and content.
         public let existing: ItemMetadata
+        /// Whether `existing` is an item of this same add (a file given twice, or two copies
+        /// of one photo in a folder), not one the vault held before.
+        public let addedInThisCall: Bool
     }
 
     /// Encrypts and stores items all at once: each is staged out of sight, and one journaled
@@ -767,7 +770,7 @@ public final class Vault: @unchecked Sendable {
                    let existing = try known.item(with: new, in: self, beforeReadingOne: staging.waitForWrites) {
                     if let size = new.sizeHint { progress?.add(bytes: size) }
                     progress?.itemDone()
-                    try skipped(Duplicate(name: new.name, existing: existing))
+                    try skipped(Duplicate(name: new.name, existing: existing.item, addedInThisCall: existing.ofThisAdd))
                     continue
                 }
                 let item: ItemMetadata
@@ -981,7 +984,8 @@ private final class KnownContent {
     /// A known item with `new`'s content that still verifies, if any.
     /// `beforeReadingOne` runs before the content file of an item of this add is read (its
     /// file may still be on its way: `VaultStaging.stageNew`).
-    func item(with new: Vault.NewItem, in vault: Vault, beforeReadingOne: () throws -> Void) throws(VaultError) -> ItemMetadata? {
+    func item(with new: Vault.NewItem, in vault: Vault,
+              beforeReadingOne: () throws -> Void) throws(VaultError) -> (item: ItemMetadata, ofThisAdd: Bool)? {
         guard new.rereadable, let size = new.sizeHint else { return nil }
         do {
             guard try isKnownSize(sizeKey(new.kind, new.compartment, size)) else { return nil }
@@ -1009,28 +1013,27 @@ private final class KnownContent {
         guard filter.mayContain(key) else { return nil }
         // A pending match is looked for only when its key is there (a duplicate, or two
         // contents sharing a digest): a pass over at most `pendingLimit` entries.
-        var candidates = pendingKeys.contains(key) ? pending.filter { $0.key == key }.map { ItemID.text(of: $0.id) } : []
-        var ofThisAdd = !candidates.isEmpty
+        var candidates = pendingKeys.contains(key)
+            ? pending.filter { $0.key == key }.map { (id: ItemID.text(of: $0.id), ofThisAdd: true) } : []
         do {
             try findContent.bind(1, key)
             defer { findContent.reset() }
             while try findContent.step() {
                 let bytes = findContent.blob(0)
                 guard bytes.count == 16 else { continue }
-                candidates.append(ItemID.text(of: bytes))
-                if findContent.int64(1) > lastVaultRow { ofThisAdd = true }
+                candidates.append((ItemID.text(of: bytes), findContent.int64(1) > lastVaultRow))
             }
         } catch { throw VaultError.wrap(error) }
         // Copies of the vault's own items (adding a folder again) go on without waiting.
-        if ofThisAdd {
+        if candidates.contains(where: \.ofThisAdd) {
             do { try beforeReadingOne() } catch { throw VaultError.wrap(error) }
         }
-        for id in candidates {
+        for (id, ofThisAdd) in candidates {
             guard case .item(let found) = try vault.lookUp(id: id) else { continue }
             // A copy whose content no longer verifies (bit rot) is no copy: another may be.
             if found.kind == new.kind, found.compartment == new.compartment, found.size == size, found.sha256 == digest,
                (try? vault.verify(found)) != nil {
-                return found
+                return (found, ofThisAdd)
             }
         }
         return nil

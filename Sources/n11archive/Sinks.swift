@@ -36,5 +36,21 @@ enum OutputPath {
         let safe = (storedName == "." || storedName == ".." || storedName.hasPrefix(".n11") || storedName.contains("/")) ? id : storedName
         return Path.join(Path.withoutTrailingSlashes(output), safe)
     }
+
+    /// Refuses an output whose folder is missing, or is no folder, before anything is read:
+    /// the system's "cannot create: No such file or directory" did not say which part is
+    /// missing or that nothing is created for you.
+    static func requireFolder(of path: String) throws {
+        let folder = Path.directory(of: Path.absolute(path))
+        let status = try? FileStatus.of(folder, followLinks: true)
+        switch status?.kind {
+        case .directory?: return
+        case nil:
+            throw CLIError(.missingInput, "the folder '\(folder)' does not exist; nothing was written",
+                           hint: "create it first (mkdir -p '\(folder.replacingOccurrences(of: "'", with: "'\\''"))'), or give an existing folder")
+        default:
+            throw CLIError(.missingInput, "'\(folder)' is not a folder; nothing was written", hint: "give -o a path in a folder")
+        }
+    }
 }
 

@@ -22,12 +22,29 @@ enum UsageProblem {
         }
         let (path, unknown, choices) = commandPath(of: arguments)
         let command = (["n11archive"] + path).joined(separator: " ")
+        // `init --password-file pw`: the key store has a PIN or none; passwords are archives'.
+        if path == ["init"], message.hasPrefix("unknown option '--password") {
+            return (message, "init asks for no password: the key store is a 0600 file in the home, sealed under a PIN with --pin (--pin-file FILE); "
+                        + "a password is given to `create --portable` for each archive")
+        }
+        // The words of other backup tools, and the vault's commands without `vault`.
+        if path.isEmpty, let unknown, let meant = Self.otherToolsWords[unknown] {
+            return ("unknown command '\(unknown)'", "did you mean `n11archive \(meant)`? (`n11archive --help` lists the commands)")
+        }
         if let unknown, let meant = Suggestion.closest(to: unknown, among: choices) {
             return ("unknown command '\(unknown)'", "did you mean `\(command) \(meant)`? (`\(command) --help` lists the commands)")
         }
         if let unknown { return ("unknown command '\(unknown)'", "`\(command) --help` lists the commands") }
         return (message, "see `\(command) --help`")
     }
+
+    /// What a word from restic, borg, tar or age is called here (a mistyped command is left
+    /// to `Suggestion`).
+    private static let otherToolsWords = [
+        "backup": "create --portable -o FILE", "export": "restore ARCHIVE --export DIR", "extract": "restore ARCHIVE --export DIR",
+        "check": "verify ARCHIVE", "snapshots": "archives DIR", "forget": "prune DIR",
+        "add": "vault add FILE", "cat": "vault cat ITEM", "rm": "vault rm ITEM", "ls": "vault list",
+    ]
 
     /// `--password`, `--password=…` and the like, which no command takes (`--pin` is a flag
     /// of `init`; `--pin=…` would be a PIN).

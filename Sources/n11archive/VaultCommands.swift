@@ -127,6 +127,7 @@ extension VaultCommand {
             // "added" lines come after it, so a failed add never lists an item as added; they
             // wait in sealed spools, not in memory (issue 34).
             let added = try SpoolFile(in: Output.spoolDirectory), skipped = try SpoolFile(in: Output.spoolDirectory)
+            var skippedAsGivenTwice = 0
             let next: () throws -> Vault.NewItem?
             if !fromCiphio {
                 let input = try inputs.reader()
@@ -141,7 +142,11 @@ extension VaultCommand {
                 // The item's ID cut to 8 characters (a prefix every command takes) and its name
                 // only when it differs: a line that fits 80 columns for most names.
                 let other = duplicate.existing.name == duplicate.name ? "" : " '\(duplicate.existing.name)'"
-                try skipped.append(Array("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)".utf8))
+                // A file given twice (or a folder's two copies of a photo) is not "already in
+                // the vault": it was added a moment ago, by this same command.
+                let when = duplicate.addedInThisCall ? ", added above" : ""
+                if duplicate.addedInThisCall { skippedAsGivenTwice += 1 }
+                try skipped.append(Array("skipped \(duplicate.name): same content as \(duplicate.existing.id.prefix(8))\(other)\(when)".utf8))
             })
             // Written out before the note below, and before an error in reading them back.
             var lines = Console.LineWriter()
@@ -155,8 +160,11 @@ extension VaultCommand {
                 throw error
             }
             lines.finish()
+            let skippedAsKnown = skipped.count - skippedAsGivenTwice
+            let counts = [skippedAsKnown > 0 ? "\(skippedAsKnown) already in the vault" : nil,
+                          skippedAsGivenTwice > 0 ? "\(skippedAsGivenTwice) with the same content as a file added above" : nil]
             if skipped.count > 0 {
-                Console.note("\(skipped.count) already in the vault, skipped (--allow-duplicates adds them)")
+                Console.note("\(counts.compactMap { $0 }.joined(separator: ", ")), skipped (--allow-duplicates adds them)")
             }
         }
 
@@ -334,6 +342,7 @@ extension VaultCommand {
                 return
             }
             let path = try OutputPath.resolve(output, storedName: item.name, id: item.id)
+            try OutputPath.requireFolder(of: path)
             if !force, (try? FileStatus.of(path)) ?? nil != nil {
                 throw CLIError(.outputExists, "'\(path)' already exists; nothing was written", hint: "pass --force to replace it")
             }
@@ -501,13 +510,22 @@ enum FileList {
     /// One path is at most PATH_MAX bytes: a longer entry means the file is no list of paths.
     static let maximumEntry = 4096
 
+    /// Where an entry is in the list, for messages: "line 3 of the --files-from list 'l.txt'"
+    /// (empty lines counted, so that an editor's line number finds it), or "entry 3" of a
+    /// --null list.
+    static func position(_ number: Int, of source: String, separator: UInt8) -> String {
+        "\(separator == 0 ? "entry" : "line") \(number) of the --files-from list \(shown(source))"
+    }
+
+    static func shown(_ source: String) -> String { source == "-" ? "on standard input" : "'\(source)'" }
+
     /// Hands each path of the list to `body` as it is read (a list of millions of paths is
-    /// never held, issue 34), with its entry number. The mix-ups are refused with what to do:
-    /// NUL bytes in a list of lines, none in a --null list, an entry that is not UTF-8 or
-    /// longer than a path can be.
-    static func forEach(_ source: String, separator: UInt8, _ body: (String) throws -> Void) throws {
+    /// never held, issue 34), with its line (or --null entry) number, empty ones counted. The
+    /// mix-ups are refused with what to do: NUL bytes in a list of lines, none in a --null
+    /// list, an entry that is not UTF-8 or longer than a path can be.
+    static func forEach(_ source: String, separator: UInt8, _ body: (String, Int) throws -> Void) throws {
         let fd: FileDescriptor
-        let shown = source == "-" ? "on standard input" : "'\(source)'"
+        let shown = shown(source)
         if source == "-" {
             fd = FileDescriptor(borrowing: 0, path: "standard input")
         } else {
@@ -516,18 +534,18 @@ enum FileList {
             }
             fd = try FileDescriptor.openForReading(source)
         }
-        var buffer = [UInt8](repeating: 0, count: 1 << 16), entry: [UInt8] = [], index = 0, sawNUL = false, sawAny = false
+        // `index`: the number of the entry being read, empty ones counted.
+        var buffer = [UInt8](repeating: 0, count: 1 << 16), entry: [UInt8] = [], index = 1, sawNUL = false, sawAny = false
         func finish() throws {
-            defer { entry.removeAll(keepingCapacity: true) }
+            defer { entry.removeAll(keepingCapacity: true); index += 1 }
             guard !entry.isEmpty else { return }
-            index += 1
             // Decoding with repair would turn a name into one that does not exist, or worse,
             // one that does: say which entry it is instead.
             guard let path = String(validating: entry, as: UTF8.self) else {
-                throw CLIError(.usage, "entry \(index) of the --files-from list \(shown) is not valid UTF-8; nothing was added",
+                throw CLIError(.usage, "\(position(index, of: source, separator: separator)) is not valid UTF-8; nothing was added",
                                hint: "rename that file so its name is UTF-8")
             }
-            try body(path)
+            try body(path, index)
         }
         while true {
             let n = try fd.read(into: &buffer, count: buffer.count)
@@ -550,7 +568,7 @@ enum FileList {
                         throw CLIError(.usage, "the --files-from list \(shown) has no NUL byte, but --null says paths end with one; nothing was added",
                                        hint: "without --null the list is one path per line; with it, make the list with find -print0")
                     }
-                    throw CLIError(.usage, "entry \(index + 1) of the --files-from list \(shown) is longer than any path (\(maximumEntry) bytes); nothing was added",
+                    throw CLIError(.usage, "\(position(index, of: source, separator: separator)) is longer than any path (\(maximumEntry) bytes); nothing was added",
                                    hint: separator == 0 ? "check the command that made the list" : "a list made with find -print0 needs --null")
                 }
             }
@@ -592,13 +610,19 @@ struct CheckedInputs {
         var bytes = arguments.reduce(Int64(0)) { total, input in if case .file(let file) = input { total + file.size } else { total } }
         if let filesFrom {
             let spool = try SpoolFile(in: Output.spoolDirectory)
-            try FileList.forEach(filesFrom, separator: separator) { path in
-                bytes += try InputFile.check(path, asNote: asNote).size
+            try FileList.forEach(filesFrom, separator: separator) { path, number in
+                do {
+                    bytes += try InputFile.check(path, asNote: asNote).size
+                } catch let error as CategorizedError {
+                    // A list of thousands: say where the path is, for the editor or `sed -n Np`.
+                    throw CLIError(error.kind, "\(error) (\(FileList.position(number, of: filesFrom, separator: separator)))",
+                                   hint: error.hint)
+                }
                 count += 1
                 try spool.append(Array(path.utf8))
             }
             if files.isEmpty && spool.count == 0 {
-                throw CLIError(.missingInput, "the --files-from list \(filesFrom == "-" ? "on standard input" : "'\(filesFrom)'") names no file; nothing was added",
+                throw CLIError(.missingInput, "the --files-from list \(FileList.shown(filesFrom)) names no file; nothing was added",
                                hint: "check the command that made the list (find prints nothing when nothing matches)")
             }
             listed = spool

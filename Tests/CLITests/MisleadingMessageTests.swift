@@ -277,4 +277,36 @@ struct MisleadingMessageTests {
             #expect(try s.run(["vault", "list", "--json"]).out.contains("\"items\" : [\n\n  ]"))
         }
     }
+
+    @Test("other tools' words (backup, export, check, add) name this tool's command; init with a password names the PIN")
+    func otherToolsWords() throws {
+        try withSandbox { s in
+            for (word, meant) in [("backup", "create --portable -o FILE"), ("export", "restore ARCHIVE --export DIR"),
+                                  ("check", "verify ARCHIVE"), ("add", "vault add FILE"), ("ls", "vault list")] {
+                let run = try s.run([word, "x"])
+                expectExit(run, 64)
+                #expect(run.err.contains("unknown command '\(word)'") && run.err.contains("did you mean `n11archive \(meant)`?"), "\(run)")
+            }
+            let initWithPassword = try s.run(["init", "--password-file", s.path("pw")])
+            expectExit(initWithPassword, 64)
+            #expect(initWithPassword.err.contains("init asks for no password") && initWithPassword.err.contains("--pin"), "\(initWithPassword)")
+            #expect(!exists(s.home), "nothing was made")
+        }
+    }
+
+    @Test("vault cat -o into a missing folder, or under a file, says which (66) and writes nothing")
+    func catIntoMissingFolder() throws {
+        try withSandbox { s in
+            try s.initialize()
+            expectExit(try s.run(["vault", "add", try s.file("a.jpg", [1, 2, 3])]), 0)
+            let missing = try s.run(["vault", "cat", "a.jpg", "-o", s.path("nodir/out.jpg")])
+            expectExit(missing, 66)
+            #expect(missing.err.contains("the folder '\(s.path("nodir"))' does not exist; nothing was written")
+                    && missing.err.contains("mkdir -p '\(s.path("nodir"))'"), "\(missing)")
+            let underFile = try s.run(["vault", "cat", "a.jpg", "-o", s.path("a.jpg/out.jpg")])
+            expectExit(underFile, 66)
+            #expect(underFile.err.contains("'\(s.path("a.jpg"))' is not a folder"), "\(underFile)")
+            #expect(!exists(s.path("nodir")))
+        }
+    }
 }

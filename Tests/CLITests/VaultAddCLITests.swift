@@ -47,13 +47,22 @@ struct VaultAddCLITests {
             let c2 = try s.file("c2.jpg", try readBytes(c))
             let pair = try s.run(["vault", "add", c, c2])
             expectExit(pair, 0)
-            #expect(pair.out.contains("skipped c2.jpg: same content as") && pair.out.contains("'c.jpg'"), "\(pair)")
+            #expect(pair.out.contains("skipped c2.jpg: same content as") && pair.out.contains("'c.jpg', added above"), "\(pair)")
+            #expect(pair.err.contains("1 with the same content as a file added above, skipped") && !pair.err.contains("already in"),
+                    "\(pair)")
+            // A file given twice, beside one the vault had: each counted for what it is.
+            let d = try s.file("d.jpg", randomBytes(2_000))
+            let twice = try s.run(["vault", "add", d, d, a])
+            expectExit(twice, 0)
+            #expect(twice.out.contains("skipped d.jpg: same content as") && twice.out.contains(", added above"), "\(twice)")
+            #expect(twice.out.contains("skipped a.jpg: same content as \(firstID.prefix(8))\n"), "\(twice)")
+            #expect(twice.err.contains("1 already in the vault, 1 with the same content as a file added above, skipped"), "\(twice)")
 
             let allowed = try s.run(["vault", "add", "--allow-duplicates", copy])
             expectExit(allowed, 0)
             #expect(allowed.out.hasPrefix("added ") && !allowed.out.contains("skipped"), "\(allowed)")
             expectExit(try s.run(["vault", "add", "--compartment", "backup", a]), 0)
-            #expect(try listedItems(s).count == 5, "a, b, c, the allowed copy and the backup-compartment one")
+            #expect(try listedItems(s).count == 6, "a, b, c, d, the allowed copy and the backup-compartment one")
 
             // An item whose content no longer verifies (bit rot) is no copy: the original is added anew.
             let rotting = try s.file("rot.jpg", randomBytes(5_000))
