@@ -12,7 +12,7 @@ struct LayeringTests {
     /// What each module may import (besides the standard library and Foundation).
     static let allowed: [String: Set<String>] = [
         "N11System": ["Glibc", "Synchronization", "CLinux"],
-        "N11Crypto": ["Glibc", "CSodium", "CLibCrypto", "N11System"],
+        "N11Crypto": ["Glibc", "Synchronization", "CSodium", "CLibCrypto", "N11System"],
         "N11Format": ["Glibc", "N11System"],
         "N11Container": ["Glibc", "CZip", "N11System"],
         "N11Vault": ["Glibc", "Synchronization", "CSQLite", "N11Crypto", "N11Format", "N11System"],
