@@ -10,14 +10,16 @@ import Synchronization
 /// 186,000 page faults and spent 15% of its CPU time in faults and `munmap`; kept, 12,000
 /// (BENCHMARKS.md, issue 29).
 ///
-/// Buffers are matched by exact size: items of 1 MiB and more all use the same sizes
-/// (`SingleTagStream.bufferSize`), and a smaller item's buffer is allocated as before. At most
-/// `kept` buffers wait here (a few MiB), whatever the number of items or threads.
+/// Only full-size buffers are kept (`SingleTagStream.bufferSize` and the few bytes more of
+/// a nonce and tag): every item of 1 MiB or more uses the same three sizes, so one is nearly
+/// always there to take. A smaller item's buffer is of its own size and allocated and freed
+/// as before; kept, such buffers would fill the pool with sizes no later item asks for. At
+/// most `kept` buffers wait here (a few MiB), whatever the number of items or threads.
 public final class StreamBuffers: Sendable {
     /// The one every stream uses; tests make their own.
     public static let shared = StreamBuffers()
-    /// Below this, glibc's heap serves the allocation and keeping it gains nothing.
-    public static let smallest = 128 << 10
+    /// Buffers of fewer bytes are not kept: a smaller item's buffers are of its own size.
+    public static let smallest = SingleTagStream.bufferSize
     public let kept: Int
     private let spare = Mutex<[[UInt8]]>([])
 

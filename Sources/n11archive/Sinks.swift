@@ -42,7 +42,9 @@ enum OutputPath {
     /// missing or that nothing is created for you.
     static func requireFolder(of path: String) throws {
         let folder = Path.directory(of: Path.absolute(path))
-        let status = try? FileStatus.of(folder, followLinks: true)
+        // Only a missing folder is "missing": a folder that cannot be searched, or a file
+        // above it, keeps the system's own words (and exit code).
+        let status = try FileStatus.of(folder, followLinks: true)
         switch status?.kind {
         case .directory?: return
         case nil:

@@ -10,9 +10,8 @@ enum UsageProblem {
         }
         // A password given as a flag would show in `ps` and the shell's history; the
         // parser's "did you mean '--password-fd'" would lead on to a descriptor number.
-        if arguments.contains(where: Self.isPasswordFlag) {
-            return ("a password is never taken as a flag's value: it would show in `ps` and in the shell's history",
-                    "use --password-file FILE (its first line), --password-fd N, --password-command CMD, N11_PASSWORD_FILE, or type it at the prompt")
+        if let flag = arguments.lazy.compactMap(Self.secretFlag).first {
+            return ("a \(flag.secret) is never taken as a flag's value: it would show in `ps` and in the shell's history", flag.sources)
         }
         // `create --portable backup.nu11vlt`: the archive's name without its -o.
         if message.hasPrefix("give exactly one of -o FILE and --output-dir DIR"),
@@ -47,10 +46,22 @@ enum UsageProblem {
     ]
 
     /// `--password`, `--password=…` and the like, which no command takes (`--pin` is a flag
-    /// of `init`; `--pin=…` would be a PIN).
-    private static func isPasswordFlag(_ word: String) -> Bool {
+    /// of `init`; `--pin=…` would be a PIN), with the ways that secret can be given.
+    private static func secretFlag(_ word: String) -> (secret: String, sources: String)? {
         let flag = word.split(separator: "=", maxSplits: 1).first.map(String.init) ?? word
-        return ["--password", "--passphrase", "--pass", "--new-password"].contains(flag) || word.hasPrefix("--pin=")
+        switch flag {
+        case "--password", "--pass":
+            return ("password", "use --password-file FILE (its first line), --password-fd N, --password-command CMD, N11_PASSWORD_FILE, or type it at the prompt")
+        case "--new-password":
+            return ("password", "rekey reads the added password from --new-password-file FILE or --new-password-fd N, or asks for it twice at the prompt")
+        case "--passphrase":
+            return ("passphrase", "a private key file's passphrase comes from --passphrase-file FILE or --passphrase-fd N; "
+                        + "an archive's password from --password-file FILE, --password-fd N or --password-command CMD; or type it at the prompt")
+        case "--pin" where word.hasPrefix("--pin="):
+            return ("PIN", "use --pin-file FILE (its first line), --pin-fd N, N11_PIN_FILE, or type it at the prompt")
+        default:
+            return nil
+        }
     }
 
     /// The subcommands named in `arguments`, and the first word that should have been a

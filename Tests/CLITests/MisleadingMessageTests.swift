@@ -171,9 +171,18 @@ struct MisleadingMessageTests {
             for words in [["--password", secret], ["--password=\(secret)"], ["--passphrase", secret]] {
                 let run = try s.run(["create", "--portable", "-o", s.path("a.nu11vlt")] + words)
                 expectExit(run, 64)
-                #expect(run.err.contains("a password is never taken as a flag's value") && run.err.contains("--password-file FILE"), "\(run)")
+                #expect(run.err.contains("never taken as a flag's value") && run.err.contains("--password-file FILE"), "\(run)")
                 #expect(!run.err.contains("did you mean") && !run.out.contains(secret) && !run.err.contains(secret), "\(run)")
                 #expect(!exists(s.path("a.nu11vlt")))
+            }
+            // Each secret's own sources: a PIN's, rekey's added password's, a key file's passphrase.
+            for (command, secretName, source) in [(["init", "--pin=\(secret)"], "a PIN", "--pin-file FILE"),
+                                                  (["rekey", s.path("a.nu11vlt"), "--add-password", "--new-password", secret], "a password", "--new-password-file FILE"),
+                                                  (["unseal", s.path("x.n11lock"), "--passphrase", secret], "a passphrase", "--passphrase-file FILE")] {
+                let run = try s.run(command)
+                expectExit(run, 64)
+                #expect(run.err.contains("\(secretName) is never taken as a flag's value") && run.err.contains(source), "\(run)")
+                #expect(!run.err.contains(secret), "\(run)")
             }
         }
     }
@@ -306,6 +315,10 @@ struct MisleadingMessageTests {
             let underFile = try s.run(["vault", "cat", "a.jpg", "-o", s.path("a.jpg/out.jpg")])
             expectExit(underFile, 66)
             #expect(underFile.err.contains("'\(s.path("a.jpg"))' is not a folder"), "\(underFile)")
+            // A file further up: the system's words, not a mkdir that would fail too.
+            let belowFile = try s.run(["vault", "cat", "a.jpg", "-o", s.path("a.jpg/sub/out.jpg")])
+            expectExit(belowFile, 66)
+            #expect(belowFile.err.contains("Not a directory") && !belowFile.err.contains("mkdir"), "\(belowFile)")
             #expect(!exists(s.path("nodir")))
         }
     }

@@ -30,9 +30,12 @@ struct StreamBuffersTests {
     @Test("only buffers of the size asked for are taken; small ones and those beyond `kept` are freed")
     func bounded() {
         let buffers = StreamBuffers(kept: 2)
-        var small = buffers.take(count: StreamBuffers.smallest - 1)
-        buffers.give(&small, used: 0)
-        #expect(buffers.waiting == 0)
+        // A buffer of a smaller item's own size (300 KiB): no later item would ask for it.
+        for count in [StreamBuffers.smallest - 1, 300 << 10] {
+            var small = buffers.take(count: count)
+            buffers.give(&small, used: 0)
+            #expect(buffers.waiting == 0)
+        }
         var three = (0..<3).map { _ in buffers.take(count: StreamBuffers.smallest) }
         for i in three.indices { buffers.give(&three[i], used: 0) }
         #expect(buffers.waiting == 2)
