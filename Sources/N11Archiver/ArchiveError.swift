@@ -14,6 +14,9 @@ public enum ArchiveError: CategorizedError, Sendable {
     /// A salvage stopped: what authenticates the rest (header, key entry, manifest) is damaged.
     case unsalvageable(archive: String, what: Damage)
     case notAnArchive(archive: String, why: String)
+    /// `unseal` of a file that is no FileLock package (`isPackage` false: its layout is not
+    /// one), or of a package whose content fails (truncated, its tag).
+    case fileLockPackage(path: String, what: String, isPackage: Bool)
     case unsupported(archive: String, why: String)
     case archiveMissing(path: String)
     /// A key file (public key, recipients list, identity) that is not there.
@@ -103,7 +106,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .wrongPassword, .keyNotHere, .noKeyOpens, .notWrittenHere, .wrongPassphrase, .messageNotOpened, .untrustedSigner, .noneTrusted: return .authentication
         // A wrong password for cbc and ctr, as `text decrypt` counts a message that does not open.
         case .messageNotText(_, let algorithm): return algorithm == "gcm" ? .other : .authentication
-        case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged: return .damaged
+        case .damaged, .unsalvageable, .notAnArchive, .unsupported, .vaultItemDamaged, .fileLockPackage: return .damaged
         case .archiveMissing, .keyFileMissing, .notAFile, .dependencyMissing: return .missingInput
         case .outputExists, .conflicts, .exportConflicts, .keyFileExists: return .outputExists
         case .signerKeyFile: return .usage
@@ -137,6 +140,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .damaged(let a, let what): return "'\(a)' is damaged or was tampered with: \(what)"
         case .unsalvageable(let a, let what): return "'\(a)' cannot be salvaged: \(what)"
         case .notAnArchive(let a, let why): return "'\(a)' is not an n11archive archive (\(why))"
+        case let .fileLockPackage(path, what, isPackage):
+            return isPackage ? "the FileLock package '\(path)' is damaged or was tampered with: \(what)"
+                : "'\(path)' is not a FileLock package (\(what))"
         case .unsupported(let a, let why): return "'\(a)': \(why)"
         case .archiveMissing(let p): return "'\(p)' does not exist"
         case .keyFileMissing(let p): return "the key file '\(p)' does not exist"
@@ -206,6 +212,9 @@ public enum ArchiveError: CategorizedError, Sendable {
         switch self {
         case .wrongPassword: return "check the password; an archive's password cannot be recovered"
         case .keyNotHere: return "restore it on that machine (or with its --home); portable archives restore anywhere"
+        case .fileLockPackage(_, _, let isPackage):
+            return isPackage ? "use another copy of the package; nothing was written"
+                : "unseal opens what `seal` or FileLock made; an archive (.nu11vlt) is opened with `n11archive restore`; nothing was written"
         case .damaged: return "use another copy of the archive; nothing was written (`restore --salvage` restores every item that verifies, if the header and manifest are intact)"
         case .unsalvageable:
             return "a salvage needs the archive's header.json, its second entry and its manifest intact (they authenticate every item): use another copy of the archive; nothing was written"

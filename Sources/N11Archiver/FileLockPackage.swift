@@ -65,14 +65,17 @@ public enum FileLockPackage {
         do {
             let source = try openInput(input)
             let size = try source.status().size
-            func damaged(_ what: String) -> ArchiveError { .damaged(archive: input, what: .found(what)) }
-            guard size >= Int64(overhead) else { throw damaged("it is too short to be a FileLock package") }
+            // Until the first two chunks' lengths are FileLock's, the file may be anything (an
+            // archive, a photo given by mistake): it is called no package, not a damaged one.
+            func notAPackage(_ what: String) -> ArchiveError { .fileLockPackage(path: input, what: what, isPackage: false) }
+            func damaged(_ what: String) -> ArchiveError { .fileLockPackage(path: input, what: what, isPackage: true) }
+            guard size >= Int64(overhead) else { throw notAPackage("it is too short to be one") }
             var head = [UInt8](repeating: 0, count: 4 + wrappedKeyBytes + 4 + nonceBytes + 4)
             guard try source.readFully(into: &head, count: head.count) == head.count else { throw damaged("truncated") }
             var reader = BigEndianReader(head)
-            guard reader.length() == wrappedKeyBytes else { throw damaged("the first chunk is not a wrapped P-256 key of \(wrappedKeyBytes) bytes") }
+            guard reader.length() == wrappedKeyBytes else { throw notAPackage("its first chunk is not a wrapped P-256 key of \(wrappedKeyBytes) bytes") }
             let wrapped = reader.take(wrappedKeyBytes)
-            guard reader.length() == nonceBytes else { throw damaged("the nonce chunk is not \(nonceBytes) bytes") }
+            guard reader.length() == nonceBytes else { throw notAPackage("its nonce chunk is not \(nonceBytes) bytes") }
             let nonce = reader.take(nonceBytes)
             let contentSize = Int64(reader.length())
             guard Int64(head.count) + contentSize + 4 + Int64(tagBytes) == size else {

@@ -25,6 +25,14 @@ struct Seal: ParsableCommand {
     @Option(name: .short, help: ArgumentHelp("The package to write.", valueName: "OUT")) var output: String
     @Flag(help: "Replace OUT if it exists.") var force = false
 
+    /// `-` reads stdin and writes stdout everywhere else in the tool; here it would be a file
+    /// of that name: sealed without a word, or plaintext written to `./-`. A file named `-`
+    /// is still `./-`.
+    func validate() throws {
+        if input == "-" { throw ValidationError("seal reads a file, not standard input ('-'); save the content to a file first (a file named '-' is ./-)") }
+        if output == "-" { throw ValidationError("seal writes a package file, not standard output (-o -); give -o FILE") }
+    }
+
     func run() throws {
         let keys = try KeyFiles.publicKeys(inFile: to)
         guard keys.count == 1 else { throw CLIError(.usage, "'\(to)' holds \(keys.count) public keys; a package is for one") }
@@ -50,6 +58,15 @@ struct Unseal: ParsableCommand {
     @Flag(help: "Replace OUT if it exists.") var force = false
     @OptionGroup var store: StoreOptions
     @OptionGroup var identity: IdentityOptions
+
+    func validate() throws {
+        if input == "-" { throw ValidationError("unseal reads a package file, not standard input ('-'); save it to a file first (a file named '-' is ./-)") }
+        // The package is one AES-GCM message: its tag is checked after the last byte, and
+        // nothing may be written before that, so the plaintext goes to a file, renamed into place.
+        if output == "-" {
+            throw ValidationError("unseal writes a file, not standard output (-o -): nothing is written before the package's tag verified; give -o FILE (a file named '-' is ./-)")
+        }
+    }
 
     func run() throws {
         let identities = try UnlockSources(password: nil, store: store, identity: identity).identities()

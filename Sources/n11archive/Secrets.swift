@@ -27,6 +27,9 @@ enum SecretSource {
         return nil
     }
 
+    /// The options' stem for a secret named `what`: "new PIN" is given with --new-pin-file.
+    static func optionStem(_ what: String) -> String { what.lowercased().replacingOccurrences(of: " ", with: "-") }
+
     /// Reads the secret. `what` names it in prompts and errors ("PIN", "password");
     /// `confirm` asks twice on a terminal (when setting a new one).
     /// `accept` checks a new secret's rules right after it is typed, before "Repeat".
@@ -48,7 +51,7 @@ enum SecretSource {
             do { fd = try FileDescriptor.openForReading(path) }
             catch {
                 throw CLIError(.missingInput, "cannot read the \(what) file '\(path)': \((error as? SystemError)?.reason ?? "\(error)")",
-                               hint: "check the path given with --\(what.lowercased())-file (or $N11_\(what.uppercased())_FILE); nothing was changed")
+                               hint: "check the path given with --\(Self.optionStem(what))-file (or $N11_\(Self.optionStem(what).uppercased().replacingOccurrences(of: "-", with: "_"))_FILE); nothing was changed")
             }
             Self.warnIfOpen(fd, what: what)
             secret = try SecureBytes.readSecret(from: fd)
@@ -59,7 +62,7 @@ enum SecretSource {
         case .terminal:
             guard let tty = Terminal.openControlling() else {
                 throw CLIError(.usage, "no terminal to ask for the \(what)",
-                               hint: "give it with --\(what.lowercased())-file FILE or --\(what.lowercased())-fd N")
+                               hint: "give it with --\(Self.optionStem(what))-file FILE or --\(Self.optionStem(what))-fd N")
             }
             // A progress line left open (Argon2id's time) must not run into the prompt.
             ProgressLine.closeBar()

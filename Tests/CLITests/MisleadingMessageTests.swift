@@ -184,6 +184,10 @@ struct MisleadingMessageTests {
                 #expect(run.err.contains("\(secretName) is never taken as a flag's value") && run.err.contains(source), "\(run)")
                 #expect(!run.err.contains(secret), "\(run)")
             }
+            // A missing file for a two-word secret names its option and variable as they are spelled.
+            let newPIN = try s.run(["key", "set-pin", "--new-pin-file", s.path("nope")])
+            expectExit(newPIN, 66)
+            #expect(newPIN.err.contains("--new-pin-file (or $N11_NEW_PIN_FILE)"), "\(newPIN)")
         }
     }
 

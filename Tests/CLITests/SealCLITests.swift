@@ -88,6 +88,25 @@ struct SealCLITests {
                 #expect(!FileManager.default.fileExists(atPath: out), "\(name): something was written")
                 #expect(listing(of: s.root).allSatisfy { !$0.hasPrefix(".n11tmp") }, "\(name): a temp file was left")
             }
+            // A damaged package is called one, with no archive's salvage in the hint; a file
+            // that is no package (an archive, a photo) is called that.
+            let changed = try s.run(["unseal", s.path("bad-tag.filelock"), "-o", out])
+            #expect(changed.err.contains("the FileLock package") && changed.err.contains("use another copy of the package")
+                    && !changed.err.contains("salvage"), "\(changed)")
+            for notAPackage in [try s.file("photo.jpg", Array(repeating: 0xFF, count: 5_000)), s.path("bad-tiny.filelock")] {
+                let run = try s.run(["unseal", notAPackage, "-o", out])
+                expectExit(run, 65)
+                #expect(run.err.contains("is not a FileLock package") && run.err.contains("n11archive restore") && !run.err.contains("salvage"),
+                        "\(run)")
+            }
+            // `-` is no file here: refused (64) before anything is read or written.
+            for args in [["seal", "--to", pub, "-", "-o", s.path("x.filelock")], ["seal", "--to", pub, s.path("in"), "-o", "-"],
+                         ["unseal", package, "-o", "-"], ["unseal", "-", "-o", out]] {
+                let run = try s.run(args, stdin: Array("hello".utf8))
+                expectExit(run, 64)
+                #expect(run.err.contains("not standard"), "\(run)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: s.path("-")) && !FileManager.default.fileExists(atPath: s.path("x.filelock")))
             // Another machine without the identity: 77, and with --identity it opens.
             expectExit(try s.run(["unseal", package, "-o", out], environment: s.elsewhere("other")), 77)
             expectExit(try s.run(["unseal", package, "-o", out, "--identity", key, "--passphrase-file", pp],

@@ -157,6 +157,7 @@ extension ArchiveError {
         case .noArchiveDirectory: return "noArchiveDirectory"
         case .unsalvageable: return "unsalvageable"
         case .notAnArchive: return "notAnArchive"
+        case .fileLockPackage: return "fileLockPackage"
         case .unsupported: return "unsupported"
         case .archiveMissing: return "archiveMissing"
         case .keyFileMissing: return "keyFileMissing"
