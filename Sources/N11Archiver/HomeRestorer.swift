@@ -45,12 +45,14 @@ public enum HomeRestorer {
         let hasKeyStore = ((try? FileStatus.of(destination.home.keyStorePath)) ?? nil) != nil
         let (archive, unlockedStore) = try unlock()
         let portable = archive.header.mode == .portable
-        func verifyOnly() throws -> Report {
+        // `keyStore` nil: the vault was not compared (no key store, or a PIN not given);
+        // given, there is no vault yet and every item would be restored.
+        func verifyOnly(keyStore: KeyStore? = nil) throws -> Report {
             let selected = try archive.selected(options.selection)
             var report = ArchiveRestorer.Report(for: archive)
             report.dryRun = true
             report.destination = destination.vaultPath
-            try ArchiveVerifier.checkAll(archive, selected, keyStore: nil, salvage: options.salvage ? { _, item, error in
+            try ArchiveVerifier.checkAll(archive, selected, keyStore: keyStore, salvage: options.salvage ? { _, item, error in
                 report.damaged.append(DamagedItem(item, error))
             } : nil, progress: progress) { n, item in
                 report.record(.restored, index: selected[n])
@@ -58,7 +60,7 @@ public enum HomeRestorer {
             }
             progress?.finish()
             var result = Report(restore: report, createdKeyStore: nil)
-            result.vaultNotCompared = true
+            result.vaultNotCompared = keyStore == nil
             return result
         }
         if !hasKeyStore && portable && options.dryRun { return try verifyOnly() }
@@ -86,6 +88,11 @@ public enum HomeRestorer {
         let created = HomeTakeBack(keyStore: keyStore, createdKeyStore: createdKeyStore)
         let interrupted = Interruption.onInterrupt { created.takeBack() }
         defer { Interruption.cancel(interrupted) }
+        // A dry run into a vault that is not there yet (`--vault NEWDIR`): the restore would
+        // create it, so every item would be restored; nothing is made.
+        if options.dryRun, try FileStatus.of(destination.vaultPath, followLinks: true) == nil {
+            return try verifyOnly(keyStore: keyStore)
+        }
         do {
             let vault = try Vault.open(at: destination.vaultPath, keyStore: keyStore, forWriting: !options.dryRun,
                                        lockWait: destination.lockWait, claim: { created.vault = $0 })

@@ -264,6 +264,16 @@ struct ArchiveCLITests {
             expectExit(dry, 0)
             #expect(dry.out.contains("would restore 5 item(s)"), "\(dry)")
             #expect(s.tree(s.path("other")) == before)
+            // Into a vault that is not there yet (restore --help's example): every item would
+            // be restored, nothing is made; a secure archive's inner tags are checked too.
+            let secure = s.path("s.nu11vlt")
+            expectExit(try s.run(["create", "--secure", "-o", secure]), 0)
+            for (archive, password) in [(archive, ["--password-file", pw]), (secure, [])] {
+                let newVault = try s.run(["restore", archive, "--vault", s.path("vault2"), "--dry-run"] + password)
+                expectExit(newVault, 0)
+                #expect(newVault.out.contains("would restore 5 item(s)") && !newVault.err.contains("without comparing"), "\(newVault)")
+                #expect(!exists(s.path("vault2")))
+            }
         }
     }
 
