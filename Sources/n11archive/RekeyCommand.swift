@@ -110,6 +110,14 @@ struct Rekey: ParsableCommand {
         }.joined(separator: " and ")
         let signed = report.signer.map { ", signed again by \(SignerKeyFiles.fingerprint($0))" } ?? (archive.header.signer != nil ? ", no longer signed" : "")
         Console.summary("rekeyed \(report.output): opens with \(described); \(report.copiedEntries) entries copied unchanged\(signed)")
+        // An incremental archive's restore reads the archives it depends on, each with its own
+        // slots: a password added here alone does not open the chain.
+        let dependencies = archive.header.dependsOn
+        if !dependencies.isEmpty {
+            let shown = dependencies.prefix(4).map { String($0.hex.prefix(8)) }.joined(separator: ", ") + (dependencies.count > 4 ? ", …" : "")
+            Console.warning("'\(input.file)' is incremental: a restore of it also reads the \(dependencies.count) archive(s) it depends on (\(shown)), "
+                            + "which keep their own passwords and recipients; rekey each of them the same way (`n11archive archives DIR` shows their IDs)")
+        }
         // Password slots whose Argon2id work together is above what readers spend by default.
         let work = KDFCeiling.work(of: try ArchiveReader(path: report.output).header)
         if work > KDFCeiling.standard.workMiBPasses {

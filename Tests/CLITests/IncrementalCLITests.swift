@@ -83,6 +83,13 @@ struct IncrementalCLITests {
             #expect((doc["deleted"] as? [String]) == [], "\(pruned)")
             let kept = try #require(doc["kept"] as? [[String: Any]])
             #expect(kept.contains { ($0["reasons"] as? [String])?.contains { $0.hasPrefix("needed by") } == true }, "\(pruned)")
+
+            // A password added to the newest night alone does not open the nights it needs: said.
+            let rekeyed = try s.run(["rekey", newest, "--add-password", "--new-password-file", try s.passwordFile(),
+                                     "--drop-signature", "-o", s.path("rekeyed.nu11vlt")], environment: laptop)
+            expectExit(rekeyed, 0)
+            #expect(rekeyed.err.contains("is incremental") && rekeyed.err.contains(String((first["archiveId"] as! String).prefix(8)))
+                    && rekeyed.err.contains("rekey each of them"), "\(rekeyed)")
         }
     }
 
