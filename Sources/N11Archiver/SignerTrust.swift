@@ -59,7 +59,7 @@ public struct SignerTrust: Sendable {
             case .otherSigner(_, true):
                 "this command trusts only the keys in its --signed-by files; `n11archive info FILE` shows the signer"
             case .otherSigner:
-                "`n11archive info FILE` shows its signer; if you know it, trust it with `n11archive key trust KEYFILE` (or --signed-by KEYFILE for one command), or read the archive once with --no-signer-check"
+                "`n11archive info FILE` shows its signer; if it is this home's own key, `n11archive key trust --own` trusts it; another you know, `n11archive key trust KEYFILE` (or --signed-by KEYFILE for one command); or read the archive once with --no-signer-check"
             case .invalidSignature:
                 "treat it as tampered with: restore another archive (`n11archive archives DIR` shows which are trusted)"
             case let .renamed(_, signed):

@@ -289,9 +289,15 @@ extension KeyCommand {
                 }
                 keys = [signer]
             }
+            let ruleWasOff = try TrustedSigners.keys(in: home).isEmpty
             for key in keys {
                 let added = try TrustedSigners.add(key, in: home)
                 Console.out("\(added ? "trusted" : "already trusted:") signer \(SignerKeyFiles.fingerprint(key))")
+            }
+            // The first trusted key turns the rule on for every archive read here, this home's
+            // own too: a new user trusted a friend's key and was locked out of their own.
+            if ruleWasOff && file != nil {
+                Console.note("from now on only archives signed by a trusted key are read here, this home's own included: `n11archive key trust --own` adds its key")
             }
         }
     }
