@@ -54,8 +54,10 @@ public enum ArchiveExporter {
                 case .nothing: report.record(.restored, index: index)
                 case .identical: report.record(.skippedIdentical, index: index)
                 case .different:
+                    // With --overwrite it replaces the user's own file: said as that (the summary,
+                    // `replaced` in --json), a dry run too.
                     if !overwrite { conflicts.append(Path.join(Path.join(root, folder), name)) }
-                    report.record(.restored, index: index)
+                    report.record(.replaced, index: index)
                 }
             }
         } catch let error as ArchiveError {
@@ -63,7 +65,8 @@ public enum ArchiveExporter {
         } catch { throw ArchiveError.writing(root, error) }
         if !conflicts.isEmpty && !overwrite { throw .exportConflicts(paths: conflicts) }
 
-        let writing = SelectedItems(selected, keeping: { report.outcome(of: $0) == .restored }, below: archive.items.count)
+        let writing = SelectedItems(selected, keeping: { [RestoreOutcome.restored, .replaced].contains(report.outcome(of: $0)) },
+                                    below: archive.items.count)
         let salvage = options.salvage ? { (n: Int, item: Manifest.Item, error: ArchiveError) in
             report.forget(index: writing[n])
             report.damaged.append(.init(item, error))
@@ -123,9 +126,11 @@ public enum ArchiveExporter {
             // The verified files, again from the archive's pages, in its order.
             let report = report
             let files = { (body: (String, String) throws -> Void) throws in
-                try report.forEachIndex(.restored) { index in
-                    let (folder, name) = try names.name(index: index, try archive.items.item(index))
-                    try body(folder, name)
+                for outcome in [RestoreOutcome.restored, .replaced] {
+                    try report.forEachIndex(outcome) { index in
+                        let (folder, name) = try names.name(index: index, try archive.items.item(index))
+                        try body(folder, name)
+                    }
                 }
             }
             // Ctrl-C waits for the moves (and, on failure, their undoing) to end.

@@ -123,6 +123,17 @@ struct ArchiveCLITests {
             let before = s.tree(export)
             expectExit(try s.run(["restore", archive, "--password-file", pw, "--export", export]), 73)
             #expect(s.tree(export) == before)
+            // With --overwrite the user's own file is replaced, and said to be: in the dry run,
+            // the summary and --json's `replaced`.
+            let planned = try s.run(["restore", archive, "--password-file", pw, "--export", export, "--overwrite", "--dry-run", "--json"])
+            expectExit(planned, 0)
+            let plan = try jsonDocument(planned)
+            #expect((plan["replaced"] as? [String])?.count == 1 && (plan["restored"] as? [String])?.isEmpty == true, "\(planned)")
+            #expect(s.tree(export) == before)
+            let overwritten = try s.run(["restore", archive, "--password-file", pw, "--export", export, "--overwrite"])
+            expectExit(overwritten, 0)
+            #expect(overwritten.out.contains("exported 1 item(s) (1 replaced)"), "\(overwritten)")
+            #expect(try readBytes("\(export)/Notes/plan.txt") == originals["plan.txt"])
         }
     }
 
