@@ -57,6 +57,9 @@ public enum ArchivePruner {
         case notCounted(ArchiveRetention.NotOpened)
         /// The newest archive is about to be fetched or read whole to be verified.
         case verifying(path: String)
+        /// An archive was just deleted (not with `dryRun`): told one by one, so that a run cut
+        /// short (Ctrl-C, a failing remote) still says what it deleted.
+        case deleted(path: String)
     }
 
     public struct Report {
@@ -163,6 +166,7 @@ public enum ArchivePruner {
                     throw .deleteFailed(error, directory: store.location, deletedBefore: report.deleted.count)
                 }
                 report.deleted.append(store.location(of: object.name))
+                request.notice(.deleted(path: store.location(of: object.name)))
             }
             if !report.deleted.isEmpty { try store.finishDeleting() }
         }

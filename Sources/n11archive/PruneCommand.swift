@@ -128,11 +128,18 @@ struct Prune: ParsableCommand, HasOutputOptions {
                     Console.warning("'\(other.path)' is not counted as this home's; left alone (\(other.reason))")
                 case .verifying(let path):
                     if isRemote { Console.note("fetching the newest archive, \(path), to verify it before anything is deleted…") }
+                case .deleted(let path):
+                    // Said as it happens (the summary lines come at the end): a Ctrl-C or a
+                    // remote that fails part-way must not leave the user guessing.
+                    if !outputOptions.json { Console.summary("deleted \(Self.archiveName(path))") }
                 }
             },
             progress: { outputOptions.observer($0) }))
         try render(report, of: store)
     }
+
+    /// The archive's own name, whether the path is a directory's or `REMOTE:DIR`'s.
+    static func archiveName(_ path: String) -> String { String(path.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "") }
 
     /// The report as JSON, or as a line per archive and a summary.
     private func render(_ report: ArchivePruner.Report, of store: any ArchiveStore) throws {
@@ -146,14 +153,14 @@ struct Prune: ParsableCommand, HasOutputOptions {
                                        notOpened: report.notCounted.map(\.path), durationSeconds: Output.durationSeconds))
             return
         }
-        // The archive's own name, whether the path is a directory's or `REMOTE:DIR`'s.
-        func name(_ path: String) -> String { String(path.split(whereSeparator: { $0 == "/" || $0 == ":" }).last ?? "") }
+        let name = Self.archiveName
         let formatter = ISO8601DateFormatter()
         for kept in decision.keep {
             Console.summary("keep    \(name(kept.archive.path))  \(formatter.string(from: kept.archive.created))  (\(kept.reasons.joined(separator: ", ")))")
         }
-        for path in report.deleted {
-            Console.summary("\(dryRun ? "would delete" : "deleted") \(name(path))")
+        // A real run's deletions were said as they happened.
+        if dryRun {
+            for path in report.deleted { Console.summary("would delete \(name(path))") }
         }
         if !report.countedAny {
             Console.note("no archives made by n11archive in '\(store.location)'; nothing to prune")

@@ -336,8 +336,28 @@ struct RemoteCLITests {
             #expect(refused.err.contains("nothing was deleted"), "\(refused)")
             #expect(world.stored.filter { $0.hasPrefix("n11archive-") }.count == 3)
             try writeBytes(original, to: newest)
+            // Ctrl-C during the deletions (sent by an rclone that then refuses the second
+            // deletion): what was deleted before it is said on stdout, as it happened.
+            let counter = s.path("deletions")
+            let wrapper = try s.file("rclone-interrupting-delete", Array("""
+                #!/bin/sh
+                case " $* " in *" deletefile "*)
+                    echo x >> '\(counter)'
+                    if [ "$(wc -l < '\(counter)')" -ge 2 ]; then kill -INT $PPID; sleep 2; exit 1; fi;;
+                esac
+                exec rclone "$@"
+
+                """.utf8))
+            chmod(wrapper, 0o755)
+            let interrupted = try s.run(["prune", "dav:backups", "--keep-last", "1"],
+                                        environment: world.environment.merging(["N11_RCLONE": wrapper]) { $1 })
+            expectExit(interrupted, 130)
+            let left = world.stored.filter { $0.hasPrefix("n11archive-") }
+            let gone = made.map { String($0.split(separator: "/").last!) }.filter { !left.contains($0) }
+            #expect(gone.count == 1 && interrupted.out == "deleted \(gone[0])\n", "\(interrupted)")
             let pruned = try world.run(["prune", "dav:backups", "--keep-last", "1"])
             expectExit(pruned, 0)
+            #expect(pruned.out.contains("deleted ") && pruned.out.contains("keep "), "\(pruned)")
             #expect(world.stored.filter { $0.hasPrefix("n11archive-") } == [String(made[2].split(separator: "/").last!)])
             expectExit(try world.run(["verify", made[2]], home: "offline"), 0)
         }
