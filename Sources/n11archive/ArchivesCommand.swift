@@ -51,6 +51,8 @@ struct Archives: ParsableCommand, ChoosesOutput {
         /// its size when none does, else 0.
         var neededBy: [String] = []
         var freesBytes: Int64? = nil
+        /// Of `dependsOn`, the archives that are not here: a restore of it stops at them.
+        var missingDependencies: [String]? = nil
     }
 
     struct Document: Encodable {
@@ -80,10 +82,14 @@ struct Archives: ParsableCommand, ChoosesOutput {
         // What each one's deletion would free: nothing while another archive here needs it.
         var neededBy: [String: [String]] = [:]
         for entry in entries { for id in entry.dependsOn ?? [] { neededBy[id, default: []].append(Self.name(entry.archive)) } }
+        let here = Set(entries.compactMap(\.archiveId))
         for index in entries.indices {
             guard let id = entries[index].archiveId else { continue }
             entries[index].neededBy = (neededBy[id] ?? []).sorted()
             entries[index].freesBytes = entries[index].neededBy.isEmpty ? entries[index].size : 0
+            // A chain with a link gone (deleted by hand, not copied): said here, not first by
+            // the restore that needs it.
+            entries[index].missingDependencies = entries[index].dependsOn?.filter { !here.contains($0) }
         }
         // Prune counts one file per archive ID (the bare name, else the lowest -N): under a
         // trust rule, mark the other copies as it would.
@@ -115,12 +121,18 @@ struct Archives: ParsableCommand, ChoosesOutput {
             let when = entry.ownerUid.map { "(uid \($0)'s file: not read)" }
                 ?? entry.created.map { Timestamp.string($0, withFraction: false) } ?? "(unreadable header)"
             let signer = entry.signature == "invalid" ? "(signature fails)" : entry.signedBy ?? "-"
-            let kind = entry.dependsOn.map { $0.isEmpty ? "full" : "needs \($0.count)" } ?? "-"
+            let missing = entry.missingDependencies?.count ?? 0
+            let kind = entry.dependsOn.map { $0.isEmpty ? "full" : "needs \($0.count)\(missing > 0 ? " (\(missing) MISSING)" : "")" } ?? "-"
             let frees = entry.freesBytes.map { $0 == 0 ? "0 (needed)" : Console.byteCount($0) } ?? "-"
             return [Self.name(entry.archive), Console.byteCount(entry.size), when, entry.mode ?? "-", kind, frees, signer]
                 + (trust.isActive ? [entry.created == nil ? "-" : entry.notTrusted == nil ? "yes" : "NO"] : [])
         })
         for entry in entries { if let why = entry.notTrusted { Console.warning("\(Self.name(entry.archive)) is not trusted: \(why)") } }
+        for entry in entries {
+            guard let missing = entry.missingDependencies, !missing.isEmpty else { continue }
+            Console.warning("\(Self.name(entry.archive)) needs \(missing.count) archive(s) that are not here (\(missing.map { String($0.prefix(8)) }.joined(separator: ", "))): "
+                            + "a restore of it stops there; put them back beside it, or restore what is here with --salvage")
+        }
     }
 
     /// The archive's own name, whether the path is a directory's or `REMOTE:DIR`'s.

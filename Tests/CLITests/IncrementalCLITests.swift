@@ -66,9 +66,15 @@ struct IncrementalCLITests {
             let moved = dir + "/renamed-first.nu11vlt"
             #expect(rename(first["archive"] as! String, moved) == 0)
             expectExit(try s.run(["verify", newest], environment: laptop), 0)
-            // Gone: 66, naming it; a salvage restores the rest.
+            // Gone: 66, naming it; a salvage restores the rest; `archives` says so first.
             let aside = s.path("aside.nu11vlt")
             #expect(rename(moved, aside) == 0)
+            let broken = try s.run(["archives", dir])
+            expectExit(broken, 0)
+            #expect(broken.out.contains("(1 MISSING)") && broken.err.contains("needs 1 archive(s) that are not here")
+                    && broken.err.contains(String((first["archiveId"] as! String).prefix(8))), "\(broken)")
+            let brokenJSON = try #require(try jsonDocument(try s.run(["archives", dir, "--json"]))["archives"] as? [[String: Any]])
+            #expect(brokenJSON.contains { ($0["missingDependencies"] as? [String]) == [first["archiveId"] as! String] }, "\(brokenJSON)")
             let missing = try s.run(["restore", newest, "--vault", s.path("v1")], environment: laptop)
             expectExit(missing, 66)
             #expect(missing.err.contains(first["archiveId"] as! String), "\(missing)")
