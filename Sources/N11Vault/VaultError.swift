@@ -144,7 +144,7 @@ public enum VaultError: CategorizedError, Sendable {
         case .notInitialized: return "run `n11archive init` first, or point --home at an existing key store"
         case .alreadyInitialized: return "use another --home for a second key store"
         case .vaultNeedsItsKeyStore: return "restore into a new directory (--vault DIR), or use the home whose key store made that vault (--home)"
-        case .vaultMissing: return "check the path given with --vault; `vault add` and `restore` create a vault there"
+        case .vaultMissing: return "check the path given with --vault, if one was (else the home's own vault is missing: --home or N11_HOME may name another home); `vault add` and `restore` create a vault there"
         case .keyStoreDamaged: return "restore the key store file from your own backup of it; archives made in portable mode restore with their password alone"
         case .keyStoreLocked: return "give the PIN with --pin-file FILE, --pin-fd N or N11_PIN_FILE (a cron or systemd job: Environment=N11_PIN_FILE=…, a 0600 file), or run on a terminal to be asked"
         case .wrongPIN: return "check the PIN and try again"

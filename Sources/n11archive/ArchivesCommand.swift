@@ -64,7 +64,13 @@ struct Archives: ParsableCommand, ChoosesOutput {
 
     func run() throws {
         let trust = try self.trust.resolve(home: self.store.resolvedHome)
-        let store = try ArchiveStores.open(directory, spool: nil, home: nil, forPrune: true)
+        let store: any ArchiveStore
+        do { store = try ArchiveStores.open(directory, spool: nil, home: nil, forPrune: true) }
+        catch .noArchiveDirectory(let path, _, let exists) {
+            // Prune's words ("nothing was deleted") would suggest this command deletes.
+            throw CLIError(.missingInput, "the archive directory '\(path)' \(exists ? "is not a directory" : "does not exist")",
+                           hint: "give the directory `create --output-dir` writes to (or REMOTE:DIR)")
+        }
         var entries: [Entry] = []
         for object in try store.list() where Self.isListed(object.name) {
             let path = store.location(of: object.name)

@@ -300,6 +300,11 @@ struct MisleadingMessageTests {
                 expectExit(run, 64)
                 #expect(run.err.contains("unknown command '\(word)'") && run.err.contains("did you mean `n11archive \(meant)`?"), "\(run)")
             }
+            // `archives` deletes nothing: its missing directory is not "nothing was deleted".
+            let noDirectory = try s.run(["archives", s.path("backups")])
+            expectExit(noDirectory, 66)
+            #expect(noDirectory.err.contains("the archive directory '\(s.path("backups"))' does not exist")
+                    && !noDirectory.err.contains("deleted"), "\(noDirectory)")
             let initWithPassword = try s.run(["init", "--password-file", s.path("pw")])
             expectExit(initWithPassword, 64)
             #expect(initWithPassword.err.contains("init asks for no password") && initWithPassword.err.contains("--pin"), "\(initWithPassword)")
