@@ -112,7 +112,15 @@ struct Prune: ParsableCommand, HasOutputOptions {
         let isRemote = store is RcloneStore
         let secrets = UnlockSources(password: password, store: self.store, identity: identity)
         secrets.signerTrust = try trust.resolve(home: self.store.resolvedHome)
-        let report = try ArchivePruner.prune(store, .init(
+        // A password typed at the prompt gets the tries restore and list give: nothing was
+        // deleted before the newest archive verified, so the prune runs again from the start.
+        var typed = false
+        if case .terminal = password.source { typed = true }
+        let report = try TerminalRetry.run(typed: typed, what: "password", isWrong: { error in
+            guard case ArchiveError.newestNotVerified(let cause) = error, case ArchiveError.wrongPassword = cause else { return false }
+            secrets.forgetPassword()
+            return true
+        }) { try ArchivePruner.prune(store, .init(
             policy: policy, dryRun: dryRun, home: self.store.resolvedHome,
             secrets: secrets,
             kdfCeiling: try kdfCeiling.ceiling(), lockWait: lockWait,
@@ -134,7 +142,7 @@ struct Prune: ParsableCommand, HasOutputOptions {
                     if !outputOptions.json { Console.summary("deleted \(Self.archiveName(path))") }
                 }
             },
-            progress: { outputOptions.observer($0) }))
+            progress: { outputOptions.observer($0) })) }
         try render(report, of: store)
     }
 

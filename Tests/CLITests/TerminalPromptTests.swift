@@ -66,6 +66,16 @@ struct TerminalPromptTests {
             let (never, status) = try runOnTerminal(["verify", archive], typing: ["typo 1", "typo 2", "typo 3"], home: s.home)
             #expect(status == 77, "\(never)")
             #expect(never.contains("(1 try left)") && never.contains("wrong password for"), "\(never)")
+            // prune too: nothing is deleted before the newest verified, so it starts again.
+            let backups = s.path("backups")
+            #expect(mkdir(backups, 0o700) == 0)
+            for _ in 0..<2 {
+                expectExit(try s.run(["create", "--portable", "--output-dir", backups, "--password-file", password] + fastKDF), 0)
+                usleep(1_050_000)
+            }
+            let (pruned, pruneStatus) = try runOnTerminal(["prune", backups, "--keep-last", "1"], typing: ["typo", "tty password"], home: s.home)
+            #expect(pruneStatus == 0, "\(pruned)")
+            #expect(pruned.contains("wrong password; try again (2 tries left)") && pruned.contains("1 kept, 1 deleted"), "\(pruned)")
 
             // An identity's passphrase, for an archive made for its public key alone.
             expectExit(try s.run(["key", "generate"]), 0)
