@@ -53,7 +53,12 @@ public enum KeyFiles {
             }
             guard !keys.isEmpty else { throw FormatError.invalidKeyFile("it holds no public key") }
             return try keys.map { bytes in
-                bytes.count == P256PublicKey.byteCount ? try P256PublicKey(x963: bytes) : try P256PublicKey(subjectPublicKeyInfo: bytes)
+                // The home's signing key (`key export-public --signing`) given as a recipient:
+                // say what it is and where it goes, not only what it is not.
+                if (try? Ed25519PublicKey(subjectPublicKeyInfo: bytes)) != nil {
+                    throw FormatError.invalidKeyFile("it holds an Ed25519 signing key, which checks who made an archive (`key trust` takes it); a recipient is a P-256 key, from `n11archive key export-public` (without --signing)")
+                }
+                return bytes.count == P256PublicKey.byteCount ? try P256PublicKey(x963: bytes) : try P256PublicKey(subjectPublicKeyInfo: bytes)
             }
         } catch let error as CryptoError {
             throw .invalidKeyFile(path: path, why: error.description)

@@ -312,6 +312,19 @@ struct MisleadingMessageTests {
         }
     }
 
+    @Test("the home's signing key given as a recipient is named as a signing key, with where a recipient key comes from")
+    func signerAsRecipient() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let signer = s.path("signer.pub")
+            expectExit(try s.run(["key", "export-public", "--signing", "-o", signer]), 0)
+            let run = try s.run(["create", "--portable", "--recipient", signer, "-o", s.path("r.nu11vlt")])
+            expectExit(run, 64)
+            #expect(run.err.contains("Ed25519 signing key") && run.err.contains("key export-public` (without --signing)"), "\(run)")
+            #expect(!exists(s.path("r.nu11vlt")))
+        }
+    }
+
     @Test("vault cat -o into a missing folder, or under a file, says which (66) and writes nothing")
     func catIntoMissingFolder() throws {
         try withSandbox { s in
