@@ -86,13 +86,21 @@ struct Rekey: ParsableCommand {
         if dropSignature, reader.signer != nil, try input.trust.resolve(home: input.store.resolvedHome).isActive {
             Console.warning("this home trusts signers: once unsigned, '\(input.file)' is refused here (read it with --no-signer-check)")
         }
-        let (archive, _) = try input.unlock(reader)
+        let sources = try input.unlockSources()
+        let (archive, _) = try input.unlock(reader, sources: sources)
         var passwords: [SecureBytes] = []
         if addPassword {
             guard let source = SecretSource.choose(file: newPasswordFile, descriptor: newPasswordFD, environmentFile: "N11_NEW_PASSWORD_FILE") else {
                 throw CLIError(.usage, "--add-password needs a terminal to ask for the new password, or --new-password-file/--new-password-fd")
             }
             let secret = try source.read(what: "new password", confirm: true)
+            // The password it was just opened with, added again: a second slot of the same
+            // password, which only costs readers a derivation more (--remove-passwords first
+            // rewraps it, under new Argon2id settings say).
+            if !removePasswords, sources.hasPassword, let current = try sources.password(cost: nil), current.constantTimeEquals(secret) {
+                throw CLIError(.usage, "'\(input.file)' already opens with that password; nothing was changed",
+                               hint: "to give it new Argon2id settings, add it with --remove-passwords (which drops the old password slots)")
+            }
             try WeakPasswordPolicy.check(secret, allowWeak: allowWeakPassword)
             passwords.append(secret)
         }

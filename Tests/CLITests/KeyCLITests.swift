@@ -172,6 +172,13 @@ struct KeyCLITests {
             expectExit(try s.run(["rekey", copy, "--password-file", pw, "--remove-recipients"]), 0)
             expectExit(try s.run(["verify", "--as-written", archive]), 0)
 
+            // The password it already opens with, added again: refused, nothing changed.
+            let unchanged = try readBytes(archive)
+            let twice = try s.run(["rekey", archive, "--password-file", pw, "--add-password", "--new-password-file", pw] + fastKDF)
+            expectExit(twice, 64)
+            let afterTwice = try readBytes(archive)
+            #expect(twice.err.contains("already opens with that password") && afterTwice == unchanged, "\(twice)")
+
             let newPassword = try s.passwordFile("a different long passphrase\n", name: "new-password")
             let changed = try s.run(["rekey", archive, "--password-file", pw, "--remove-passwords", "--add-password",
                                      "--new-password-file", newPassword] + fastKDF)
