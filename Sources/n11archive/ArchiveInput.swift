@@ -35,6 +35,24 @@ struct ArchiveInput: ParsableArguments {
         }
         var typed = false
         if case .terminal = password.source { typed = true }
+        do {
+            return try unlock(reader, sources: sources, typed: typed, toleratingMissingItems: toleratingMissingItems)
+        } catch let error as ArchiveError where !typed && Self.endsInBlank(sources) {
+            guard case .wrongPassword = error else { throw error }
+            // Invisible in the file and in the message: a trailing space or tab is part of it.
+            throw CLIError(error.kind, error.description,
+                           hint: "the password read ends in a space or tab, which counts as part of it: check the end of the file's first line (or what the command or descriptor printed)")
+        }
+    }
+
+    /// Whether the password read (if one was) ends in a space or tab.
+    private static func endsInBlank(_ sources: UnlockSources) -> Bool {
+        guard sources.hasPassword, let password = try? sources.password(cost: nil) else { return false }
+        return password.withUnsafeBytes { $0.last.map { $0 == 0x20 || $0 == 0x09 } ?? false }
+    }
+
+    private func unlock(_ reader: ArchiveReader, sources: UnlockSources, typed: Bool,
+                        toleratingMissingItems: Bool) throws -> (UnlockedArchive, KeyStore?) {
         let archive = try TerminalRetry.run(typed: typed && !sources.hasPassword, what: "password", isWrong: { error in
             guard case ArchiveError.wrongPassword = error else { return false }
             sources.forgetPassword()

@@ -312,6 +312,22 @@ struct MisleadingMessageTests {
         }
     }
 
+    @Test("a wrong password that ends in a space says the space is part of it; one that does not, says nothing of spaces")
+    func passwordEndingInSpace() throws {
+        try withSandbox { s in
+            _ = try s.fillVault()
+            let archive = s.path("a.nu11vlt")
+            expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", try s.passwordFile()] + fastKDF), 0)
+            let spaced = try s.passwordFile("correct horse battery staple \n", name: "spaced")
+            let run = try s.run(["verify", archive, "--password-file", spaced])
+            expectExit(run, 77)
+            #expect(run.err.contains("wrong password for") && run.err.contains("ends in a space or tab"), "\(run)")
+            let wrong = try s.run(["verify", archive, "--password-file", try s.passwordFile("another one entirely\n", name: "wrong")])
+            expectExit(wrong, 77)
+            #expect(!wrong.err.contains("space"), "\(wrong)")
+        }
+    }
+
     @Test("the home's signing key given as a recipient is named as a signing key, with where a recipient key comes from")
     func signerAsRecipient() throws {
         try withSandbox { s in
