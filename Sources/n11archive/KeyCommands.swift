@@ -371,6 +371,11 @@ extension KeyCommand {
 
         func run() throws {
             let keyStore = try store.loadKeyStore()
+            // A current PIN given for a key store that has none is not read: said, so that a
+            // wrong or missing file there is not taken for one that worked.
+            if !keyStore.isPINProtected, store.pinFile != nil || store.pinFD != nil {
+                Console.note("the key store had no PIN, so the current PIN (--pin-file/--pin-fd) was not read")
+            }
             try keyStore.changePIN(to: try newPIN.read())
             Console.out("sealed \(keyStore.path) under the new PIN")
         }

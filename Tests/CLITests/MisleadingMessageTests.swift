@@ -188,6 +188,10 @@ struct MisleadingMessageTests {
             let newPIN = try s.run(["key", "set-pin", "--new-pin-file", s.path("nope")])
             expectExit(newPIN, 66)
             #expect(newPIN.err.contains("--new-pin-file (or $N11_NEW_PIN_FILE)"), "\(newPIN)")
+            // A current PIN file for a key store without a PIN is not read, and that is said.
+            let set = try s.run(["key", "set-pin", "--pin-file", s.path("old-pin"), "--new-pin-file", try s.file("new-pin", Array("24681357\n".utf8))])
+            expectExit(set, 0)
+            #expect(set.err.contains("the key store had no PIN, so the current PIN (--pin-file/--pin-fd) was not read"), "\(set)")
         }
     }
 
