@@ -243,6 +243,8 @@ final class TeeSource: ByteSource {
 
     func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
         let n = try source.read(into: &buffer, offset: offset, count: count)
+        // Nothing read: no pointer is taken (an empty array may have none).
+        guard n > 0 else { return 0 }
         if start == end { (start, end) = (0, 0) }
         if end + n > storage.count { storage.append(contentsOf: repeatElement(0, count: end + n - storage.count)) }
         storage.withUnsafeMutableBufferPointer { dst in
@@ -254,6 +256,7 @@ final class TeeSource: ByteSource {
 
     func drain(into buffer: inout [UInt8], offset: Int, count: Int) -> Int {
         let n = min(count, end - start)
+        guard n > 0 else { return 0 }
         buffer.withUnsafeMutableBufferPointer { dst in
             storage.withUnsafeBufferPointer { src in (dst.baseAddress! + offset).update(from: src.baseAddress! + start, count: n) }
         }

@@ -86,6 +86,10 @@ struct StreamBuffersTests {
         #expect(try tee.read(into: &buffer, offset: 0, count: 100) == 50)
         #expect(tee.drain(into: &out, offset: 250, count: 50) == 50)
         #expect(out == bytes)
+        // Empty buffers at the end: nothing to copy, and no pointer to take.
+        var empty: [UInt8] = []
+        #expect(try tee.read(into: &empty, offset: 0, count: 0) == 0)
+        #expect(tee.drain(into: &empty, offset: 0, count: 0) == 0)
     }
 
     @Test("a flipped byte or a wrong digest fails the read that would finish the message")
