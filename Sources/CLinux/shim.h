@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -141,5 +142,38 @@ static inline int n11_start_writeback(int fd, long long offset, long long count)
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+/* Whether `fd` is on a local file system whose direct I/O is known to go to the disk
+   around the page cache: ext4, XFS, btrfs. Elsewhere (tmpfs, NFS, FUSE, CIFS) O_DIRECT
+   either copies anyway or makes every write a round trip. */
+static inline int n11_direct_io_suits(int fd) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return 0;
+    switch ((unsigned long)fs.f_type) {
+    case 0xEF53UL:      /* ext2/3/4 */
+    case 0x58465342UL:  /* XFS */
+    case 0x9123683EUL:  /* btrfs */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Turns O_DIRECT on or off for an open file (fcntl is variadic, and glibc names O_DIRECT
+   only under _GNU_SOURCE; on x86-64 and arm64 Linux it is 040000 and 0200000). 0 on
+   success, -1 with errno (EINVAL where the file system takes no direct I/O). */
+static inline int n11_set_direct_io(int fd, int on) {
+#if defined(__x86_64__) || defined(__i386__)
+    const int direct = 040000;
+#elif defined(__aarch64__)
+    const int direct = 0200000;
+#else
+    errno = EINVAL;
+    return -1;
+#endif
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    return fcntl(fd, F_SETFL, on ? (flags | direct) : (flags & ~direct));
 }
 #endif

@@ -88,6 +88,10 @@ public enum ArchiveExporter {
         var writers = SerialWorkerPool()
         defer { writers.cancel() }
         var stagedPerFolder: [String: Int] = [:]
+        // Photos' files are written here (`DirectFileWriter`); stopped before the staging
+        // directory goes.
+        let directBuffers = DirectWriteBuffers(holdsPlaintext: true)
+        defer { directBuffers.abandonWrites() }
         try ArchiveVerifier.forEachItem(archive, writing, progress: progress, salvage: salvage) { n, item, payload in
             let (folder, name) = try names.name(index: writing[n], item)
             if item.size <= writtenBesideLimit {
@@ -104,22 +108,36 @@ public enum ArchiveExporter {
             }
             let file = try staging.createFile(name, in: folder)
             do {
-                try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
-                                              into: FileStagingSink(file), progress: progress)
+                let write = { (sink: ByteSink) in
+                    try ArchiveVerifier.checkItem(archive, item, payload: payload, keyStore: keyStore,
+                                                  into: FileStagingSink(sink), progress: progress)
+                }
                 // A photo keeps the time it was taken (added), not the time of the export.
-                try file.setModificationTime(secondsSince1970: Int64(item.created.timeIntervalSince1970.rounded(.down)))
-                // To disk while the next items are exported, not all at the syncfs before publishing.
-                if item.size >= FileDescriptor.writebackAtOnceFrom { file.startWritebackOfAll() }
-                try file.close()
+                let modified = Int64(item.created.timeIntervalSince1970.rounded(.down))
+                if item.size >= DirectFileWriter.worthFrom {
+                    // Around the page cache (`DirectFileWriter`): nobody reads it before it is
+                    // published, and the syncfs then finds it written. Its time is set after
+                    // its last write, on the buffers' thread, which then closes it.
+                    try DirectFileWriter.writing(to: file, through: directBuffers, then: { file in
+                        try file.setModificationTime(secondsSince1970: modified)
+                        try file.close()
+                    }, write)
+                } else {
+                    try write(file)
+                    try file.setModificationTime(secondsSince1970: modified)
+                    try file.close()
+                }
             } catch {
                 // Nothing unverified stays, even in staging: a salvage goes on without it.
                 staging.removeFile(name, in: folder)
-                throw staging.named(error, file: name, in: folder)
+                // An earlier photo's failed write names that photo's file.
+                throw staging.named(staging.named(error), file: name, in: folder)
             }
             stagedPerFolder[folder, default: 0] += 1
             report.plaintextBytes += item.size
         }
         do {
+            do { try directBuffers.waitForWrites() } catch { throw staging.named(error) }
             try writers.finish()
             // Every staged file durable with one syncfs (not an fsync per file), then the moves.
             try staging.syncFileSystem()
@@ -419,6 +437,14 @@ final class ExportStaging: @unchecked Sendable {
     /// the hidden staging directory means nothing to the person reading the message (a full
     /// USB stick said "cannot write '…/.n11tmp-20846-export.de80cbbd7ab4/Notes/n132.txt'"),
     /// as `create` names the archive asked for rather than its temp file.
+    /// The same for an error whose path is a staged file's, whichever it is (a photo whose
+    /// last writes failed on `DirectFileWriter`'s thread is reported by a later call).
+    func named(_ error: any Error) -> any Error {
+        guard let error = error as? SystemError, let path = error.path,
+              path.hasPrefix(directory.path + "/") else { return error }
+        return SystemError(error.operation, path: parent.path + path.dropFirst(directory.path.count), errno: error.errno)
+    }
+
     func named(_ error: any Error, file: String, in folder: String) -> any Error {
         guard let error = error as? SystemError, let path = error.path,
               path.hasPrefix(directory.path + "/") else { return error }
@@ -518,8 +544,8 @@ final class VerifiedPlaintext: UnverifiedPlaintextSink, @unchecked Sendable {
 
 /// Writes plaintext into a hidden staging file of an export (published only after it verified).
 final class FileStagingSink: UnverifiedPlaintextSink {
-    private let file: FileDescriptor
-    init(_ file: FileDescriptor) { self.file = file }
+    private let file: ByteSink
+    init(_ file: ByteSink) { self.file = file }
     func stage(_ bytes: ArraySlice<UInt8>) throws { try file.write(bytes) }
 }
 

@@ -130,9 +130,9 @@ public final class SealedVaultItem {
         } catch { throw VaultError.wrap(error) }
     }
 
-    /// The file sealed anew under `newKey` into `file` (a key rotation); its tag and digest
+    /// The file sealed anew under `newKey` into `output` (a key rotation); its tag and digest
     /// are checked before the new tag is written. Returns the new tag.
-    func reseal(under newKey: SecureBytes, to output: FileDescriptor, progress: VaultChangeProgress?) throws -> [UInt8] {
+    func reseal(under newKey: SecureBytes, to output: ByteSink, progress: VaultChangeProgress?) throws -> [UInt8] {
         do {
             let sealed = try sealedBytes()
             let input: ByteSource = progress.map { ProgressCountingSource(sealed, progress: $0) } ?? sealed

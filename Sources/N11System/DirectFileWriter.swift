@@ -1,0 +1,226 @@
+internal import CLinux
+import Glibc
+
+/// Writes a new file from its start around the page cache (O_DIRECT), for files that are
+/// large, written once and made durable before anyone reads them: a restored photo's
+/// content file, or an exported photo. A buffered write copies every byte into a
+/// page-cache page the kernel must first find and clear, then writes it back later; on a
+/// virtual machine whose free memory goes back to its host (`page_reporting`) that first
+/// touch took 40% of a restore's thread (BENCHMARKS.md, "Photos written around the page
+/// cache"). A direct write goes from this process's buffer to the disk, and the syncfs
+/// that publishes the file then finds nothing of it left to write.
+///
+/// Bytes are gathered in one of two aligned buffers (`DirectWriteBuffers`); a full one is
+/// written by the buffers' own thread while the caller fills the other, so the caller does
+/// not wait for the disk, not even at a file's end: the file's last writes and whatever
+/// the caller asks to follow them (setting its time, closing it) run on that thread while the
+/// caller goes on with the next file. The end of a file goes in two parts: its whole blocks
+/// directly, the last partial block through the page cache (O_DIRECT cleared first: direct
+/// I/O takes whole blocks). Only ext4, XFS and btrfs are asked for direct I/O; a file system
+/// that refuses the flag or a write (EINVAL) gets the file through the page cache.
+public final class DirectFileWriter: ByteSink {
+    /// Alignment of the buffers, of every direct write's offset and of its length: the page
+    /// size, a multiple of every common device's logical block.
+    static let alignment = 4096
+
+    /// From this size up a file is worth writing directly: below it the two `fcntl`s and the
+    /// `fstatfs` cost more than the page cache's first touch, and most of a small file would
+    /// be its partial last block anyway.
+    public static let worthFrom: Int64 = 1 << 20
+
+    /// What runs on the buffers' thread after a file's last write: it owns the file from then
+    /// on and must close it.
+    public typealias Completion = @Sendable (FileDescriptor) throws -> Void
+
+    private let file: FileDescriptor
+    private let buffers: DirectWriteBuffers
+    private let mode: WriteMode
+    /// How much of the buffer being filled is, and where it goes in the file.
+    private var filled = 0
+    private var offset: Int64 = 0
+
+    /// Writes a new, empty `file` (open for writing) with what `body` gives the writer.
+    ///
+    /// When `body` returns, the file's last writes and then `completion` are queued on the
+    /// buffers' thread, and `file` belongs to them: the caller must not use it again, and
+    /// must call `buffers.waitForWrites()` before it relies on the file being written (a
+    /// syncfs, a read, publishing). A failed write or completion is thrown by the buffers'
+    /// next call (the next file's, or that wait); its error names the file.
+    ///
+    /// When `body` throws, no write of the file is under way when this returns, `completion`
+    /// does not run, and the file is the caller's again, to close and remove.
+    public static func writing<T>(to file: FileDescriptor, through buffers: DirectWriteBuffers,
+                                  then completion: @escaping Completion,
+                                  _ body: (DirectFileWriter) throws -> T) throws -> T {
+        let writer = DirectFileWriter(file, buffers: buffers)
+        let result: T
+        do { result = try body(writer) } catch {
+            buffers.abandonWrites()
+            throw error
+        }
+        try writer.finish(then: completion)
+        return result
+    }
+
+    private init(_ file: FileDescriptor, buffers: DirectWriteBuffers) {
+        self.file = file
+        self.buffers = buffers
+        mode = WriteMode(direct: n11_direct_io_suits(file.rawValue) == 1 && n11_set_direct_io(file.rawValue, 1) == 0)
+    }
+
+    public func write(_ bytes: ArraySlice<UInt8>) throws {
+        var rest = bytes
+        while !rest.isEmpty {
+            let base = buffers.filling
+            let n = min(rest.count, buffers.capacity - filled)
+            rest.withUnsafeBytes { raw in (base + filled).copyMemory(from: raw.baseAddress!, byteCount: n) }
+            filled += n
+            rest = rest.dropFirst(n)
+            if filled == buffers.capacity {
+                try buffers.handOver(Self.job(file: file, mode: mode, base: base, count: filled, at: offset, wipe: buffers.holdsPlaintext))
+                offset += Int64(filled)
+                filled = 0
+            }
+        }
+    }
+
+    /// Queues what is left: the whole blocks directly, the partial last one through the
+    /// page cache, then `completion`. If the queueing itself fails, the file was not handed
+    /// over and is the caller's again.
+    private func finish(then completion: @escaping Completion) throws {
+        let base = buffers.filling
+        let whole = filled / Self.alignment * Self.alignment
+        let direct = Self.job(file: file, mode: mode, base: base, count: whole, at: offset, wipe: false)
+        let tail = Self.job(file: file, mode: mode, base: base + whole, count: filled - whole, at: offset + Int64(whole), wipe: false)
+        let (file, mode, count, plaintext) = (file, mode, filled, buffers.holdsPlaintext)
+        nonisolated(unsafe) let start = base
+        do {
+            try buffers.handOver {
+                try direct()
+                if count > whole {
+                    if mode.direct {
+                        mode.direct = false
+                        _ = n11_set_direct_io(file.rawValue, 0)
+                    }
+                    try tail()
+                }
+                if plaintext { explicit_bzero(start, count) }
+                try completion(file)
+            }
+        } catch {
+            buffers.abandonWrites()
+            throw error
+        }
+    }
+
+    /// Whether any of the file's bytes were written directly; read once `waitForWrites`
+    /// returned (for the tests).
+    var wroteDirectly: Bool { mode.directWrites > 0 }
+
+    /// Writes `count` bytes from `base` at `offset` of `file`, retrying short writes and EINTR;
+    /// on EINVAL from a direct write, clears O_DIRECT and writes through the page cache.
+    /// With `wipe`, the bytes are wiped once written (an export's plaintext).
+    private static func job(file: FileDescriptor, mode: WriteMode, base: UnsafeMutableRawPointer, count: Int,
+                            at offset: Int64, wipe: Bool) -> SerialWorker.Job {
+        // The buffer outlives the job: its owner waits for the job before refilling or freeing it.
+        nonisolated(unsafe) let pointer = base
+        return {
+            var done = 0
+            while done < count {
+                let n = pwrite(file.rawValue, pointer + done, count - done, off_t(offset + Int64(done)))
+                if n < 0 {
+                    let error = errno
+                    if error == EINTR { continue }
+                    if error == EINVAL, mode.direct {
+                        mode.direct = false
+                        _ = n11_set_direct_io(file.rawValue, 0)
+                        continue
+                    }
+                    throw SystemError("cannot write", path: file.path)
+                }
+                done += n
+            }
+            if mode.direct, count > 0 { mode.directWrites += 1 }
+            if wipe { explicit_bzero(pointer, count) }
+        }
+    }
+}
+
+/// Whether a file is still written directly. Set by the caller's thread when the file is
+/// opened and by its jobs after that, which run one at a time on the buffers' thread.
+private final class WriteMode: @unchecked Sendable {
+    var direct: Bool
+    /// How many writes went around the page cache (for the tests).
+    var directWrites = 0
+    init(direct: Bool) { self.direct = direct }
+}
+
+/// The two aligned buffers and the thread of `DirectFileWriter`s, kept by a writer of many
+/// files (a vault change, an export) so that each file neither maps and faults in memory of
+/// its own nor starts a thread. Buffers that hold plaintext (an export's files) are wiped as
+/// soon as their bytes are written; a vault's content files are ciphertext. Used from one
+/// thread at a time, besides its own.
+public final class DirectWriteBuffers: @unchecked Sendable {
+    public let capacity: Int
+    let holdsPlaintext: Bool
+    private let memory: UnsafeMutableRawPointer
+    /// The buffer being filled (0 or 1); the other may be being written.
+    private var current = 0
+    /// Started with the first write; nil after a write failed (a new one is started for the
+    /// next file) or where no thread is to be had (then writes run in place).
+    private var worker: SerialWorker?
+
+    public init(capacity: Int = 1 << 20, holdsPlaintext: Bool) {
+        precondition(capacity > 0 && capacity % DirectFileWriter.alignment == 0)
+        self.capacity = capacity
+        self.holdsPlaintext = holdsPlaintext
+        memory = UnsafeMutableRawPointer.allocate(byteCount: 2 * capacity, alignment: DirectFileWriter.alignment)
+    }
+
+    deinit {
+        worker?.cancel()
+        if holdsPlaintext { explicit_bzero(memory, 2 * capacity) }
+        memory.deallocate()
+    }
+
+    /// The buffer being filled; free, since the job that last wrote it has run (`handOver`
+    /// waits for the job before it, which is that one).
+    var filling: UnsafeMutableRawPointer { memory + current * capacity }
+
+    /// Waits for the write under way, if any (its buffer is the next to be filled), then
+    /// starts `job`, which writes the buffer being filled, and moves to the other buffer.
+    /// Throws the earlier write's error.
+    func handOver(_ job: @escaping SerialWorker.Job) throws {
+        try waitForWrites()
+        if worker == nil { worker = SerialWorker(batchSize: 1, batchesAhead: 1) }
+        if let worker { try worker.submit(job) } else { try job() }
+        current = 1 - current
+    }
+
+    /// Waits until every write and completion given is done; throws the first failed one's
+    /// error (and the next file gets a new thread: a failed `SerialWorker` takes no more jobs).
+    public func waitForWrites() throws {
+        guard let worker else { return }
+        do { try worker.waitUntilDone() } catch {
+            worker.cancel()
+            self.worker = nil
+            wipe()
+            throw error
+        }
+    }
+
+    /// Waits for what is under way without reporting a failure: the files are given up.
+    public func abandonWrites() {
+        try? waitForWrites()
+        wipe()
+    }
+
+    /// Whether every byte of both buffers is zero (for the tests).
+    var isClear: Bool {
+        UnsafeRawBufferPointer(start: memory, count: 2 * capacity).allSatisfy { $0 == 0 }
+    }
+
+    private func wipe() {
+        if holdsPlaintext { explicit_bzero(memory, 2 * capacity) }
+    }
+}
