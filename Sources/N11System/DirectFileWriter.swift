@@ -179,13 +179,20 @@ public final class DirectWriteBuffers: @unchecked Sendable {
 
     deinit {
         worker?.cancel()
-        if holdsPlaintext { explicit_bzero(memory, 2 * capacity) }
+        wipe()
         memory.deallocate()
     }
 
+    /// Whether any file used the buffers: an export of notes alone never touches them, and
+    /// wiping them would fault in 2 MiB for nothing.
+    private var used = false
+
     /// The buffer being filled; free, since the job that last wrote it has run (`handOver`
     /// waits for the job before it, which is that one).
-    var filling: UnsafeMutableRawPointer { memory + current * capacity }
+    var filling: UnsafeMutableRawPointer {
+        used = true
+        return memory + current * capacity
+    }
 
     /// Waits for the write under way, if any (its buffer is the next to be filled), then
     /// starts `job`, which writes the buffer being filled, and moves to the other buffer.
@@ -221,6 +228,6 @@ public final class DirectWriteBuffers: @unchecked Sendable {
     }
 
     private func wipe() {
-        if holdsPlaintext { explicit_bzero(memory, 2 * capacity) }
+        if holdsPlaintext, used { explicit_bzero(memory, 2 * capacity) }
     }
 }

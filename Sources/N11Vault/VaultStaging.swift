@@ -270,8 +270,9 @@ public final class VaultStaging {
     /// item's row may be held back (`holdBack`): no one looks it up before the commit but
     /// the duplicate check, which calls `waitForWrites` first. With `aroundPageCache` the
     /// content file is written around the page cache (`DirectFileWriter`): a restore's large
-    /// items, where it measured 22% faster; `vault add` of photos measured slower with it
-    /// (BENCHMARKS.md, "Photos written around the page cache"), and a key rotation was not measured.
+    /// items, where it measured 22% faster; `vault add` of photos measured slower than the
+    /// page cache's good runs with it (BENCHMARKS.md, "Photos written around the page
+    /// cache"), and a key rotation was not measured.
     @discardableResult
     func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
                replaces: ItemMetadata?, sealingKey: SecureBytes? = nil, aroundPageCache: Bool = false,
