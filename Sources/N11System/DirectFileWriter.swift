@@ -73,7 +73,10 @@ public final class DirectFileWriter: ByteSink {
         while !rest.isEmpty {
             let base = buffers.filling
             let n = min(rest.count, buffers.capacity - filled)
-            rest.withUnsafeBytes { raw in (base + filled).copyMemory(from: raw.baseAddress!, byteCount: n) }
+            rest.withUnsafeBytes { raw in
+                // `rest` is not empty, so it has an address.
+                if let from = raw.baseAddress { (base + filled).copyMemory(from: from, byteCount: n) }
+            }
             filled += n
             rest = rest.dropFirst(n)
             if filled == buffers.capacity {
