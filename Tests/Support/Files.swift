@@ -26,8 +26,23 @@ public func readBytes(_ path: String) throws -> [UInt8] {
     Array(try Data(contentsOf: URL(fileURLWithPath: path)))
 }
 
+/// Writes `bytes` to `path` (created or truncated, 0666 less the umask) through a descriptor
+/// that is closed on exec: the tests run in parallel in one process, and a descriptor open
+/// for writing that a server another test starts inherits keeps the file "busy", so running
+/// it as a script fails with ETXTBSY ("Text file busy": a CI run's rclone wrapper).
 public func writeBytes(_ bytes: [UInt8], to path: String) throws {
-    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+    guard fd >= 0 else { throw SystemError("cannot create", path: path) }
+    defer { close(fd) }
+    var done = 0
+    while done < bytes.count {
+        let n = bytes[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw SystemError("cannot write", path: path)
+        }
+        done += n
+    }
 }
 
 /// Whether anything (even a dangling link) is at `path`.
