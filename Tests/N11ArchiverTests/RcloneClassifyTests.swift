@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 @testable import N11Archiver
 @testable import N11System
+import N11TestSupport
 
 /// How rclone's failures become n11archive's: each kind of message a real rclone prints (as
 /// the loopback suites saw them) gets its exit kind and says what happened, without running
@@ -36,7 +37,7 @@ struct RcloneClassifyTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A stand-in rclone that reports 250 bytes moved for a 100-byte file, then succeeds.
         let fake = dir + "/rclone"
-        try Data("#!/bin/sh\necho '{\"stats\":{\"bytes\":250}}' >&2\nexit 0\n".utf8).write(to: URL(fileURLWithPath: fake))
+        try writeBytes(Array("#!/bin/sh\necho '{\"stats\":{\"bytes\":250}}' >&2\nexit 0\n".utf8), to: fake)
         chmod(fake, 0o755)
         let seen = Mutex<[ArchiveProgress.Snapshot]>([])
         let progress = ArchiveProgress(interval: 0) { snapshot in seen.withLock { $0.append(snapshot) } }
