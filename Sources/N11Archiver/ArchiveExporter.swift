@@ -437,18 +437,18 @@ final class ExportStaging: @unchecked Sendable {
     /// the hidden staging directory means nothing to the person reading the message (a full
     /// USB stick said "cannot write '…/.n11tmp-20846-export.de80cbbd7ab4/Notes/n132.txt'"),
     /// as `create` names the archive asked for rather than its temp file.
+    func named(_ error: any Error, file: String, in folder: String) -> any Error {
+        guard let error = error as? SystemError, let path = error.path,
+              path.hasPrefix(directory.path + "/") else { return error }
+        return SystemError(error.operation, path: Path.join(Path.join(parent.path, folder), file), errno: error.errno)
+    }
+
     /// The same for an error whose path is a staged file's, whichever it is (a photo whose
     /// last writes failed on `DirectFileWriter`'s thread is reported by a later call).
     func named(_ error: any Error) -> any Error {
         guard let error = error as? SystemError, let path = error.path,
               path.hasPrefix(directory.path + "/") else { return error }
         return SystemError(error.operation, path: parent.path + path.dropFirst(directory.path.count), errno: error.errno)
-    }
-
-    func named(_ error: any Error, file: String, in folder: String) -> any Error {
-        guard let error = error as? SystemError, let path = error.path,
-              path.hasPrefix(directory.path + "/") else { return error }
-        return SystemError(error.operation, path: Path.join(Path.join(parent.path, folder), file), errno: error.errno)
     }
 
     /// Makes a staged file of verified plaintext (a small item, on a writer thread), then wipes

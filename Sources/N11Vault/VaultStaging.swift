@@ -286,9 +286,8 @@ public final class VaultStaging {
         // A large file is written around the page cache, its last writes and its closing on
         // the buffers' thread while the next item goes on (`DirectFileWriter`); the commit
         // and every read of the change's files wait for them (`waitForWrites`).
-        let direct = aroundPageCache
         do {
-            if direct {
+            if aroundPageCache {
                 written = try DirectFileWriter.writing(to: content, through: directBuffers(), then: { try $0.close() }) { try write($0, key) }
             } else {
                 written = try write(content, key)
@@ -303,7 +302,7 @@ public final class VaultStaging {
         }
         // No fsync per file: `commitPoint` makes every written file durable with one syncfs.
         // A large one starts going to disk now, while the next items are written.
-        if !direct {
+        if !aroundPageCache {
             if written.size >= FileDescriptor.writebackAtOnceFrom { content.startWritebackOfAll() }
             try content.close()
         }
