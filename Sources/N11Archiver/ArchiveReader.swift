@@ -56,6 +56,11 @@ public final class ArchiveReader {
     /// Version 3's entries, checked against DESIGN.md §8.2's layout.
     var packedEntries: PackedEntries? { container?.packed }
 
+    /// A version 3 archive opened for a salvage without its manifest's root (a copy cut
+    /// short): only the items of the pages that arrived can be restored, and whether it held
+    /// more cannot be known (FORMAT.md §10.8).
+    public var manifestRootMissing: Bool { packedEntries.map { $0.root == nil } ?? false }
+
     /// With `salvaging` (a salvage, FORMAT.md §1.1), a ZIP that libzip cannot open, or whose
     /// central directory breaks the layout, is read again through its local headers; a
     /// failure that still stops it is `unsalvageable`.

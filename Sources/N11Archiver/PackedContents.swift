@@ -16,9 +16,11 @@ struct PackedEntries {
     let packs: [Int: ZipEntryInfo]
     /// For each pack, the page whose entry comes before it (not known in a salvage).
     let pageOfPack: [Int: Int]
-    let root: ZipEntryInfo
+    /// Missing only in a salvage (a copy cut short loses it first): `PackedContents` then
+    /// reads the pages that are there without it.
+    let root: ZipEntryInfo?
     /// Found by name for a salvage: packs may be missing, and what the layout does not name
-    /// is ignored; the header, its MAC, every page and the root must still be there.
+    /// is ignored; the header and its MAC must still be there, and the root or else page 0.
     let salvaging: Bool
 
     init(_ entries: [ZipEntryInfo], salvaging: Bool = false) throws(FormatError) {
@@ -59,8 +61,10 @@ struct PackedEntries {
             }
         }
         // The root is the archive's last entry: the first thing a copy cut short loses.
-        guard let root else { throw .invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?)") }
-        guard FormatLimits.payloadLength(sealedLength: root.size) != nil else {
+        if root == nil && !(salvaging && pages[0] != nil) {
+            throw .invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?)")
+        }
+        if let root, FormatLimits.payloadLength(sealedLength: root.size) == nil {
             throw .invalidManifest("entry '\(root.name)' of \(root.size) bytes is no sealed stream")
         }
         guard pages.count <= ManifestV3.pages, UInt64(packs.count) <= ManifestV3.packs else {
@@ -180,21 +184,30 @@ final class PackedContents: @unchecked Sendable {
         }
         let renumbering = self.renumbering
 
-        // The page list: this archive's root, or the one its root names.
+        // The page list: this archive's root, or the one its root names; in a salvage of a
+        // copy cut short before its root, the archive's own pages that are there.
         var listHolder = 0
-        var root = try ManifestRoot(parsing: try Self.open(entries.root, of: own, limit: Int(FormatLimits.manifestBytes)),
-                                    mode: header.mode, dependencies: header.dependsOn.count)
-        if case let .sameAs(holder, digest) = root {
-            let other = try present(holder, "the manifest")
-            guard let otherRoot = rootOf[holder] else { throw FormatError.invalidManifest("archive \(holder) has no root") }
-            let plaintext = try Self.open(otherRoot, of: other, limit: Int(FormatLimits.manifestBytes))
-            guard try SHA256Digest.hash(plaintext) == digest else {
-                throw FormatError.invalidManifest("archive \(other.header.archiveIDHex)'s manifest is not the one this archive names")
+        let list: ManifestRoot.PageList
+        if let rootEntry = entries.root {
+            var root = try ManifestRoot(parsing: try Self.open(rootEntry, of: own, limit: Int(FormatLimits.manifestBytes)),
+                                        mode: header.mode, dependencies: header.dependsOn.count)
+            if case let .sameAs(holder, digest) = root {
+                let other = try present(holder, "the manifest")
+                guard let otherRoot = rootOf[holder] else { throw FormatError.invalidManifest("archive \(holder) has no root") }
+                let plaintext = try Self.open(otherRoot, of: other, limit: Int(FormatLimits.manifestBytes))
+                guard try SHA256Digest.hash(plaintext) == digest else {
+                    throw FormatError.invalidManifest("archive \(other.header.archiveIDHex)'s manifest is not the one this archive names")
+                }
+                root = try ManifestRoot(parsing: plaintext, mode: header.mode, dependencies: other.header.dependsOn.count)
+                listHolder = holder
             }
-            root = try ManifestRoot(parsing: plaintext, mode: header.mode, dependencies: other.header.dependsOn.count)
-            listHolder = holder
+            guard case .pages(let pages) = root else { throw FormatError.invalidManifest("a root names a root that names another") }
+            list = pages
+            rootMissing = false
+        } else {
+            list = try Self.pagesWithoutRoot(entries, of: own, mode: header.mode)
+            rootMissing = true
         }
-        guard case .pages(let list) = root else { throw FormatError.invalidManifest("a root names a root that names another") }
         vaultKeys = header.mode == .secure ? list.vaultKeys : nil
 
         // Every page once, in order: its checks, and the packs' tiling by this archive's own
@@ -285,6 +298,38 @@ final class PackedContents: @unchecked Sendable {
         self.unplaced = unplaced
         itemCount = index
         plaintextBytes = sum
+    }
+
+    /// Whether the archive's root was missing (a salvage of a copy cut short): the items are
+    /// those of its own pages from page 0 up to the first that is missing or does not read,
+    /// and whether the archive held more cannot be known.
+    let rootMissing: Bool
+
+    /// The page list a salvage reads when the root is missing: the archive's own pages from
+    /// page 0, each authenticated under its own entry key (which binds the archive's ID and
+    /// the page's number), up to the first that is missing or does not read. What the root
+    /// would add, which pages there are and their digests, is lost with it; so is which key
+    /// each compartment of a secure archive is sealed under, so a secure archive is not
+    /// salvaged this way.
+    private static func pagesWithoutRoot(_ entries: PackedEntries, of own: Holder, mode: ArchiveMode) throws -> ManifestRoot.PageList {
+        guard mode == .portable else {
+            throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and a secure archive's root names the keys its items are sealed under")
+        }
+        var descriptors: [PageDescriptor] = [], count: Int64 = 0, bytes: Int64 = 0
+        while let entry = entries.pages[descriptors.count] {
+            let number = descriptors.count
+            guard let plaintext = try? open(entry, of: own, limit: ManifestV3.pageBytes),
+                  let records = try? ManifestPage.parse(plaintext, mode: mode, dependencies: own.header.dependsOn.count, what: "page \(number)"),
+                  let first = records.first else { break }
+            descriptors.append(PageDescriptor(firstID: first.id, itemCount: records.count, holder: 0, page: number,
+                                              plaintextLength: plaintext.count, sha256: try SHA256Digest.hash(plaintext)))
+            count += Int64(records.count)
+            bytes += records.reduce(0) { $0 + $1.size }
+        }
+        guard !descriptors.isEmpty else {
+            throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and its first page does not read")
+        }
+        return ManifestRoot.PageList(vaultKeys: [:], itemCount: count, plaintextBytes: bytes, pages: descriptors)
     }
 
     /// The archive read (`archives[0]`).

@@ -85,6 +85,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
         if reader.foundByLocalHeaders {
             Console.warning("the ZIP directory of '\(input.file)' is damaged: its entries were found by their local headers; every item restored is still verified (make a new archive)")
         }
+        if reader.manifestRootMissing {
+            Console.warning("'\(input.file)' ends before its manifest's root (a copy cut short?): only the items listed in the manifest pages that arrived can be restored, each verified, and whether the archive held more cannot be known (exit 3)")
+        }
         if export == "-" {
             try exportToStandardOutput(reader)
             return
@@ -92,10 +95,10 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let (report, createdKeyStore) = try export.map { (try exported(reader, into: $0), false) } ?? restoredIntoVault(reader)
         if outputOptions.json {
             try document(reader, report, createdKeyStore: createdKeyStore).write()
-            if !report.damaged.isEmpty { throw PartialSuccess() }
+            if !report.damaged.isEmpty || reader.manifestRootMissing { throw PartialSuccess() }
             return
         }
-        try summarize(report)
+        try summarize(report, rootMissing: reader.manifestRootMissing)
     }
 
     /// The `--json` document (README "JSON output"). Its ID lists are read again from the
@@ -103,8 +106,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
     private func document(_ reader: ArchiveReader, _ report: ArchiveRestorer.Report,
                           createdKeyStore: Bool) throws -> Console.StreamedObject {
         var document = Console.StreamedObject()
-        /// "ok", or "partial" when a salvage left damaged items out (exit 3).
-        try document.add("outcome", report.damaged.isEmpty ? "ok" : "partial")
+        /// "ok", or "partial" when a salvage left damaged items out or the manifest's root was
+        /// missing (exit 3).
+        try document.add("outcome", report.damaged.isEmpty && !reader.manifestRootMissing ? "ok" : "partial")
         try document.add("command", "restore")
         try document.add("archive", input.file)
         try document.add("archiveId", reader.header.archiveIDHex)
@@ -121,6 +125,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
         try document.add("damaged", report.damaged)
         /// A salvage found the entries by their local headers: the ZIP directory is damaged.
         try document.add("zipDirectoryDamaged", reader.foundByLocalHeaders)
+        /// A salvage found no manifest root (a copy cut short): the items of the pages that
+        /// arrived; whether the archive held more cannot be known.
+        try document.add("manifestRootMissing", reader.manifestRootMissing)
         try document.add("createdKeyStore", createdKeyStore)
         try document.add("durationSeconds", Output.durationSeconds)
         return document
@@ -151,8 +158,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
         return (restored.restore, restored.createdKeyStore != nil)
     }
 
-    /// The notes and summary line; each item a salvage left out, then exit 3.
-    private func summarize(_ report: ArchiveRestorer.Report) throws {
+    /// The notes and summary line; each item a salvage left out, then exit 3 (also when the
+    /// manifest's root was missing: what the archive held is not known).
+    private func summarize(_ report: ArchiveRestorer.Report, rootMissing: Bool) throws {
         let verb = export == nil ? (dryRun ? "would restore" : "restored") : (dryRun ? "would export" : "exported")
         if report.count(.skippedExpired) > 0 { Console.note("skipped \(report.count(.skippedExpired)) expired fade item(s)") }
         if report.count(.skippedIdentical) > 0 {
@@ -164,6 +172,10 @@ struct Restore: ParsableCommand, HasOutputOptions {
         if !report.damaged.isEmpty {
             for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
             Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
+            throw PartialSuccess()
+        }
+        if rootMissing {
+            Console.hint("items listed after the pages that arrived are not known; restore them from another copy of the archive")
             throw PartialSuccess()
         }
     }

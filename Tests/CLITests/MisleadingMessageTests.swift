@@ -243,22 +243,43 @@ struct MisleadingMessageTests {
         }
     }
 
-    @Test("a copy cut short before its manifest's root: the salvage says it cannot (65) and asks whether the copy was cut short")
+    @Test("a copy cut short before its manifest's root: verify says so (65); a salvage restores what arrived, says the root is missing and exits 3")
     func cutShortBeforeTheRoot() throws {
         try withSandbox { s in
-            _ = try s.fillVault()
-            let archive = s.path("a.nu11vlt"), cut = s.path("cut.nu11vlt")
+            let originals = try s.fillVault()
+            let archive = s.path("a.nu11vlt"), half = s.path("half.nu11vlt"), rootless = s.path("rootless.nu11vlt")
             let password = try s.passwordFile()
             expectExit(try s.run(["create", "--portable", "-o", archive, "--password-file", password] + fastKDF), 0)
             let bytes = try readBytes(archive)
-            #expect(FileManager.default.createFile(atPath: cut, contents: Data(bytes.prefix(bytes.count / 2))))
-            let verified = try s.run(["verify", cut, "--password-file", password])
+            #expect(FileManager.default.createFile(atPath: half, contents: Data(bytes.prefix(bytes.count / 2))))
+            let verified = try s.run(["verify", half, "--password-file", password])
             expectExit(verified, 65)
             #expect(verified.err.contains("if the header and manifest are intact"), "\(verified)")
-            let salvaged = try s.run(["restore", cut, "--salvage", "--export", s.path("out"), "--password-file", password])
-            expectExit(salvaged, 65)
-            #expect(salvaged.err.contains("the archive's last entry: is it a copy cut short?"), "\(salvaged)")
-            #expect(!exists(s.path("out")))
+            // Cut within the one pack: the page arrived, its items did not.
+            let salvagedHalf = try s.run(["restore", half, "--salvage", "--export", s.path("out-half"), "--password-file", password])
+            expectExit(salvagedHalf, 3)
+            #expect(salvagedHalf.err.contains("ends before its manifest's root"), "\(salvagedHalf)")
+            #expect(salvagedHalf.err.components(separatedBy: "not restored:").count - 1 == originals.count, "\(salvagedHalf)")
+            let files = FileManager.default.enumerator(atPath: s.path("out-half"))?.allObjects as? [String] ?? []
+            #expect(files.isEmpty, "\(files)")
+            // Cut just into the root (the archive's last entry): every item arrived.
+            let rootName = Array("Manifest/root.n11".utf8)
+            let nameAt = try #require((0...(bytes.count - rootName.count)).first { Array(bytes[$0..<$0 + rootName.count]) == rootName })
+            #expect(FileManager.default.createFile(atPath: rootless, contents: Data(bytes.prefix(nameAt + rootName.count + 10))))
+            let salvaged = try s.run(["restore", rootless, "--salvage", "--export", s.path("out"), "--password-file", password, "--json"])
+            expectExit(salvaged, 3)
+            #expect(salvaged.err.contains("ends before its manifest's root (a copy cut short?)"), "\(salvaged)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(salvaged.stdout)) as? [String: Any])
+            #expect(document["outcome"] as? String == "partial")
+            #expect(document["manifestRootMissing"] as? Bool == true)
+            #expect((document["damaged"] as? [Any])?.isEmpty == true)
+            for (name, original) in originals {
+                #expect(try readBytes(s.path("out/" + (name.hasSuffix(".txt") ? "Notes/" : "Photos/") + name)) == original, "\(name)")
+            }
+            // Without --salvage nothing is restored from it.
+            let plain = try s.run(["restore", rootless, "--export", s.path("out2"), "--password-file", password])
+            expectExit(plain, 65)
+            #expect(!exists(s.path("out2")))
         }
     }
 

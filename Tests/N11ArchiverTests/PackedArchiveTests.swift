@@ -397,6 +397,61 @@ struct PackedArchiveTests {
         }
     }
 
+    @Test("a copy cut short before its root: a salvage reads the pages that arrived and verifies exactly their items; a secure one, or one without page 0, stops")
+    func salvageWithoutTheRoot() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            let bytes = try readBytes(w.path)
+            let layout = try RawZip.parse(bytes)
+            let full = try w.open()
+            let packed = try #require(full.packed)
+            // Cut inside page 3's entry: pages 0–2 and their packs arrived. Each pack follows
+            // the page that lists its items, so those are the items of the packs before it.
+            let page3 = try #require(layout.entry(named: "Manifest/3.n11page"))
+            let cut = dir + "/cut.nu11vlt"
+            try writeBytes(Array(bytes.prefix(page3.localHeaderOffset + 40)), to: cut)
+            func packOffset(_ n: Int) -> Int { layout.entry(named: EntryName.pack(n))?.localHeaderOffset ?? .max }
+            let expected = Set(try full.items.indices.filter { index in
+                guard let pack = try packed.item(at: index).location?.pack else { return false }
+                return packOffset(pack) < page3.localHeaderOffset
+            }.map { try full.items.item($0).id })
+            #expect(!expected.isEmpty && expected.count < w.plaintexts.count)
+            #expect(throws: ArchiveError.self) { try ArchiveReader(path: cut, salvaging: false) }
+            let reader = try ArchiveReader(path: cut, salvaging: true)
+            #expect(reader.manifestRootMissing)
+            let salvaged = try salvage(w, cut)
+            #expect(salvaged.verified == expected)
+            #expect(salvaged.failed.isEmpty)
+            // Cut inside the last pack of page 2: its items are missing, the rest verify.
+            let page2Packs = layout.entries.filter { entry in
+                EntryName.number(of: entry.name, prefix: "Packs/", suffix: ".n11pack") != nil
+                    && entry.localHeaderOffset < page3.localHeaderOffset
+            }
+            let lastPack = try #require(page2Packs.last)
+            let lastPackNumber = try #require(EntryName.number(of: lastPack.name, prefix: "Packs/", suffix: ".n11pack"))
+            try writeBytes(Array(bytes.prefix(lastPack.localHeaderOffset + 100)), to: cut + "2")
+            let inLastPack = Set(try full.items.indices.filter { try packed.item(at: $0).location?.pack == lastPackNumber }
+                .map { try full.items.item($0).id })
+            let shorter = try salvage(w, cut + "2")
+            #expect(!inLastPack.isEmpty)
+            #expect(shorter.failed == inLastPack)
+            #expect(shorter.verified == expected.subtracting(inLastPack))
+            // Nothing before page 0's end: nothing to read.
+            let page0 = try #require(layout.entry(named: "Manifest/0.n11page"))
+            try writeBytes(Array(bytes.prefix(page0.localHeaderOffset + 40)), to: cut + "3")
+            #expect(throws: ArchiveError.self) { try salvage(w, cut + "3") }
+        }
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, mode: .secure, notes: 600)
+            let bytes = try readBytes(w.path)
+            let root = try #require(try RawZip.parse(bytes).entry(named: EntryName.manifestRoot))
+            try writeBytes(Array(bytes.prefix(root.localHeaderOffset + 40)), to: dir + "/cut.nu11vlt")
+            // A secure archive's root names the keys its items are sealed under.
+            let error = #expect(throws: ArchiveError.self) { try salvage(w, dir + "/cut.nu11vlt") }
+            #expect("\(error.map { String(describing: $0) } ?? "")".contains("secure archive's root names the keys"))
+        }
+    }
+
     @Test("a signed header: the signer is known on opening; an edited header, signature or signer is refused before any key is derived")
     func signedHeader() throws {
         try withTemporaryDirectory { dir in
