@@ -194,6 +194,27 @@ struct IncrementalArchiveTests {
         }
     }
 
+    @Test("a night cut short before its root: a salvage reads its pages, takes the items they place in the archive it depends on from there, and every item comes back")
+    func nightCutBeforeItsRoot() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            try w.backUp()
+            for _ in 0..<3 { try w.add() }
+            try w.backUp()
+            let night = w.nights[1]
+            let bytes = try readBytes(night.path)
+            let root = try #require(try RawZip.parse(bytes).entry(named: EntryName.manifestRoot))
+            // The cut copy lies beside the first night, where its dependency is looked for.
+            let cut = w.backups + "/cut.nu11vlt"
+            try writeBytes(Array(bytes.prefix(root.localHeaderOffset + 40)), to: cut)
+            #expect(throws: ArchiveError.self) { _ = try w.open(cut) }
+            #expect(try ArchiveReader(path: cut, salvaging: true).manifestRootMissing)
+            let salvaged = try w.restored(cut, salvage: true)
+            #expect(salvaged.report.damaged.isEmpty)
+            #expect(salvaged.items == night.items)
+        }
+    }
+
     @Test("what is found by ID, not by name: another archive under a dependency's name is not it, and a record pointing an item at other bytes is caught by the digest")
     func hostile() throws {
         try withTemporaryDirectory { dir in
