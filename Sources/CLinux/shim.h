@@ -161,13 +161,12 @@ static inline int n11_direct_io_suits(int fd) {
 }
 
 /* Turns O_DIRECT on or off for an open file (fcntl is variadic, and glibc names O_DIRECT
-   only under _GNU_SOURCE; on x86-64 and arm64 Linux it is 040000 and 0200000). 0 on
-   success, -1 with errno (EINVAL where the file system takes no direct I/O). */
+   only under _GNU_SOURCE; its value per architecture is __O_DIRECT, which glibc's
+   bits/fcntl-linux.h defines without it). 0 on success, -1 with errno (EINVAL where the
+   file system takes no direct I/O). */
 static inline int n11_set_direct_io(int fd, int on) {
-#if defined(__x86_64__) || defined(__i386__)
-    const int direct = 040000;
-#elif defined(__aarch64__)
-    const int direct = 0200000;
+#ifdef __O_DIRECT
+    const int direct = __O_DIRECT;
 #else
     errno = EINVAL;
     return -1;

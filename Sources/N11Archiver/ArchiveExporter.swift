@@ -130,8 +130,9 @@ public enum ArchiveExporter {
             } catch {
                 // Nothing unverified stays, even in staging: a salvage goes on without it.
                 staging.removeFile(name, in: folder)
-                // An earlier photo's failed write names that photo's file.
-                throw staging.named(staging.named(error), file: name, in: folder)
+                // Named as the destination's file: this one's, or an earlier photo's whose
+                // write failed on `DirectFileWriter`'s thread.
+                throw staging.named(error)
             }
             stagedPerFolder[folder, default: 0] += 1
             report.plaintextBytes += item.size

@@ -19,8 +19,9 @@ import Glibc
 /// I/O takes whole blocks). Only ext4, XFS and btrfs are asked for direct I/O; a file system
 /// that refuses the flag or a write (EINVAL) gets the file through the page cache.
 public final class DirectFileWriter: ByteSink {
-    /// Alignment of the buffers, of every direct write's offset and of its length: the page
-    /// size, a multiple of every common device's logical block.
+    /// Alignment of the buffers, of every direct write's offset and of its length: 4 KiB, a
+    /// multiple of every common device's logical block (a file system that needs more answers
+    /// EINVAL, and the file goes through the page cache).
     static let alignment = 4096
 
     /// From this size up a file is worth writing directly: below it the two `fcntl`s and the
@@ -29,7 +30,8 @@ public final class DirectFileWriter: ByteSink {
     public static let worthFrom: Int64 = 1 << 20
 
     /// What runs on the buffers' thread after a file's last write: it owns the file from then
-    /// on and must close it.
+    /// on and must close it. It does not run when a write of the file failed; the descriptor
+    /// is then closed when the failed job is let go (`FileDescriptor` closes on deinit).
     public typealias Completion = @Sendable (FileDescriptor) throws -> Void
 
     private let file: FileDescriptor
@@ -55,6 +57,13 @@ public final class DirectFileWriter: ByteSink {
         let writer = DirectFileWriter(file, buffers: buffers)
         let result: T
         do { result = try body(writer) } catch {
+            // An earlier file's failed write is the error to report, not this body's: a body
+            // that stops on a damaged item (which a salvage skips) must not hide a file that
+            // was left short, nor let the change commit it.
+            do { try buffers.waitForWrites() } catch let earlier {
+                buffers.abandonWrites()
+                throw earlier
+            }
             buffers.abandonWrites()
             throw error
         }
@@ -141,6 +150,8 @@ public final class DirectFileWriter: ByteSink {
                     }
                     throw SystemError("cannot write", path: file.path)
                 }
+                // A write that takes nothing would loop forever.
+                guard n > 0 else { throw SystemError("cannot write", path: file.path, errno: EIO) }
                 done += n
             }
             if mode.direct, count > 0 { mode.directWrites += 1 }

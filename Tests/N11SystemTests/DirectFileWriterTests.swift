@@ -172,6 +172,28 @@ struct DirectFileWriterTests {
             #expect(!completed.withLock { $0 })
             #expect(buffers.isClear)
 
+            // The same failure, and then the next file's body stops on an error of its own
+            // (a damaged item a salvage would skip) before writing anything: the earlier
+            // file's failure is the one thrown, not lost.
+            let short = try FileDescriptor.openForReading(path)
+            try DirectFileWriter.writing(to: short, through: buffers, then: { try $0.close() }) { sink in
+                try sink.write(pattern(100, seed: 9)[...])
+            }
+            let damaged = try FileDescriptor.createExclusive("\(dir)/damaged", mode: 0o600)
+            do {
+                try DirectFileWriter.writing(to: damaged, through: buffers, then: { try $0.close() }) { sink in
+                    try sink.write(pattern(10, seed: 10)[...])
+                    throw GivenUp()
+                }
+                Issue.record("nothing thrown")
+            } catch let error as SystemError {
+                #expect(error.path == path)
+            } catch {
+                Issue.record("the body's error hid the earlier failed write: \(error)")
+            }
+            try damaged.close()
+            try buffers.waitForWrites()
+
             let bytes = pattern(3 << 20 + 17, seed: 4)
             try write(bytes, to: "\(dir)/next", through: buffers)
             #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(dir)/next"))) == bytes)
