@@ -58,7 +58,8 @@ public final class ArchiveReader {
 
     /// A version 3 archive opened for a salvage without its manifest's root (a copy cut
     /// short): only the items of the pages that arrived can be restored, and whether it held
-    /// more cannot be known (FORMAT.md §10.8).
+    /// more cannot be known (FORMAT.md §10.8). Such an archive is never taken as another's
+    /// dependency (`StoreDependencies`): a whole copy of it may be beside it.
     public var manifestRootMissing: Bool { packedEntries.map { $0.root == nil } ?? false }
 
     /// With `salvaging` (a salvage, FORMAT.md §1.1), a ZIP that libzip cannot open, or whose
@@ -140,6 +141,11 @@ public final class ArchiveReader {
                 throw FormatError.invalidEntryName(opened.entries[1].name)
             }
             if let packed = opened.packed {
+                // Said before any key is asked for: only a portable archive's pages are read
+                // without their root (FORMAT.md §10.8).
+                guard packed.root != nil || header.mode == .portable else {
+                    throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and a secure archive's root names the keys its items are sealed under")
+                }
                 signature = try Self.checkSignature(of: header, entry: packed.signatureEntry, in: opened.zip)
             } else {
                 signature = .unsigned
@@ -472,6 +478,10 @@ public final class UnlockedArchive {
     }
 
     public var header: ArchiveHeader { reader.header }
+
+    /// A salvage without the manifest's root (`ArchiveReader.manifestRootMissing`): how many
+    /// manifest pages were read, and why the next was not.
+    public var pagesReadWithoutRoot: (read: Int, stopped: String)? { packed?.pagesWithoutRoot }
 
     /// The payloads of items `indices`, in that order, read and decrypted on a second thread
     /// while the caller hashes and writes them on its own (see `ReadAhead`). From `start()`

@@ -38,7 +38,10 @@ public final class StoreDependencies: DependencyFinder {
             announce(store.location(of: object.name))
             let copy = try store.fetch(object, progress: nil)
             fetched.append(copy)
-            return try? ArchiveReader(path: copy.path, name: copy.name, salvaging: salvaging)
+            // A copy cut short before its root is no dependency: another copy may be whole.
+            guard let reader = try? ArchiveReader(path: copy.path, name: copy.name, salvaging: salvaging),
+                  !reader.manifestRootMissing else { return nil }
+            return reader
         }
     }
 

@@ -203,10 +203,11 @@ final class PackedContents: @unchecked Sendable {
             }
             guard case .pages(let pages) = root else { throw FormatError.invalidManifest("a root names a root that names another") }
             list = pages
-            rootMissing = false
+            pagesWithoutRoot = nil
         } else {
-            list = try Self.pagesWithoutRoot(entries, of: own, mode: header.mode)
-            rootMissing = true
+            let (found, stopped) = try Self.pagesWithoutRoot(entries, of: own, mode: header.mode)
+            list = found
+            pagesWithoutRoot = (found.pages.count, stopped)
         }
         vaultKeys = header.mode == .secure ? list.vaultKeys : nil
 
@@ -300,10 +301,10 @@ final class PackedContents: @unchecked Sendable {
         plaintextBytes = sum
     }
 
-    /// Whether the archive's root was missing (a salvage of a copy cut short): the items are
-    /// those of its own pages from page 0 up to the first that is missing or does not read,
-    /// and whether the archive held more cannot be known.
-    let rootMissing: Bool
+    /// Without the root (a salvage of a copy cut short): how many of the archive's own pages
+    /// were read, from page 0, and why the next one was not (missing, or what failed). Whether
+    /// the archive held more cannot be known. Nil when the root was read.
+    let pagesWithoutRoot: (read: Int, stopped: String)?
 
     /// The page list a salvage reads when the root is missing: the archive's own pages from
     /// page 0, each authenticated under its own entry key (which binds the archive's ID and
@@ -311,25 +312,36 @@ final class PackedContents: @unchecked Sendable {
     /// would add, which pages there are and their digests, is lost with it; so is which key
     /// each compartment of a secure archive is sealed under, so a secure archive is not
     /// salvaged this way.
-    private static func pagesWithoutRoot(_ entries: PackedEntries, of own: Holder, mode: ArchiveMode) throws -> ManifestRoot.PageList {
+    private static func pagesWithoutRoot(_ entries: PackedEntries, of own: Holder, mode: ArchiveMode) throws -> (ManifestRoot.PageList, stopped: String) {
         guard mode == .portable else {
             throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and a secure archive's root names the keys its items are sealed under")
         }
         var descriptors: [PageDescriptor] = [], count: Int64 = 0, bytes: Int64 = 0
-        while let entry = entries.pages[descriptors.count] {
+        var stopped = "page 0 is missing"
+        while true {
             let number = descriptors.count
-            guard let plaintext = try? open(entry, of: own, limit: ManifestV3.pageBytes),
-                  let records = try? ManifestPage.parse(plaintext, mode: mode, dependencies: own.header.dependsOn.count, what: "page \(number)"),
-                  let first = records.first else { break }
+            guard let entry = entries.pages[number] else {
+                stopped = "page \(number) is missing"
+                break
+            }
+            let records: [ManifestRecord], plaintext: [UInt8]
+            do {
+                plaintext = try open(entry, of: own, limit: ManifestV3.pageBytes)
+                records = try ManifestPage.parse(plaintext, mode: mode, dependencies: own.header.dependsOn.count, what: "page \(number)")
+            } catch {
+                stopped = "page \(number) does not read (\(error))"
+                break
+            }
+            guard let first = records.first else { break }   // the parser refuses an empty page
             descriptors.append(PageDescriptor(firstID: first.id, itemCount: records.count, holder: 0, page: number,
                                               plaintextLength: plaintext.count, sha256: try SHA256Digest.hash(plaintext)))
             count += Int64(records.count)
             bytes += records.reduce(0) { $0 + $1.size }
         }
         guard !descriptors.isEmpty else {
-            throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and its first page does not read")
+            throw FormatError.invalidManifest("there is no \(EntryName.manifestRoot) (the archive's last entry: is it a copy cut short?), and \(stopped)")
         }
-        return ManifestRoot.PageList(vaultKeys: [:], itemCount: count, plaintextBytes: bytes, pages: descriptors)
+        return (ManifestRoot.PageList(vaultKeys: [:], itemCount: count, plaintextBytes: bytes, pages: descriptors), stopped)
     }
 
     /// The archive read (`archives[0]`).

@@ -66,6 +66,9 @@ struct ArchiveInput: ParsableArguments {
                                hint: "run this where that home is, or point --home (or N11_HOME) at it; a new `n11archive init` cannot open it")
             }
         }
+        if let pages = archive.pagesReadWithoutRoot {
+            Console.warning("'\(reader.name)' has no manifest root (a copy cut short?): restoring only the items of its first \(pages.read) manifest page(s), each verified (\(pages.stopped)); whether the archive held more cannot be known, so the restore ends partial (exit 3)")
+        }
         return (archive, sources.keyStoreIfLoaded)
     }
 

@@ -38,7 +38,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     @Option(name: .customLong("name"), help: ArgumentHelp("Restore only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
     var names: [String] = []
 
-    @Flag(help: "Restore every item that verifies and name the damaged or missing ones (exit 3), instead of all or nothing.")
+    @Flag(help: "Restore every item that verifies and name the damaged or missing ones (exit 3), instead of all or nothing; also what a copy cut short before its manifest's root still holds (exit 3).")
     var salvage = false
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var outputOptions: OutputOptions
@@ -84,9 +84,6 @@ struct Restore: ParsableCommand, HasOutputOptions {
     private func restore(_ reader: ArchiveReader) throws {
         if reader.foundByLocalHeaders {
             Console.warning("the ZIP directory of '\(input.file)' is damaged: its entries were found by their local headers; every item restored is still verified (make a new archive)")
-        }
-        if reader.manifestRootMissing {
-            Console.warning("'\(input.file)' ends before its manifest's root (a copy cut short?): only the items listed in the manifest pages that arrived can be restored, each verified, and whether the archive held more cannot be known (exit 3)")
         }
         if export == "-" {
             try exportToStandardOutput(reader)
@@ -175,7 +172,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
             throw PartialSuccess()
         }
         if rootMissing {
-            Console.hint("items listed after the pages that arrived are not known; restore them from another copy of the archive")
+            Console.hint("the items of the manifest pages that were not read are not known; restore them from another copy of the archive")
             throw PartialSuccess()
         }
     }

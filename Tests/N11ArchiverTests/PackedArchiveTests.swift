@@ -436,6 +436,25 @@ struct PackedArchiveTests {
             #expect(!inLastPack.isEmpty)
             #expect(shorter.failed == inLastPack)
             #expect(shorter.verified == expected.subtracting(inLastPack))
+            // Pages 1 and 2 under each other's names: a page opens only under its own name's
+            // key, so the salvage stops after page 0, with page 0's items alone.
+            var swapped = try w.entries.filter { $0.nameString != EntryName.manifestRoot }
+            let one = Self.index(of: EntryName.page(1), in: swapped), two = Self.index(of: EntryName.page(2), in: swapped)
+            (swapped[one].name, swapped[two].name) = (swapped[two].name, swapped[one].name)
+            try writeBytes(RawZip.build(swapped), to: cut + "4")
+            let page1 = try #require(layout.entry(named: EntryName.page(1)))
+            let inPage0 = Set(try full.items.indices.filter { index in
+                guard let pack = try packed.item(at: index).location?.pack else { return false }
+                return packOffset(pack) < page1.localHeaderOffset
+            }.map { try full.items.item($0).id })
+            let afterSwap = try salvage(w, cut + "4")
+            #expect(!inPage0.isEmpty)
+            #expect(afterSwap.verified == inPage0)
+            #expect(afterSwap.failed.isEmpty)
+            let unlocked = try ArchiveReader(path: cut + "4", salvaging: true).unlock(password: { try secret(testPassword) },
+                                                                                      keyStore: { w.store }, toleratingMissingItems: true)
+            #expect(unlocked.pagesReadWithoutRoot?.read == 1)
+            #expect(unlocked.pagesReadWithoutRoot?.stopped.hasPrefix("page 1 does not read") == true)
             // Nothing before page 0's end: nothing to read.
             let page0 = try #require(layout.entry(named: "Manifest/0.n11page"))
             try writeBytes(Array(bytes.prefix(page0.localHeaderOffset + 40)), to: cut + "3")
