@@ -43,7 +43,13 @@ extension UnlockedArchive {
         var matcher = ItemSelection.Matcher(selection)
         do { try items.forEach { _, item in matcher.see(id: item.id, name: item.name) } }
         catch { throw ArchiveError.wrap(error) }   // a page that no longer reads
-        do { return .some(try matcher.finish()) } catch { throw .selection(archive: reader.name, error) }
+        do { return .some(try matcher.finish()) } catch {
+            // Without the root, "no such item" would claim what the archive never said.
+            if case .noMatch = error, let pages = pagesReadWithoutRoot {
+                throw .selectionWithoutRoot(archive: reader.name, error, pagesRead: pages.read)
+            }
+            throw .selection(archive: reader.name, error)
+        }
     }
 }
 

@@ -281,6 +281,12 @@ struct MisleadingMessageTests {
             expectExit(intoVault, 3)
             #expect(intoVault.err.contains("restore ends partial (exit 3)") && intoVault.err.contains("pages that were not read are not known"), "\(intoVault)")
             #expect((String(decoding: intoVault.stdout, as: UTF8.self) + intoVault.err).contains("restored \(originals.count) item(s)"), "\(intoVault)")
+            // An item the pages that arrived do not hold may be on one that did not: said so.
+            let absent = try s.run(["restore", rootless, "ABCDEF12", "--salvage", "--export", s.path("out3"), "--password-file", password])
+            expectExit(absent, 66)
+            #expect(absent.err.contains("no item 'ABCDEF12' in the 1 manifest page(s) of '\(rootless)' that arrived")
+                    && absent.err.contains("cut short before its manifest's root") && absent.err.contains("a whole copy"), "\(absent)")
+            #expect(!exists(s.path("out3")))
             // Without --salvage nothing is restored from it.
             let plain = try s.run(["restore", rootless, "--export", s.path("out2"), "--password-file", password])
             expectExit(plain, 65)

@@ -178,6 +178,7 @@ extension ArchiveError {
         case .kdfWorkAboveCeiling: return "kdfWorkAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .selection: return "selection"
+        case .selectionWithoutRoot: return "selectionWithoutRoot"
         case .vault: return "vault"
         case .system: return "system"
         case .caller: return "caller"
