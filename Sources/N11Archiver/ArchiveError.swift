@@ -76,9 +76,10 @@ public enum ArchiveError: CategorizedError, Sendable {
     case vaultItemDamaged(id: String, path: String)
     /// Item IDs or names given to select items that pick nothing (or, for one item, more).
     case selection(archive: String, ItemSelection.Problem)
-    /// A salvage without the manifest's root (a copy cut short): a pattern that picks nothing
-    /// among the `pagesRead` pages that arrived; the item may be on a page that did not.
-    case selectionWithoutRoot(archive: String, ItemSelection.Problem, pagesRead: Int)
+    /// A salvage without the manifest's root (a copy cut short) or without some of its pages:
+    /// a pattern that picks nothing among the `pagesRead` pages that read; the item may be on
+    /// one that did not (`why`).
+    case selectionInPagesRead(archive: String, ItemSelection.Problem, pagesRead: Int, why: String)
     /// prune: a file named as the newest archive does not read as one.
     case newestUnreadable(path: String)
     /// prune: deleting an archive failed after `deletedBefore` others were deleted.
@@ -118,7 +119,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .passwordNeeded, .kdfAboveCeiling, .kdfWorkAboveCeiling, .invalidKeyFile, .rekeyWouldLock, .unauthenticatedMessage, .signedElsewhere: return .usage
         case .tooLarge: return .other
         case .selection(_, .prefixTooShort): return .usage
-        case .selection, .selectionWithoutRoot: return .missingInput
+        case .selection, .selectionInPagesRead: return .missingInput
         case .newestUnreadable: return .damaged
         case .deleteFailed(let e, _, _): return e.kind
         case .newestNotVerified(let e): return e.kind
@@ -190,9 +191,9 @@ public enum ArchiveError: CategorizedError, Sendable {
             return "'\(a)' asks for Argon2id work of \(work) MiB × passes over its \(slots) password slots, above this machine's ceiling of \(ceiling); its password was not asked for"
         case .tooLarge(let what): return "too much for one archive: \(what); nothing was written"
         case let .selection(a, problem): return problem.description(in: "'\(a)'")
-        case let .selectionWithoutRoot(a, problem, pages):
-            return problem.description(in: "the \(pages) manifest page(s) of '\(a)' that arrived")
-                + ": the copy was cut short before its manifest's root, so what later pages held cannot be found"
+        case let .selectionInPagesRead(a, problem, pages, why):
+            return problem.description(in: "the \(pages) manifest page(s) of '\(a)' that read")
+                + ": \(why), so what other pages held cannot be found"
         case .vaultItemDamaged(let id, let path): return "vault item \(id) ('\(path)') failed authentication; no archive was written"
         case .newestUnreadable(let p):
             return "the newest archive '\(p)' does not read as an n11archive archive, so nothing was deleted"
@@ -253,7 +254,7 @@ public enum ArchiveError: CategorizedError, Sendable {
             return passwords > 0 ? identity + ", or give the password (--password-file, --password-fd, --password-command)" : identity
         case .passwordNeeded: return "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE"
         case .selection(let a, let problem): return problem.hint(listing: "n11archive list '\(a)'")
-        case .selectionWithoutRoot(let a, _, _):
+        case .selectionInPagesRead(let a, _, _, _):
             return "restore it from a whole copy of the archive; `n11archive restore '\(a)' --salvage --dry-run --json` lists the items this copy holds (`restored`), writing nothing"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):

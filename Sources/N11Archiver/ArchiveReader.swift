@@ -335,7 +335,8 @@ public final class ArchiveReader {
             let contentKey = opened.key
             if let packed = packedEntries {
                 let contents = try PackedContents(reading: packed, of: self, contentKey: contentKey,
-                                                  dependencies: header.dependsOn.isEmpty ? [] : try dependencies?() ?? [])
+                                                  dependencies: header.dependsOn.isEmpty ? [] : try dependencies?() ?? [],
+                                                  salvaging: toleratingMissingItems)
                 return UnlockedArchive(reader: self, items: ArchiveItems(contents), contentKey: contentKey, entryIndices: [],
                                        packed: contents)
             }
@@ -482,6 +483,10 @@ public final class UnlockedArchive {
     /// A salvage without the manifest's root (`ArchiveReader.manifestRootMissing`): how many
     /// manifest pages were read, and why the next was not.
     public var pagesReadWithoutRoot: (read: Int, stopped: String)? { packed?.pagesWithoutRoot }
+
+    /// A salvage: the manifest pages the root lists that are missing or do not read; their
+    /// items are not in `items` (FORMAT.md §10.8).
+    public var lostPages: [LostPage] { packed?.lostPages ?? [] }
 
     /// The payloads of items `indices`, in that order, read and decrypted on a second thread
     /// while the caller hashes and writes them on its own (see `ReadAhead`). From `start()`

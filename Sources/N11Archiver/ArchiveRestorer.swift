@@ -44,9 +44,15 @@ extension UnlockedArchive {
         do { try items.forEach { _, item in matcher.see(id: item.id, name: item.name) } }
         catch { throw ArchiveError.wrap(error) }   // a page that no longer reads
         do { return .some(try matcher.finish()) } catch {
-            // Without the root, "no such item" would claim what the archive never said.
+            // Without the root or a page, "no such item" would claim what the archive never said.
             if case .noMatch = error, let pages = pagesReadWithoutRoot {
-                throw .selectionWithoutRoot(archive: reader.name, error, pagesRead: pages.read)
+                throw .selectionInPagesRead(archive: reader.name, error, pagesRead: pages.read,
+                                            why: "the copy was cut short before its manifest's root")
+            }
+            if case .noMatch = error, let lost = lostPages.first {
+                throw .selectionInPagesRead(archive: reader.name, error, pagesRead: packed?.pagesRead ?? 0,
+                                            why: lostPages.count == 1 ? "manifest page \(lost.number) does not read"
+                                                : "\(lostPages.count) manifest pages do not read")
             }
             throw .selection(archive: reader.name, error)
         }
@@ -130,6 +136,9 @@ public enum ArchiveRestorer {
         private let items: ArchiveItems
         /// Items a salvage could not restore (damaged or missing), nothing of them written.
         public var damaged: [DamagedItem] = []
+        /// Manifest pages a salvage could not read: their items are not known by name, and
+        /// none of them was restored.
+        public let lostPages: [LostPage]
         public var plaintextBytes: Int64 = 0
         public var destination = ""
         public var dryRun = false
@@ -137,6 +146,7 @@ public enum ArchiveRestorer {
         public init(for archive: UnlockedArchive) {
             items = archive.items
             outcomes = OutcomeTable(count: archive.items.count)
+            lostPages = archive.lostPages
         }
 
         /// Records what became of archive item `index`; each item has one outcome.

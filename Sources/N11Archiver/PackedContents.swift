@@ -124,6 +124,8 @@ final class PackedContents: @unchecked Sendable {
     /// A page of the list: which archive holds it, its entry there, what the root says of it,
     /// and the manifest position of its first item.
     private struct Page {
+        /// Its place in the root's list (what messages call it).
+        let number: Int
         let holder: Int
         let entry: ZipEntryInfo
         let descriptor: PageDescriptor
@@ -155,8 +157,11 @@ final class PackedContents: @unchecked Sendable {
     /// items on average (PackedLayout), about 90 bytes each as plaintext.
     static let pagesKept = 4
 
+    /// With `salvaging` (a salvage, FORMAT.md §10.8), a page that is missing or does not read
+    /// is left out (`lostPages`) instead of stopping the reading: the other pages authenticate
+    /// on their own, and a pack never holds the items of two pages.
     init(reading entries: PackedEntries, of reader: ArchiveReader, contentKey: SecureBytes,
-         dependencies: [OpenedDependency?] = []) throws {
+         dependencies: [OpenedDependency?] = [], salvaging: Bool = false) throws {
         let header = reader.header
         precondition(dependencies.count == header.dependsOn.count)
         let own = Holder(reader: reader, packs: entries.packs, contentKey: contentKey)
@@ -216,6 +221,7 @@ final class PackedContents: @unchecked Sendable {
         var pages: [Page] = [], packEnds: [Int: Int] = [:], unplaced = Set<Int>()
         var ownPages = 0, index = 0, sum: Int64 = 0, lastID: [UInt8]? = nil
         var filling: (pack: Int, filled: Int64, last: Int)? = nil, expectedPack = 0
+        var lostPages: [LostPage] = [], afterLostPage = false
         func closePack() throws {
             guard let (pack, filled, last) = filling else { return }
             let holds = entries.packs[pack].flatMap { FormatLimits.payloadLength(sealedLength: $0.size) }
@@ -232,10 +238,20 @@ final class PackedContents: @unchecked Sendable {
                 guard descriptor.page == ownPages else { throw FormatError.invalidManifest("page \(number) is not where the root puts it") }
                 ownPages += 1
             }
-            let holder = try present(pageHolder, "page \(number)")
-            guard let entry = pagesOf[pageHolder]?[descriptor.page] else { throw FormatError.invalidManifest("page \(number) is missing") }
-            let page = Page(holder: pageHolder, entry: entry, descriptor: descriptor, firstIndex: index)
-            let records = try Self.records(of: page, number: number, from: holder, mode: header.mode)
+            let page: Page, records: [ManifestRecord]
+            do {
+                let holder = try present(pageHolder, "page \(number)")
+                guard let entry = pagesOf[pageHolder]?[descriptor.page] else { throw FormatError.invalidManifest("page \(number) is missing") }
+                page = Page(number: number, holder: pageHolder, entry: entry, descriptor: descriptor, firstIndex: index)
+                records = try Self.records(of: page, number: number, from: holder, mode: header.mode)
+            } catch where salvaging && (error is FormatError || error is CryptoError || error is ContainerError) {
+                // Its items are lost; the root still says how many and from which ID. Its
+                // packs (if any) lie between the last pack read and the next page's first.
+                lostPages.append(LostPage(number: number, itemCount: descriptor.itemCount, firstID: ManifestRecord.idString(descriptor.firstID),
+                                          problem: Self.reason(error)))
+                afterLostPage = true
+                continue
+            }
             if let lastID, let first = records.first, !lastID.lexicographicallyPrecedes(first.id) {
                 throw FormatError.invalidManifest("page \(number) does not follow the page before it")
             }
@@ -253,8 +269,12 @@ final class PackedContents: @unchecked Sendable {
                     // page that lists its items (so a streaming reader meets the page first).
                     if filling?.pack != pack {
                         try closePack()
-                        guard pack == expectedPack else { throw FormatError.invalidManifest("item \(record.idString) is not where the packs continue") }
-                        expectedPack += 1
+                        // After a lost page, its packs (how many is not known) are skipped.
+                        guard pack == expectedPack || (afterLostPage && pack > expectedPack) else {
+                            throw FormatError.invalidManifest("item \(record.idString) is not where the packs continue")
+                        }
+                        expectedPack = pack + 1
+                        afterLostPage = false
                         filling = (pack, 0, index)
                     }
                     guard record.location.offset == filling?.filled else {
@@ -288,17 +308,35 @@ final class PackedContents: @unchecked Sendable {
         guard entries.salvaging || ownPages == entries.pages.count else {
             throw FormatError.invalidManifest("the root lists \(ownPages) of this archive's pages but it holds \(entries.pages.count)")
         }
-        guard sum == list.plaintextBytes else {
+        // A lost page's items are not counted: their sizes went with it, and so did its packs.
+        guard !lostPages.isEmpty || sum == list.plaintextBytes else {
             throw FormatError.invalidManifest("the root's plaintext size is not the sum of the items' sizes")
         }
-        guard entries.salvaging || expectedPack == entries.packs.count else {
+        guard entries.salvaging || !lostPages.isEmpty || expectedPack == entries.packs.count else {
             throw FormatError.invalidManifest("\(entries.packs.count - expectedPack) pack(s) hold no item")
         }
         self.pages = pages
+        self.lostPages = lostPages
         self.packEnds = packEnds
         self.unplaced = unplaced
         itemCount = index
         plaintextBytes = sum
+    }
+
+    /// A salvage: the pages of the root's list that are missing or do not read, in order;
+    /// their items are not among `itemCount`.
+    let lostPages: [LostPage]
+
+    /// The pages whose items are here (all the root lists but `lostPages`).
+    var pagesRead: Int { pages.count }
+
+    /// Why a page was lost, in words for the report.
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case let error as FormatError: return String(describing: error)
+        case let error as CryptoError: return "it does not authenticate (\(error))"
+        default: return String(describing: error)
+        }
     }
 
     /// Without the root (a salvage of a copy cut short): how many of the archive's own pages
@@ -385,18 +423,18 @@ final class PackedContents: @unchecked Sendable {
             return page
         }
         let page = pages[n]
-        guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(n)'s archive is missing") }
+        guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(page.number)'s archive is missing") }
         let parsed: ParsedPage
         do {
             let zip = try pageReaders[page.holder] ?? holder.reader.zip.independent()
             pageReaders[page.holder] = zip
-            let plaintext = try Self.plaintext(of: page, number: n, from: holder, through: zip)
-            parsed = try ManifestPage.indexed(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(n)")
-            try Self.check(page, number: n, holds: parsed.count, from: parsed.firstID)
+            let plaintext = try Self.plaintext(of: page, number: page.number, from: holder, through: zip)
+            parsed = try ManifestPage.indexed(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(page.number)")
+            try Self.check(page, number: page.number, holds: parsed.count, from: parsed.firstID)
         } catch let error as FormatError {
-            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
+            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(page.number) no longer reads as it did when the archive was opened (\(error))")
         } catch let error as CryptoError {
-            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(n) no longer reads as it did when the archive was opened (\(error))")
+            throw ArchiveError.damaged(archive: archiveName, what: "manifest page \(page.number) no longer reads as it did when the archive was opened (\(error))")
         }
         loaded[n] = parsed
         lastUsed.append(n)
@@ -447,6 +485,15 @@ final class PackedContents: @unchecked Sendable {
         }
         return renumbering[a][h - 1]
     }
+}
+
+/// A manifest page a salvage could not read (FORMAT.md §10.8): its place in the root's list,
+/// how many items it held and the first one's ID (both from the root), and why.
+public struct LostPage: Sendable, Equatable {
+    public let number: Int
+    public let itemCount: Int
+    public let firstID: String
+    public let problem: String
 }
 
 /// Where an item's payload is: its archive (0 the one read, k its `dependsOn[k − 1]`), its

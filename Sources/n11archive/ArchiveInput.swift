@@ -69,6 +69,9 @@ struct ArchiveInput: ParsableArguments {
         if let pages = archive.pagesReadWithoutRoot {
             Console.warning("'\(reader.name)' has no manifest root (a copy cut short?): restoring only the items of its first \(pages.read) manifest page(s), each verified (\(pages.stopped)); whether the archive held more cannot be known, so the restore ends partial (exit 3)")
         }
+        for page in archive.lostPages {
+            Console.warning("manifest page \(page.number) of '\(reader.name)' does not read (\(page.problem)): its \(page.itemCount) item(s), the first \(page.firstID), cannot be restored; the other pages are read, each verified, and the restore ends partial (exit 3)")
+        }
         return (archive, sources.keyStoreIfLoaded)
     }
 

@@ -92,10 +92,15 @@ struct Restore: ParsableCommand, HasOutputOptions {
         let (report, createdKeyStore) = try export.map { (try exported(reader, into: $0), false) } ?? restoredIntoVault(reader)
         if outputOptions.json {
             try document(reader, report, createdKeyStore: createdKeyStore).write()
-            if !report.damaged.isEmpty || reader.manifestRootMissing { throw PartialSuccess() }
+            if isPartial(report, reader) { throw PartialSuccess() }
             return
         }
         try summarize(report, rootMissing: reader.manifestRootMissing)
+    }
+
+    /// A salvage that left items out, or could not know them all (no root, a page lost): exit 3.
+    private func isPartial(_ report: ArchiveRestorer.Report, _ reader: ArchiveReader) -> Bool {
+        !report.damaged.isEmpty || !report.lostPages.isEmpty || reader.manifestRootMissing
     }
 
     /// The `--json` document (README "JSON output"). Its ID lists are read again from the
@@ -103,9 +108,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
     private func document(_ reader: ArchiveReader, _ report: ArchiveRestorer.Report,
                           createdKeyStore: Bool) throws -> Console.StreamedObject {
         var document = Console.StreamedObject()
-        /// "ok", or "partial" when a salvage left damaged items out or the manifest's root was
-        /// missing (exit 3).
-        try document.add("outcome", report.damaged.isEmpty && !reader.manifestRootMissing ? "ok" : "partial")
+        /// "ok", or "partial" when a salvage left damaged items out, or the manifest's root or
+        /// a page of it was missing (exit 3).
+        try document.add("outcome", isPartial(report, reader) ? "partial" : "ok")
         try document.add("command", "restore")
         try document.add("archive", input.file)
         try document.add("archiveId", reader.header.archiveIDHex)
@@ -125,6 +130,9 @@ struct Restore: ParsableCommand, HasOutputOptions {
         /// A salvage found no manifest root (a copy cut short): the items of the pages that
         /// arrived; whether the archive held more cannot be known.
         try document.add("manifestRootMissing", reader.manifestRootMissing)
+        /// Manifest pages a salvage could not read: their items are known only by count and
+        /// the first one's ID.
+        try document.add("lostPages", report.lostPages.map { LostPageJSON(page: $0.number, items: $0.itemCount, firstId: $0.firstID, problem: $0.problem) })
         try document.add("createdKeyStore", createdKeyStore)
         try document.add("durationSeconds", Output.durationSeconds)
         return document
@@ -166,9 +174,13 @@ struct Restore: ParsableCommand, HasOutputOptions {
         if report.count(.repaired) > 0 { Console.note("repaired \(report.count(.repaired)) damaged item(s) from the archive") }
         let replaced = report.count(.replaced)
         Console.summary("\(verb) \(report.written) item(s)\(replaced == 0 ? "" : " (\(replaced) replaced)"), \(Console.byteCount(report.plaintextBytes)) into \(report.destination)")
-        if !report.damaged.isEmpty {
+        for page in report.lostPages {
+            Console.error("not restored: the \(page.itemCount) item(s) of manifest page \(page.number), the first \(page.firstID): the page does not read (\(page.problem))")
+        }
+        if !report.damaged.isEmpty || !report.lostPages.isEmpty {
             for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
-            Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
+            let lost = report.lostPages.reduce(0) { $0 + $1.itemCount }
+            Console.hint("\(report.damaged.count + lost) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
             throw PartialSuccess()
         }
         if rootMissing {
@@ -193,4 +205,12 @@ struct Restore: ParsableCommand, HasOutputOptions {
         _ = try ArchiveExporter.exportOne(archive, index: selected[0], keyStore: keyStore, to: StandardOutputSink())
         Console.note("wrote \(item.id) '\(item.name)' (\(Console.byteCount(item.size))) to standard output")
     }
+}
+
+/// A lost manifest page in `restore --json` (README "JSON output").
+private struct LostPageJSON: Encodable {
+    let page: Int
+    let items: Int
+    let firstId: String
+    let problem: String
 }

@@ -284,7 +284,7 @@ struct MisleadingMessageTests {
             // An item the pages that arrived do not hold may be on one that did not: said so.
             let absent = try s.run(["restore", rootless, "ABCDEF12", "--salvage", "--export", s.path("out3"), "--password-file", password])
             expectExit(absent, 66)
-            #expect(absent.err.contains("no item 'ABCDEF12' in the 1 manifest page(s) of '\(rootless)' that arrived")
+            #expect(absent.err.contains("no item 'ABCDEF12' in the 1 manifest page(s) of '\(rootless)' that read")
                     && absent.err.contains("cut short before its manifest's root") && absent.err.contains("a whole copy"), "\(absent)")
             #expect(!exists(s.path("out3")))
             // Without --salvage nothing is restored from it.

@@ -253,6 +253,38 @@ struct RestoreSelectionCLITests {
         }
     }
 
+    @Test("version 3: a damaged manifest page: restore refuses (65); --salvage names the page, its item count and first ID, and exits 3")
+    func salvageLostPage() throws {
+        try withSandbox { s in
+            let (archive, password, items) = try s.archiveOfPhotos(3)
+            var bytes = try readBytes(archive)
+            let name = Array("Manifest/0.n11page".utf8)
+            let at = try #require(bytes.firstRange(of: name)?.lowerBound, "the page's local header")
+            bytes[at + name.count + 40] ^= 0x01
+            let damaged = try s.file("page-damaged.nu11vlt", bytes)
+            let first = try #require(items.map(\.id).min())
+            expectExit(try s.run(["restore", damaged, "--export", s.path("out0"), "--password-file", password]), 65)
+            #expect(!exists(s.path("out0")))
+            let salvaged = try s.run(["restore", damaged, "--export", s.path("out"), "--salvage", "--json", "--password-file", password])
+            expectExit(salvaged, 3)
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(salvaged.stdout)) as? [String: Any], "\(salvaged)")
+            #expect(document["outcome"] as? String == "partial")
+            let lost = try #require(document["lostPages"] as? [[String: Any]], "\(salvaged)")
+            #expect(lost.count == 1 && lost.first?["page"] as? Int == 0 && lost.first?["items"] as? Int == 3
+                    && lost.first?["firstId"] as? String == first, "\(lost)")
+            #expect(s.exported(s.path("out")).isEmpty)
+            let inWords = try s.run(["restore", damaged, "--export", s.path("out2"), "--salvage", "--password-file", password])
+            expectExit(inWords, 3)
+            #expect(inWords.err.contains("manifest page 0 of '\(damaged)' does not read")
+                    && inWords.err.contains("not restored: the 3 item(s) of manifest page 0, the first \(first)")
+                    && inWords.err.contains("3 damaged or missing item(s) were left out"), "\(inWords)")
+            // An item of that page asked for: why it cannot be found, not "no such item".
+            let one = try s.run(["restore", damaged, items[1].id, "--export", s.path("out3"), "--salvage", "--password-file", password])
+            expectExit(one, 66)
+            #expect(one.err.contains("in the 0 manifest page(s) of '\(damaged)' that read: manifest page 0 does not read"), "\(one)")
+        }
+    }
+
     @Test("restore FILE ID PREFIX --name GLOB restores only those; a pattern that matches nothing is an error (66), a short prefix a usage error (64)")
     func selectedItems() throws {
         try withSandbox { s in

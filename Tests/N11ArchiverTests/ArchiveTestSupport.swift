@@ -178,7 +178,7 @@ extension ArchiveError {
         case .kdfWorkAboveCeiling: return "kdfWorkAboveCeiling"
         case .vaultItemDamaged: return "vaultItemDamaged"
         case .selection: return "selection"
-        case .selectionWithoutRoot: return "selectionWithoutRoot"
+        case .selectionInPagesRead: return "selectionInPagesRead"
         case .vault: return "vault"
         case .system: return "system"
         case .caller: return "caller"

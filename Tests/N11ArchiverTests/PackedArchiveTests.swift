@@ -471,6 +471,73 @@ struct PackedArchiveTests {
         }
     }
 
+    @Test("a salvage of an archive whose root is there reads every page but a damaged, missing or misplaced one, and verifies exactly the other pages' items")
+    func salvageAroundALostPage() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir)
+            let bytes = try readBytes(w.path)
+            let layout = try RawZip.parse(bytes)
+            let full = try w.open()
+            let packed = try #require(full.packed)
+            let entries = try w.entries
+            let pageCount = entries.filter { EntryName.number(of: $0.nameString, prefix: "Manifest/", suffix: ".n11page") != nil }.count
+            #expect(pageCount >= 4)
+            func offset(_ name: String) -> Int { layout.entry(named: name)?.localHeaderOffset ?? .max }
+            // The items of page n: those whose pack lies between page n's entry and the next page's.
+            func items(ofPage n: Int) throws -> Set<String> {
+                Set(try full.items.indices.filter { index in
+                    guard let pack = try packed.item(at: index).location?.pack else { return false }
+                    return offset(EntryName.page(n)) < offset(EntryName.pack(pack)) && offset(EntryName.pack(pack)) < offset(EntryName.page(n + 1))
+                }.map { try full.items.item($0).id })
+            }
+            let all = Set(w.plaintexts.keys)
+            func check(_ path: String, lost: [Int], why: String, _ sourceLocation: SourceLocation = #_sourceLocation) throws {
+                #expect(throws: ArchiveError.self, sourceLocation: sourceLocation) { try ArchiveVerifier.verify(try w.open(path), keyStore: nil) }
+                let lostItems = try lost.reduce(into: Set<String>()) { $0.formUnion(try items(ofPage: $1)) }
+                #expect(!lostItems.isEmpty, sourceLocation: sourceLocation)
+                let salvaged = try salvage(w, path)
+                #expect(salvaged.verified == all.subtracting(lostItems), sourceLocation: sourceLocation)
+                #expect(salvaged.failed.isEmpty, sourceLocation: sourceLocation)
+                let archive = try ArchiveReader(path: path, salvaging: true).unlock(password: { try secret(testPassword) },
+                                                                                   keyStore: { w.store }, toleratingMissingItems: true)
+                #expect(archive.lostPages.map(\.number) == lost, sourceLocation: sourceLocation)
+                #expect(archive.lostPages.allSatisfy { $0.problem.contains(why) }, "\(archive.lostPages)", sourceLocation: sourceLocation)
+                #expect(archive.lostPages.map(\.itemCount) == (try lost.map { try items(ofPage: $0).count }), sourceLocation: sourceLocation)
+                #expect(archive.lostPages.map(\.firstID) == (try lost.map { n in try items(ofPage: n).min()! }), sourceLocation: sourceLocation)
+                // An item of a lost page asked for by ID: not "no such item", but why it cannot be found.
+                let one = try #require(lostItems.first)
+                let error = #expect(throws: ArchiveError.self, sourceLocation: sourceLocation) {
+                    try archive.selected(ItemSelection(ids: [one], names: []))
+                }
+                guard case .selectionInPagesRead? = error else {
+                    Issue.record("\(String(describing: error))", sourceLocation: sourceLocation)
+                    return
+                }
+            }
+            // A flipped byte in page 2 (its CRC made right, so the ZIP itself is whole).
+            let page2 = Self.index(of: EntryName.page(2), in: entries)
+            try check(try w.variant("page2-flipped") { list in
+                list[page2].data[40] ^= 1
+                list[page2].crc = CRC32.checksum(list[page2].data)
+            }, lost: [2], why: "does not authenticate")
+            // Page 2's entry gone (the ZIP is then read by its local headers).
+            try check(try w.variant("page2-gone") { $0.remove(at: page2) }, lost: [2], why: "missing")
+            // The last page and the first, damaged: the packs' checks hold at both ends.
+            let last = Self.index(of: EntryName.page(pageCount - 1), in: entries), first = Self.index(of: EntryName.page(0), in: entries)
+            try check(try w.variant("ends-flipped") { list in
+                for i in [first, last] {
+                    list[i].data[40] ^= 1
+                    list[i].crc = CRC32.checksum(list[i].data)
+                }
+            }, lost: [0, pageCount - 1], why: "does not authenticate")
+            // Pages 1 and 2 under each other's names: neither opens under the other's key.
+            try check(try w.variant("pages-swapped") { list in
+                let one = Self.index(of: EntryName.page(1), in: list), two = Self.index(of: EntryName.page(2), in: list)
+                (list[one].name, list[two].name) = (list[two].name, list[one].name)
+            }, lost: [1, 2], why: "does not authenticate")
+        }
+    }
+
     @Test("a signed header: the signer is known on opening; an edited header, signature or signer is refused before any key is derived")
     func signedHeader() throws {
         try withTemporaryDirectory { dir in
