@@ -255,7 +255,7 @@ public enum ArchiveError: CategorizedError, Sendable {
         case .passwordNeeded: return "give it with --password-file FILE (mode 0600), --password-fd N, --password-command CMD or N11_PASSWORD_FILE"
         case .selection(let a, let problem): return problem.hint(listing: "n11archive list '\(a)'")
         case .selectionInPagesRead(let a, _, _, _):
-            return "restore it from a whole copy of the archive; `n11archive restore '\(a)' --salvage --dry-run --json` lists the items this copy holds (`restored`), writing nothing"
+            return "restore it from a whole copy of the archive; `n11archive restore '\(a)' --salvage --export DIR --dry-run --json` lists the items this copy holds (`restored`), writing nothing"
         case .tooLarge: return "archive the compartments separately (--compartment), or prune the vault"
         case let .kdfAboveCeiling(_, _, memory, _):
             return "if you made this archive with that cost, allow it with --allow-kdf-memory \(memory) (or N11_ALLOW_KDF_MEMORY=\(memory)); a file planted by someone else can ask for this to slow an unattended job down"

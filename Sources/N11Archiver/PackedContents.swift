@@ -305,7 +305,8 @@ final class PackedContents: @unchecked Sendable {
             pages.append(page)
         }
         try closePack()
-        guard entries.salvaging || ownPages == entries.pages.count else {
+        // A page lost because its entry is missing leaves one fewer than the root lists.
+        guard entries.salvaging || !lostPages.isEmpty || ownPages == entries.pages.count else {
             throw FormatError.invalidManifest("the root lists \(ownPages) of this archive's pages but it holds \(entries.pages.count)")
         }
         // A lost page's items are not counted: their sizes went with it, and so did its packs.

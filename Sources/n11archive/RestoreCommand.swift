@@ -25,7 +25,8 @@ struct Restore: ParsableCommand, HasOutputOptions {
         modification time.
         ITEM (an ID or a prefix of at least 4 characters) and --name GLOB restore only those \
         items, with the same checks. --salvage restores every item that verifies, names each \
-        damaged or missing one and exits with 3; it never writes an unverified byte. \
+        damaged or missing one (and each manifest page that does not read, whose items are \
+        then known only by count) and exits with 3; it never writes an unverified byte. \
         Where this home trusts signers (`key trust`) or --signed-by is given, an archive \
         that no trusted key signed is refused (77) before any password is asked.
         """)
@@ -38,7 +39,7 @@ struct Restore: ParsableCommand, HasOutputOptions {
     @Option(name: .customLong("name"), help: ArgumentHelp("Restore only items whose name matches GLOB (quote it; repeatable).", valueName: "GLOB"))
     var names: [String] = []
 
-    @Flag(help: "Restore every item that verifies and name the damaged or missing ones (exit 3), instead of all or nothing; also what a copy cut short before its manifest's root still holds (exit 3).")
+    @Flag(help: "Restore every item that verifies and name the damaged or missing ones (exit 3), instead of all or nothing; also what a copy cut short before its manifest's root still holds, or every page but a damaged one (exit 3).")
     var salvage = false
     @OptionGroup var vaultOptions: VaultOptions
     @OptionGroup var outputOptions: OutputOptions
@@ -177,12 +178,17 @@ struct Restore: ParsableCommand, HasOutputOptions {
         for page in report.lostPages {
             Console.error("not restored: the \(page.itemCount) item(s) of manifest page \(page.number), the first \(page.firstID): the page does not read (\(page.problem))")
         }
-        if !report.damaged.isEmpty || !report.lostPages.isEmpty {
-            for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
-            let lost = report.lostPages.reduce(0) { $0 + $1.itemCount }
-            Console.hint("\(report.damaged.count + lost) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
-            throw PartialSuccess()
+        for item in report.damaged { Console.error("not restored: \(item.id) '\(item.name)': \(item.problem)") }
+        if !report.damaged.isEmpty {
+            Console.hint("\(report.damaged.count) damaged or missing item(s) were left out and nothing unverified was written; restore them from another copy of the archive")
         }
+        if !report.lostPages.isEmpty {
+            let lost = report.lostPages.reduce(0) { $0 + $1.itemCount }
+            // Which of them a selection would have taken cannot be known: their names went with the page.
+            let asked = options.selection.isEverything ? "" : " (whether any of them were among those asked for cannot be known)"
+            Console.hint("the \(lost) item(s) of the \(report.lostPages.count) manifest page(s) that do not read were left out\(asked); restore them from another copy of the archive")
+        }
+        if !report.damaged.isEmpty || !report.lostPages.isEmpty { throw PartialSuccess() }
         if rootMissing {
             Console.hint("the items of the manifest pages that were not read are not known; restore them from another copy of the archive")
             throw PartialSuccess()

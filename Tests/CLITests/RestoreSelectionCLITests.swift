@@ -277,7 +277,7 @@ struct RestoreSelectionCLITests {
             expectExit(inWords, 3)
             #expect(inWords.err.contains("manifest page 0 of '\(damaged)' does not read")
                     && inWords.err.contains("not restored: the 3 item(s) of manifest page 0, the first \(first)")
-                    && inWords.err.contains("3 damaged or missing item(s) were left out"), "\(inWords)")
+                    && inWords.err.contains("the 3 item(s) of the 1 manifest page(s) that do not read were left out;"), "\(inWords)")
             // An item of that page asked for: why it cannot be found, not "no such item".
             let one = try s.run(["restore", damaged, items[1].id, "--export", s.path("out3"), "--salvage", "--password-file", password])
             expectExit(one, 66)
