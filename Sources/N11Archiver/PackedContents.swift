@@ -335,7 +335,9 @@ final class PackedContents: @unchecked Sendable {
     private static func reason(_ error: any Error) -> String {
         switch error {
         case let error as FormatError: return String(describing: error)
-        case let error as CryptoError: return "it does not authenticate (\(error))"
+        // The tag failing says no more than this; the cipher's own words would nest a third
+        // pair of brackets into the report.
+        case is CryptoError: return "it does not authenticate: damaged, or not this archive's page"
         default: return String(describing: error)
         }
     }
