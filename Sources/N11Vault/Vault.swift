@@ -30,7 +30,8 @@ public final class Vault: @unchecked Sendable {
     /// where the file is now. Read with the items, so both are one state of the vault.
     private var pendingMoves: [String: String] = [:]
     /// How large the catalogue may grow in a change before its new rows are held back and put
-    /// in ID order at the end (`VaultStaging`); lowered by tests to take that path with few items.
+    /// in ID order at the end, unless they come in that order (`VaultStaging`); lowered by
+    /// tests to take that path with few items.
     var rowsGoStraightInBelow = Int64(VaultCatalogue.changeCacheBytes)
     /// The opening keys `lookUp` uses, made once; and whether it read the key store again.
     private var lookupKeys: [(Compartment, SecureBytes, [UInt8])]?

@@ -29,8 +29,10 @@ struct JournalTests {
                 return (sealed.tag, sealed.plaintextLength, hashing.sha256.hex)
             }
         }
-        for size in [10, 70_000] { new.append(try stage(id: UUID().uuidString, kind: .photo, randomBytes(size), replaces: nil)) }
-        new.append(try staging.stageNew(id: UUID().uuidString, kind: .note, compartment: .vault, name: "beside",
+        // Out of ID order: rows that come in order would go straight in.
+        let ids = (0..<3).map { _ in UUID().uuidString }.sorted(by: >)
+        for (n, size) in [10, 70_000].enumerated() { new.append(try stage(id: ids[n], kind: .photo, randomBytes(size), replaces: nil)) }
+        new.append(try staging.stageNew(id: ids[2], kind: .note, compartment: .vault, name: "beside",
                                         created: Date(), expires: nil, sealing: MemorySource(Array("beside".utf8)), sizeHint: 6))
         try staging.waitForWrites()
         new.append(try stage(id: old.id, kind: .note, Array("now a note".utf8), replaces: old))

@@ -210,6 +210,29 @@ struct VaultTests {
         }
     }
 
+    @Test("past the catalogue's cache, new rows that come in ID order (a restore's) go straight in; from the first out of order on, rows are held back until the writes are waited for")
+    func rowsInIDOrderAreNotHeldBack() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            vault.rowsGoStraightInBelow = 0   // every change is past its cache
+            let staging = try VaultStaging(vault: vault)
+            let ids = (0..<6).map { _ in UUID().uuidString }.sorted()
+            // In ID order, then one below the last, then one above it again.
+            let order = [ids[0], ids[2], ids[4], ids[1], ids[5], ids[3]]
+            for id in order {
+                try staging.stageNew(id: id, kind: .note, compartment: .vault, name: "n-\(id)", created: Date(),
+                                     expires: nil, sealing: MemorySource(Array(id.utf8)), sizeHint: 36)
+            }
+            let catalogue = try #require(vault.catalogue)
+            #expect(try order.map { try catalogue.contains(id: $0) } == [true, true, true, false, false, false])
+            try staging.waitForWrites()
+            #expect(try order.allSatisfy { try catalogue.contains(id: $0) })
+            try staging.commit()
+            #expect(try Set(vault.items().map(\.id)) == Set(ids))
+        }
+    }
+
     @Test("items of the backup compartment are listed under it and read back")
     func backupCompartment() throws {
         try withTemporaryDirectory { dir in
