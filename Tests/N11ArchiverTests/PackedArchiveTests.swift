@@ -472,11 +472,12 @@ struct PackedArchiveTests {
         }
     }
 
-    @Test("a salvage of an archive whose root is there reads every page but a damaged, missing or misplaced one, and verifies exactly the other pages' items")
-    func salvageAroundALostPage() throws {
+    @Test("a salvage of an archive whose root is there reads every page but a damaged, missing or misplaced one, and verifies exactly the other pages' items",
+          arguments: ArchiveMode.allCases)
+    func salvageAroundALostPage(mode: ArchiveMode) throws {
         try withTemporaryDirectory { dir in
             // 4,000 notes: about 16 pages; with the default 1,500, fewer than 4 one run in 15.
-            let w = try World(dir: dir, notes: 4000)
+            let w = try World(dir: dir, mode: mode, notes: 4000)
             let bytes = try readBytes(w.path)
             let layout = try RawZip.parse(bytes)
             let full = try w.open()
