@@ -107,8 +107,10 @@ struct ArchiveTestkitTests {
     /// A fixture's `salvage:` line (FORMAT.md §1.1, §10.8): what a salvage makes of an archive
     /// every reader refuses. `success`: every item found by its local header, verified and
     /// exported. `partial`: the same, from a copy cut short before its manifest's root, which
-    /// a salvage reports as partial (what the archive held beyond its pages is not known).
-    @Test(arguments: salvageFixtures)
+    /// a salvage reports as partial (what the archive held beyond its pages is not known);
+    /// with a `lost-pages:` line, from an archive whose root is there but whose listed pages
+    /// do not read (their items left out, the ZIP's directory read as it is).
+    @Test(arguments: salvageFixtures.filter { $0.fields["lost-pages"] == nil })
     func salvageHasItsStatedOutcome(_ fixture: Fixture) throws {
         let outcome = fixture.fields["salvage"]
         #expect(outcome == "success" || outcome == "partial", "\(fixture.name): only salvage: success and partial are defined")
@@ -128,8 +130,32 @@ struct ArchiveTestkitTests {
         }
     }
 
+    @Test(arguments: salvageFixtures.filter { $0.fields["lost-pages"] != nil })
+    func salvageLeavesOutTheLostPages(_ fixture: Fixture) throws {
+        #expect(fixture.fields["salvage"] == "partial", "\(fixture.name): a lost page makes a salvage partial")
+        let lost = try #require(fixture.fields["lost-pages"]).split(separator: " ").map { try #require(Int($0)) }
+        var password = try readBytes(Self.directory + "/" + (try #require(fixture.fields["password-file"])))
+        if password.last == 0x0A { password.removeLast() }
+        let secret = try SecureBytes(copying: password)
+        try withTemporaryDirectory { dir in
+            let reader = try ArchiveReader(path: fixture.path, salvaging: true)
+            #expect(!reader.manifestRootMissing, "\(fixture.name)")
+            let archive = try reader.unlock(password: { secret }, keyStore: { throw VaultError.notInitialized(home: "none") },
+                                            toleratingMissingItems: true)
+            #expect(archive.lostPages.map(\.number) == lost, "\(fixture.name): \(archive.lostPages)")
+            // The golden archive's two items are on its one page: a salvage has nothing to give.
+            #expect(archive.lostPages.map(\.itemCount).reduce(0, +) == 2)
+            #expect(archive.items.count == 0)
+            let report = try ArchiveExporter.export(archive, to: dir + "/export", keyStore: nil, .init(salvage: true))
+            #expect(report.damaged.isEmpty, "\(fixture.name): \(report.damaged)")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/export/Notes/note.txt"))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/export/Photos/photo.jpg"))
+        }
+    }
+
     @Test func salvageFixturesExist() {
         #expect(Self.salvageFixtures.count >= 3)
         #expect(Self.salvageFixtures.contains { $0.fields["salvage"] == "partial" })
+        #expect(Self.salvageFixtures.contains { $0.fields["lost-pages"] != nil })
     }
 }
