@@ -33,6 +33,10 @@ public enum ArchiveBackup {
         public var incremental: Incremental?
         /// Who the archive opens for (`IncrementalBase`: a change makes a full archive).
         public var access = ""
+        /// One item in this many ends a page, on average (smaller in tests and fixtures, to
+        /// make many pages of few items; a power of two).
+        public var pageAverage = PackedLayout.averagePageItems
+        var pageCap = PackedLayout.pageItemsCap
 
         public struct Incremental: Sendable {
             /// A dependency may be at most this old (seconds); older, and the night is full.
@@ -147,6 +151,7 @@ public enum ArchiveBackup {
                                                   formatVersion: request.formatVersion)
             creation.signingKey = request.sign ? vault.keyStore.signingKey : nil
             creation.incremental = base
+            (creation.pageAverage, creation.pageCap) = (request.pageAverage, request.pageCap)
             creation.shipmentRecord = recorded?.record
             creation.follower = follower
             let report = try ArchiveCreator.create(from: vault, creation, progress: progress) { try asked ?? access() }
@@ -175,7 +180,8 @@ public enum ArchiveBackup {
             do {
                 try recorded.record.replace(Self.storeLocation(request), with: try state(after: report, at: location, request: request,
                                                                                          vault: vault, before: recorded.state),
-                                            stagedNight: base?.sameAs == nil ? report.archiveID : nil, items: report.items)
+                                            stagedNight: base?.sameAs == nil ? report.archiveID : nil, items: report.items,
+                                            pages: report.manifestPages)
             } catch { recordProblem = "\(error)" }
         }
         if let recordWarning { recordProblem = recordProblem.map { recordWarning + "; " + $0 } ?? recordWarning }
@@ -195,8 +201,9 @@ public enum ArchiveBackup {
         }
         // The walk counts what it sees, for an unchanged night's report (`PackedLayout(unchanged:)`).
         var census = CatalogueCensus(compartments: request.compartments, now: request.now)
+        let pages = try recorded?.state == nil ? [] : recorded?.record.pages(of: location) ?? []
         let decision = try IncrementalBase.decide(
-            record: recorded?.state, shipped: shipped, objects: try store.list(),
+            record: recorded?.state, shipped: shipped, pages: pages, objects: try store.list(),
             items: { body in
                 try vault.forEachItemInIDOrder { batch, damagedIDs in
                     census.noteDamage(damagedIDs)
@@ -205,7 +212,7 @@ public enum ArchiveBackup {
                 }
             },
             mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
-            now: request.now, fullEvery: incremental.fullEvery)
+            now: request.now, fullEvery: incremental.fullEvery, pageAverage: request.pageAverage, pageCap: request.pageCap)
         switch decision {
         case .incremental(var decided):
             decided.census = census

@@ -72,6 +72,10 @@ public enum ArchiveCreator {
         /// Items and plaintext bytes written into this archive (the rest are its dependencies').
         public let newItems: Int
         public let newBytes: Int64
+        /// Version 3: the pages its root lists, and of them those earlier archives hold (an
+        /// incremental night points at the pages that did not change).
+        public var manifestPages = 0
+        public var pagesReused = 0
         /// Why where its items are could not be staged in `Request.shipmentRecord` (the
         /// archive is whole; the night is not recorded).
         public var stagingProblem: String? = nil
@@ -221,10 +225,15 @@ public enum ArchiveCreator {
     /// pack seals its items' payloads back to back as one stream while libzip writes it.
     private static func createPacked(from vault: Vault, _ request: Request, keys: NewArchiveKeys, output: String,
                                      progress: ArchiveProgress?) throws -> Report {
-        let selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
+        var selection = PackedLayout.Selection(compartments: request.compartments, now: request.now, mode: request.mode,
                                                packTarget: request.packTarget, segmentTarget: request.segmentTarget,
                                                pageAverage: request.pageAverage, pageCap: request.pageCap,
                                                reused: request.incremental?.reused)
+        selection.pagesToReuse = request.incremental?.pages ?? .none
+        // Pages are fingerprinted when they are recorded, or compared with recorded ones.
+        if request.shipmentRecord != nil || !selection.pagesToReuse.byFirstID.isEmpty {
+            selection.archiveIDs = [keys.header.archiveID] + keys.header.dependsOn
+        }
         // An unchanged night's walk of the catalogue was the decision's.
         let layout = try request.incremental.flatMap { base in
             try base.sameAs == nil ? nil : base.census.flatMap { try PackedLayout(unchanged: $0, vault: vault, selection) }
@@ -247,6 +256,7 @@ public enum ArchiveCreator {
         // same as (FORMAT.md §10.6).
         let sameAs = request.incremental?.sameAs
         let pages = sameAs == nil ? layout.pages : []
+        let ownPages = pages.filter { $0.reference == nil }
         var pageDigests: [[UInt8]] = []
         var stagingProblem: String? = nil
 
@@ -301,34 +311,45 @@ public enum ArchiveCreator {
             }
         }
         defer { readAhead.finish() }
+        // A record that cannot be written costs the record, not the archive: staging stops,
+        // and the night is not recorded (the next one builds on the last recorded).
+        func stage(_ madePage: PackedLayout.MadePage, as recordedPage: ShipmentRecord.Page) {
+            guard let record = request.shipmentRecord, stagingProblem == nil else { return }
+            do {
+                let records = try ManifestPage.parse(madePage.plaintext, mode: request.mode, dependencies: dependsOn.count,
+                                                     what: "page \(madePage.page.number)")
+                try record.stage(night: id, records.map { record in
+                    let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
+                    return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
+                                                   pack: Int64(record.location.pack), offset: record.location.offset))
+                }, page: recordedPage)
+            } catch {
+                stagingProblem = "\(error)"
+                record.discard(night: id)
+            }
+        }
         var packIndex = 0
         for page in pages {
-            let pageName = EntryName.page(page.number)
+            if let reference = page.reference {
+                // An earlier archive's page, unchanged: the root points at it, and the record
+                // keeps it as it was (its items are staged all the same).
+                if request.shipmentRecord != nil { stage(try made.takePage(page.number), as: reference.recorded) }
+                continue
+            }
+            let pageName = EntryName.page(page.entry)
             try writer.addEntry(name: pageName, size: FormatLimits.sealedLength(payloadSize: Int64(page.plaintextLength)), modified: mtime) {
                 // libzip takes the entries in order on this thread: page n is sealed when it is written.
                 // Pages are made on whichever thread first needs them and let go on another:
                 // free pages are handed back every eight pages. With the fixed threshold of
                 // `Heap.fixLargeAllocationThreshold` this keeps a long run's RSS down (alone,
                 // 88 → 82 MiB at 1,000,000 notes).
-                if page.number % 8 == 7 { Heap.releaseFreePages() }
+                if page.entry % 8 == 7 { Heap.releaseFreePages() }
                 let madePage = try made.takePage(page.number)
-                pageDigests.append(try SHA256Digest.hash(madePage.plaintext))
-                // A record that cannot be written costs the record, not the archive: staging
-                // stops, and the night is not recorded (the next one builds on the last recorded).
-                if let record = request.shipmentRecord, stagingProblem == nil {
-                    do {
-                        let records = try ManifestPage.parse(madePage.plaintext, mode: request.mode, dependencies: dependsOn.count,
-                                                             what: "page \(page.number)")
-                        try record.stage(night: id, records.map { record in
-                            let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
-                            return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
-                                                           pack: Int64(record.location.pack), offset: record.location.offset))
-                        })
-                    } catch {
-                        stagingProblem = "\(error)"
-                        record.discard(night: id)
-                    }
-                }
+                let digest = try SHA256Digest.hash(madePage.plaintext)
+                pageDigests.append(digest)
+                stage(madePage, as: ShipmentRecord.Page(firstID: page.firstID, archive: id, page: Int64(page.entry), itemCount: Int64(page.itemCount),
+                                                        length: Int64(madePage.plaintext.count), sha256: digest.hex,
+                                                        fingerprint: madePage.fingerprint ?? ""))
                 return MemorySource(try ChunkedStream.seal(madePage.plaintext, key: keys.entryKey(pageName)))
             }
             for pack in page.packs {
@@ -357,7 +378,7 @@ public enum ArchiveCreator {
             rootPlaintext = try root()
             // libzip takes entries in order: every page is written by now, and a digest is 32
             // bytes whatever it is. Otherwise nothing is published.
-            guard rootPlaintext.count == rootLength, pageDigests.count == pages.count else {
+            guard rootPlaintext.count == rootLength, pageDigests.count == ownPages.count else {
                 throw SystemError("the manifest root came out otherwise than planned; nothing was written", path: output, errno: EIO)
             }
             return MemorySource(try ChunkedStream.seal(rootPlaintext, key: keys.entryKey(EntryName.manifestRoot)))
@@ -374,6 +395,7 @@ public enum ArchiveCreator {
                       listRootSHA256: try sameAs.map { $0.rootSHA256.hex } ?? SHA256Digest.hash(rootPlaintext).hex,
                       dependsOn: dependsOn, passwordKDFs: keys.header.passwordKDFs, firstPasswordWrap: firstPasswordWrap(keys.header),
                       newItems: sameAs == nil ? layout.newItems : 0, newBytes: sameAs == nil ? layout.newBytes : 0,
+                      manifestPages: pages.count, pagesReused: pages.count - ownPages.count,
                       stagingProblem: stagingProblem, leftOut: layout.leftOut)
     }
 

@@ -21,6 +21,9 @@ public struct IncrementalBase {
     }
     /// An unchanged night: the manifest it is the same as (`dependsOn[holder − 1]`'s root).
     public let sameAs: (holder: Int, rootSHA256: [UInt8])?
+    /// The last manifest's pages that the night points at instead of writing them again:
+    /// those whose items (all already shipped) and records are the same now.
+    let pages: ReusablePages
     /// What the walk that decided saw of the vault (`ArchiveBackup`), so that an unchanged
     /// night walks the catalogue once.
     var census: CatalogueCensus? = nil
@@ -32,13 +35,16 @@ public struct IncrementalBase {
     }
 
     /// Decides. `record`: the destination's state (nil: none); `shipped`: its items from an
-    /// ID through an ID (nil: to the last), in ID order; `objects`: what the destination holds now; `items`: walks the live items the
-    /// archive will list, in ID order; `fullEvery`: the oldest a dependency may be (so prune
-    /// can free space). The two walks go side by side, holding one item of each: memory
-    /// does not grow with the vault (issue 34).
-    public static func decide(record: ShipmentRecord.Destination?, shipped: @escaping ShippedItems.Walk, objects: [StoredObject],
-                              items: ((ItemMetadata) throws -> Void) throws -> Void,
-                              mode: ArchiveMode, access: String, vaultKeys: String, now: Date, fullEvery: TimeInterval) throws -> Decision {
+    /// ID through an ID (nil: to the last), in ID order; `pages`: the pages of its last
+    /// manifest, by first ID; `objects`: what the destination holds now; `items`: walks the
+    /// live items the archive will list, in ID order; `cut`: where the archive's pages will
+    /// end; `fullEvery`: the oldest a dependency may be (so prune can free space). The walks
+    /// go side by side, holding one item of each and one page: memory does not grow with the
+    /// vault (issue 34).
+    public static func decide(record: ShipmentRecord.Destination?, shipped: @escaping ShippedItems.Walk, pages recorded: [ShipmentRecord.Page],
+                              objects: [StoredObject], items: ((ItemMetadata) throws -> Void) throws -> Void,
+                              mode: ArchiveMode, access: String, vaultKeys: String, now: Date, fullEvery: TimeInterval,
+                              pageAverage: UInt64, pageCap: Int) throws -> Decision {
         guard let record else { return .full(why: "there is no record of what this home has shipped there") }
         guard record.mode == mode else { return .full(why: "the last archive there was \(record.mode.rawValue)") }
         guard record.access == access else { return .full(why: "the passwords or recipients it opens with changed since the last archive") }
@@ -47,43 +53,84 @@ public struct IncrementalBase {
         var pending = try cursor.next()
         var counts = (items: 0, reused: 0, recorded: 0), unreadable = false
         var needed = Set<String>()
+        // The night's pages as the layout will cut them; one whose items are all reused and
+        // whose fingerprint is that of the recorded page with its first ID may be pointed at.
+        // (A row that could not describe a page is never pointed at: the page is written again.)
+        let recordedByFirstID = Dictionary(recorded.filter(\.describesAPage).map { ($0.firstID, $0) }, uniquingKeysWith: { first, _ in first })
+        var cut = PageCut(average: pageAverage, cap: pageCap)
+        var page: (first: String, items: Int64, fingerprint: PageFingerprint?)? = nil
+        var matchingPages: [ShipmentRecord.Page] = [], nightPages = 0
+        func closePage() throws {
+            defer { page = nil }
+            nightPages += 1
+            guard let (first, count, fingerprint) = page, let fingerprint, let match = recordedByFirstID[first],
+                  match.itemCount == count, try fingerprint.finish() == match.fingerprint else { return }
+            matchingPages.append(match)
+        }
         try items { item in
             counts.items += 1
+            if page == nil { page = (item.id, 0, recordedByFirstID[item.id] == nil ? nil : try PageFingerprint()) }
+            page?.items += 1
             // Recorded items no longer in the vault come before it (IDs compare as bytes, in
             // the catalogue's and the record's order alike).
             while let row = pending, row.id < item.id {
                 counts.recorded += 1
                 pending = try cursor.next()
             }
-            guard let row = pending, row.id == item.id else { return }
-            counts.recorded += 1
-            pending = try cursor.next()
-            guard row.item.sha256 == item.sha256, row.item.size == item.size else { return }
-            counts.reused += 1
-            needed.insert(row.item.archive)
-            if UInt32(exactly: row.item.pack) == nil || row.item.offset < 0 || row.item.offset > ManifestV3.packPayload { unreadable = true }
+            var shippedAs: ShipmentRecord.Item? = nil
+            if let row = pending, row.id == item.id {
+                counts.recorded += 1
+                pending = try cursor.next()
+                if row.item.sha256 == item.sha256, row.item.size == item.size { shippedAs = row.item }
+            }
+            if let shippedAs {
+                counts.reused += 1
+                needed.insert(shippedAs.archive)
+                if let pack = UInt32(exactly: shippedAs.pack), shippedAs.offset >= 0, shippedAs.offset <= ManifestV3.packPayload,
+                   let archiveID = [UInt8](hex: shippedAs.archive, length: 16) {
+                    page?.fingerprint?.add(try PackedLayout.record(item, location: ItemLocation(holder: 0, pack: pack, offset: shippedAs.offset)),
+                                           heldBy: archiveID)
+                } else {
+                    unreadable = true
+                }
+            } else {
+                page?.fingerprint = nil
+            }
+            guard let id = ManifestRecord.idBytes(item.id) else { throw FormatError.invalidManifest("item ID '\(item.id)'") }
+            if try cut.ends(after: id) { try closePage() }
         }
+        if page != nil { try closePage() }
         while pending != nil {
             counts.recorded += 1
             pending = try cursor.next()
         }
         if unreadable { return .full(why: "the record does not read") }
-        let unchanged = counts.reused == counts.items && counts.recorded == counts.items
-        if unchanged { needed.insert(record.listArchive) }
         let present = Dictionary(objects.map { ($0.name, $0.size) }, uniquingKeysWith: { first, _ in first })
-        for id in needed {
+        /// Why an archive cannot be built on, or nil if it can.
+        func unusable(_ id: String) -> String? {
             guard let archive = record.archives[id], present[archive.name] == archive.size else {
-                return .full(why: "archive \(id) (\(record.archives[id]?.name ?? "?")), which holds items of the last one, is no longer there")
+                return "archive \(id) (\(record.archives[id]?.name ?? "?")), which holds items of the last one, is no longer there"
             }
             // Made "later" than now: a clock was wrong then (or is now). A reader refuses a
             // dependency newer than the archive, so never build on one.
             if archive.created > now {
-                return .full(why: "\(archive.name), which it would build on, is dated in the future (a clock was wrong)")
+                return "\(archive.name), which it would build on, is dated in the future (a clock was wrong)"
             }
             if archive.created < now.addingTimeInterval(-fullEvery) {
-                return .full(why: "the oldest archive it would need (\(archive.name)) is older than --full-every")
+                return "the oldest archive it would need (\(archive.name)) is older than --full-every"
             }
+            return nil
         }
+        for id in needed { if let why = unusable(id) { return .full(why: why) } }
+        // A page whose archive cannot be built on is written again instead.
+        let reusable = matchingPages.filter { unusable($0.archive) == nil }
+        // Unchanged: the same items with the same contents (and, where the record has its
+        // pages, every page the same: a name or time changed under the same content is a change).
+        let unchanged = counts.reused == counts.items && counts.recorded == counts.items
+            && (recorded.isEmpty || (reusable.count == nightPages && nightPages == recorded.count))
+        if unchanged { needed.insert(record.listArchive) }
+        if let why = unusable(record.listArchive), unchanged { return .full(why: why) }
+        needed.formUnion(reusable.map(\.archive))
         guard needed.count <= ManifestV3.dependencies else { return .full(why: "it would need more than \(ManifestV3.dependencies) archives") }
         let dependsOn = needed.compactMap { [UInt8](hex: $0, length: 16) }.sorted { $0.lexicographicallyPrecedes($1) }
         let holders = Dictionary(uniqueKeysWithValues: dependsOn.enumerated().map { ($1.hex, $0 + 1) })
@@ -91,7 +138,21 @@ public struct IncrementalBase {
             [UInt8](hex: record.listRootSHA256, length: 32).map { (holder: holder, rootSHA256: $0) }
         } : nil
         if unchanged && sameAs == nil { return .full(why: "the record does not read") }
-        return .incremental(IncrementalBase(dependsOn: dependsOn, reused: RecordedItems(shipped: shipped, holders: holders), sameAs: sameAs))
+        let pagesToReuse = ReusablePages(byFirstID: Dictionary(reusable.compactMap { page in
+            holders[page.archive].map { (page.firstID, ReusablePages.Page(holder: $0, recorded: page)) }
+        }, uniquingKeysWith: { first, _ in first }))
+        return .incremental(IncrementalBase(dependsOn: dependsOn, reused: RecordedItems(shipped: shipped, holders: holders), sameAs: sameAs,
+                                            pages: pagesToReuse))
+    }
+}
+
+extension ShipmentRecord.Page {
+    /// Whether the row could be a page's descriptor (FORMAT.md's bounds): a night points a
+    /// root at it only then.
+    var describesAPage: Bool {
+        (0..<Int64(ManifestV3.pages)).contains(page) && (1...Int64(ManifestV3.pageItems)).contains(itemCount)
+            && (1...Int64(ManifestV3.pageBytes)).contains(length) && [UInt8](hex: sha256, length: 32) != nil
+            && [UInt8](hex: archive, length: 16) != nil && fingerprint.count == 64 && ManifestRecord.idBytes(firstID) != nil
     }
 }
 

@@ -24,8 +24,9 @@ struct PackedLayout {
     /// One item in this many ends a page, on average (DESIGN.md §8.2). A reader holds a
     /// record per page and libzip one per entry (a page and its packs), about 2 KB a page in
     /// all: at 4,096 items a page that is half a byte an item, so opening the archive of a
-    /// vault ten times larger costs next to nothing more (issue 34). Every night writes its
-    /// pages anew (DESIGN.md §8.3), so a larger page costs an incremental night nothing.
+    /// vault ten times larger costs next to nothing more (issue 34). An incremental night
+    /// writes again each page an item changed in (about 230 KB) and points at the others
+    /// (DESIGN.md §8.3): larger pages would make a night of a few changes cost more.
     static let averagePageItems: UInt64 = 4096
     /// A page is cut at this many items when no ID has ended it before (FORMAT.md allows
     /// 16,384). Page lengths are spread as a geometric distribution, so the longest page of a
@@ -35,8 +36,9 @@ struct PackedLayout {
     /// long ones are held together. At a cap of 16,384 the peak RSS of `create` was 65.5–66.4
     /// MiB at 100,000 notes and 76.4–81.3 MiB at 1,000,000; at 8,192, 63.2–63.7 MiB at 100,000
     /// and 73.1 at 3,000,000 (1.15×, where issue 34 asks for 1.1×); at 4,096, 59.8–60.4 and
-    /// 64.7 (1.07–1.08×; BENCHMARKS.md). Every night writes its pages anew (DESIGN.md §8.3), so
-    /// a cut that is not the IDs' costs nothing later; pages average 2,589 items (4,096 ×
+    /// 64.7 (1.07–1.08×; BENCHMARKS.md). A cut that is not the IDs' moves when an item before
+    /// it in its run changes, so an incremental night then writes that run's pages again up to
+    /// the next page an ID ends (DESIGN.md §8.3); pages average 2,589 items (4,096 ×
     /// (1 − e⁻¹)) instead of 4,096.
     static let pageItemsCap = 4096
 
@@ -49,6 +51,7 @@ struct PackedLayout {
     }
 
     struct Page: Equatable {
+        /// Its place in the root's list.
         let number: Int
         let firstID: String
         let itemCount: Int
@@ -57,6 +60,11 @@ struct PackedLayout {
         /// has none).
         let firstPack: Int
         let packs: [Pack]
+        /// Its entry's number (`Manifest/{entry}.n11page`), or the number it would have: the
+        /// archive's own pages are numbered from 0 in root order.
+        let entry: Int
+        /// An earlier archive's page this one is, pointed at instead of written (DESIGN.md §8.3).
+        let reference: ReusablePages.Page?
     }
 
     /// A page made whole: its plaintext (the records are not kept: a few pages are in memory
@@ -64,6 +72,8 @@ struct PackedLayout {
     struct MadePage {
         let page: Page
         let plaintext: [UInt8]
+        /// Its `PageFingerprint`, when the archive's pages are recorded (`Selection.archiveIDs`).
+        let fingerprint: String?
         let packItems: [[ItemMetadata]]
         /// Per pack, the ranges of `packItems` its segments hold.
         let packSegments: [[Range<Int>]]
@@ -84,6 +94,11 @@ struct PackedLayout {
         /// An incremental archive's items already shipped (DESIGN.md §8.3), looked up a page
         /// at a time.
         let reused: (any ReusedItems)?
+        /// And the earlier pages it may point at.
+        var pagesToReuse = ReusablePages.none
+        /// The archive's own ID, then its `dependsOn`: a record's holder number is an index
+        /// here. Given when the archive's pages are recorded, to fingerprint them.
+        var archiveIDs: [[UInt8]]? = nil
 
         func lists(_ item: ItemMetadata) -> Bool { compartments.contains(item.compartment) && !item.isExpired(at: now) }
     }
@@ -106,11 +121,13 @@ struct PackedLayout {
         let vaultKeys = try Self.vaultKeys(vault, selection)
         var census = CatalogueCensus(compartments: selection.compartments, now: selection.now)
         var pages: [Page] = [], current: [ItemMetadata] = []
-        var totals = (newItems: 0, newBytes: Int64(0)), nextPack = 0
+        var totals = (newItems: 0, newBytes: Int64(0)), nextPack = 0, nextEntry = 0
+        var cut = PageCut(average: selection.pageAverage, cap: selection.pageCap)
         func close() throws {
-            let made = try Self.make(page: current, number: pages.count, firstPack: nextPack, selection)
+            let made = try Self.make(page: current, number: pages.count, firstPack: nextPack, entry: nextEntry, selection)
             pages.append(made.page)
             nextPack += made.page.packs.count
+            if made.page.reference == nil { nextEntry += 1 }
             totals.newItems += made.packItems.reduce(0) { $0 + $1.count }
             totals.newBytes += made.packItems.joined().reduce(0) { $0 + $1.size }
             current.removeAll(keepingCapacity: true)
@@ -123,9 +140,7 @@ struct PackedLayout {
                     precondition(item.keyID.isEmpty || item.keyID == vaultKeys[item.compartment], "an item under a retired key")
                 }
                 current.append(item)
-                if try Self.endsPage(after: Self.idBytes(item), average: selection.pageAverage) || current.count == selection.pageCap {
-                    try close()
-                }
+                if try cut.ends(after: Self.idBytes(item)) { try close() }
             }
             return true
         }
@@ -168,9 +183,15 @@ struct PackedLayout {
 
     /// One page of `items` (sorted by ID, 1…16,384): its records, and its packs from
     /// `firstPack` on. An item in `reused`, unchanged, keeps its location in the archive that
-    /// holds it and is packed nowhere here.
-    static func make(page items: [ItemMetadata], number: Int, firstPack: Int, _ selection: Selection) throws -> MadePage {
-        var records = ManifestPage.Writer(count: items.count), packs: [Pack] = [], packItems: [[ItemMetadata]] = []
+    /// holds it and is packed nowhere here. A page whose items are all reused and whose
+    /// fingerprint is that of a page in `pagesToReuse` (by first ID) is that page.
+    static func make(page items: [ItemMetadata], number: Int, firstPack: Int, entry: Int, _ selection: Selection) throws -> MadePage {
+        var writer = ManifestPage.Writer(count: items.count), packs: [Pack] = [], packItems: [[ItemMetadata]] = []
+        let fingerprint = try selection.archiveIDs.map { _ in try PageFingerprint() }
+        func append(_ record: ManifestRecord) {
+            writer.append(record)
+            if let fingerprint, let ids = selection.archiveIDs { fingerprint.add(record, heldBy: ids[record.location.holder]) }
+        }
         var packSegments: [[Range<Int>]] = []
         var current: [ItemMetadata] = [], bytes: Int64 = 0
         let reused = try selection.reused?.forPage(items) ?? [:]
@@ -183,20 +204,24 @@ struct PackedLayout {
         }
         for item in items {
             if let shipped = reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
-                records.append(try record(item, location: shipped.location))
+                append(try record(item, location: shipped.location))
                 continue
             }
             let payload = Self.payload(of: item, mode: selection.mode)
             if !current.isEmpty && bytes + payload > selection.packTarget { closePack() }
-            records.append(try record(item, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes)))
+            append(try record(item, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes)))
             current.append(item)
             bytes += payload
         }
         if !current.isEmpty { closePack() }
-        let plaintext = records.bytes
-        let page = Page(number: number, firstID: items.first?.id ?? "", itemCount: items.count, plaintextLength: plaintext.count,
-                        firstPack: firstPack, packs: packs)
-        return MadePage(page: page, plaintext: plaintext, packItems: packItems, packSegments: packSegments)
+        let plaintext = writer.bytes, firstID = items.first?.id ?? ""
+        let print = try fingerprint?.finish()
+        let reference = selection.pagesToReuse.byFirstID[firstID].flatMap { candidate in
+            packs.isEmpty && candidate.recorded.itemCount == Int64(items.count) && candidate.recorded.fingerprint == print ? candidate : nil
+        }
+        let page = Page(number: number, firstID: firstID, itemCount: items.count, plaintextLength: plaintext.count,
+                        firstPack: firstPack, packs: packs, entry: entry, reference: reference)
+        return MadePage(page: page, plaintext: plaintext, fingerprint: print, packItems: packItems, packSegments: packSegments)
     }
 
     /// An item's bytes in its pack: its plaintext (portable), or its vault file (secure).
@@ -233,7 +258,7 @@ struct PackedLayout {
         return id
     }
 
-    private static func record(_ item: ItemMetadata, location: ItemLocation) throws -> ManifestRecord {
+    static func record(_ item: ItemMetadata, location: ItemLocation) throws -> ManifestRecord {
         guard let digest = [UInt8](hex: item.sha256, length: 32) else { throw FormatError.invalidManifest("item \(item.id) digest") }
         // Never write what a reader refuses: a time outside years 0000–9999.
         let created = Timestamp.milliseconds(item.created), expires = item.expires.map(Timestamp.milliseconds)
@@ -244,13 +269,24 @@ struct PackedLayout {
                               created: created, expires: expires, size: item.size, sha256: digest, location: location)
     }
 
-    /// The root that lists every page as held by this archive, with the pages' SHA-256 (all
-    /// zero for the length alone: a digest is 32 bytes whatever it is).
+    /// The archive's own pages (those it writes), in order.
+    var ownPages: [Page] { pages.filter { $0.reference == nil } }
+
+    /// The root that lists every page: the archive's own, with their SHA-256 by entry
+    /// number (all zero for the length alone: a digest is 32 bytes whatever it is), and the
+    /// earlier archives' pages it points at, as their roots described them.
     func root(pageDigests: [[UInt8]]) throws -> ManifestRoot {
-        let descriptors = pages.map { page in
-            PageDescriptor(firstID: ManifestRecord.idBytes(page.firstID) ?? [], itemCount: page.itemCount, holder: 0,
-                           page: page.number, plaintextLength: page.plaintextLength,
-                           sha256: pageDigests.indices.contains(page.number) ? pageDigests[page.number] : [UInt8](repeating: 0, count: 32))
+        let descriptors = try pages.map { page in
+            let firstID = ManifestRecord.idBytes(page.firstID) ?? []
+            if let reference = page.reference {
+                guard let sha256 = [UInt8](hex: reference.recorded.sha256, length: 32) else {
+                    throw FormatError.invalidManifest("the record's page \(reference.recorded.firstID)")
+                }
+                return PageDescriptor(firstID: firstID, itemCount: page.itemCount, holder: reference.holder, page: Int(reference.recorded.page),
+                                      plaintextLength: Int(reference.recorded.length), sha256: sha256)
+            }
+            return PageDescriptor(firstID: firstID, itemCount: page.itemCount, holder: 0, page: page.entry, plaintextLength: page.plaintextLength,
+                                  sha256: pageDigests.indices.contains(page.entry) ? pageDigests[page.entry] : [UInt8](repeating: 0, count: 32))
         }
         return .pages(.init(vaultKeys: vaultKeys, itemCount: Int64(itemCount), plaintextBytes: plaintextBytes, pages: descriptors))
     }
@@ -318,7 +354,7 @@ final class PackedPages: @unchecked Sendable {
         if let id = damaged.first {
             throw try vault.damagedItemErrors().first ?? VaultError.itemDamaged(id: id, path: Path.join(vault.path, "Catalogue.sqlite"))
         }
-        let page = try PackedLayout.make(page: items, number: n, firstPack: planned.firstPack, selection)
+        let page = try PackedLayout.make(page: items, number: n, firstPack: planned.firstPack, entry: planned.entry, selection)
         // The vault is locked for the whole run: a page that comes out otherwise is a bug.
         guard page.page == planned else {
             throw SystemError("the vault changed while the archive was written (manifest page \(n) came out otherwise than planned); nothing was written, run create again",

@@ -181,6 +181,9 @@ struct Create: ParsableCommand, HasOutputOptions {
         let dependsOn: [String]
         let newItems: Int
         let newBytes: Int64
+        /// Version 3: the manifest's pages, and of them those earlier archives hold.
+        let manifestPages: Int
+        let pagesReused: Int
         let durationSeconds: Double
     }
 
@@ -229,6 +232,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         if incremental, let seconds = fullEverySeconds {
             request.incremental = .init(fullEvery: seconds, skipIfUnchanged: skipIfUnchanged)
         }
+        if let average = Output.pageAverage { request.pageAverage = average }
         // Who it opens for: a change between nights makes a full archive (one restore, one set of keys).
         // (And who signs: a chain whose older nights another key signed, or none did, would
         // be refused where the new signer is trusted.)
@@ -277,6 +281,7 @@ struct Create: ParsableCommand, HasOutputOptions {
                                        leftOutCompartments: Dictionary(uniqueKeysWithValues: backup.leftOut.map { ($0.key.rawValue, $0.value) }),
                                        upload: upload, signedBy: report.signer.map(SignerKeyFiles.fingerprint),
                                        dependsOn: report.dependsOn, newItems: report.newItems, newBytes: report.newBytes,
+                                       manifestPages: report.manifestPages, pagesReused: report.pagesReused,
                                        durationSeconds: Output.durationSeconds))
             return
         }
@@ -288,7 +293,8 @@ struct Create: ParsableCommand, HasOutputOptions {
         }
         let opens = recipients == 0 ? "" : ", for \(recipients) recipient(s)\(withPassword ? " and a password" : "")"
         let signed = (report.signer.map { ", signed by \(SignerKeyFiles.fingerprint($0))" } ?? "")
-            + (report.dependsOn.isEmpty ? "" : "; incremental: \(report.newItems) new item(s), \(Console.byteCount(report.newBytes)), the rest in \(report.dependsOn.count) earlier archive(s)")
+            + (report.dependsOn.isEmpty ? "" : "; incremental: \(report.newItems) new item(s), \(Console.byteCount(report.newBytes)), the rest in \(report.dependsOn.count) earlier archive(s)"
+                + (report.pagesReused == 0 ? "" : ", with \(report.pagesReused) of the \(report.manifestPages) manifest pages"))
         Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)\(signed)")
     }
 

@@ -78,6 +78,13 @@ enum Output {
         ProcessInfo.processInfo.environment["N11_SORT_RUN_ROWS"].flatMap(Int.init).map { max(2, $0) } ?? 32_768
     }
 
+    /// One item in this many ends a manifest page (FORMAT.md §10.5: 4,096): N11_PAGE_AVERAGE
+    /// (a power of two, at least 2), which Scripts/make-incremental-fixtures sets low to make
+    /// small archives of many pages. Anything else is ignored.
+    static var pageAverage: UInt64? {
+        ProcessInfo.processInfo.environment["N11_PAGE_AVERAGE"].flatMap { UInt64($0) }.flatMap { $0 >= 2 && $0 & ($0 - 1) == 0 ? $0 : nil }
+    }
+
     static var durationSeconds: Double { (max(0, Date().timeIntervalSince(started)) * 1000).rounded() / 1000 }
 
     /// Before parsing: does the command line ask for JSON? So that a usage error (which

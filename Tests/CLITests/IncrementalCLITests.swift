@@ -99,6 +99,47 @@ struct IncrementalCLITests {
         }
     }
 
+    @Test("a night that added one note to a vault of many manifest pages points at the unchanged pages: --json and the summary say how many; the night restores as the vault, and a salvage without the full night names the lost pages (3)")
+    func pagesPointedAt() throws {
+        try withSandbox { s in
+            try s.initialize()
+            // One item in 4 ends a page (FORMAT.md §10.9 uses 4,096): many pages of few notes.
+            let paged = ["N11_PAGE_AVERAGE": "4"]
+            let notes = try (0..<24).map { try s.file("n\($0).txt", Array("note \($0)\n".utf8)) }
+            expectExit(try s.run(["vault", "add", "--note"] + notes), 0)
+            let dir = s.path("backups")
+            #expect(mkdir(dir, 0o700) == 0)
+            let password = ["--password-file", try s.passwordFile()], pw = password + fastKDF
+            let first = try night(s, into: dir, pw, environment: paged)
+            let pages = try #require(first["manifestPages"] as? Int)
+            #expect(pages > 3 && first["pagesReused"] as? Int == 0, "\(first)")
+            usleep(1_100_000)
+            expectExit(try s.run(["vault", "add", "--note", try s.file("late.txt", Array("late\n".utf8))]), 0)
+            let second = try night(s, into: dir, pw, environment: paged)
+            let reused = try #require(second["pagesReused"] as? Int)
+            #expect(second["newItems"] as? Int == 1 && reused >= pages - 1 && reused >= (second["manifestPages"] as! Int) - 2, "\(second)")
+            usleep(1_100_000)
+            expectExit(try s.run(["vault", "add", "--note", try s.file("later.txt", Array("later\n".utf8))]), 0)
+            let third = try s.run(["create", "--portable", "--all-compartments", "--output-dir", dir, "--incremental"] + pw, environment: paged)
+            expectExit(third, 0)
+            #expect((third.out + third.err).contains("of the") && (third.out + third.err).contains("manifest pages"), "\(third)")
+
+            let newest = second["archive"] as! String
+            let copy = s.path("restored-vault")
+            expectExit(try s.run(["restore", newest, "--vault", copy] + password), 0)
+            let copied = try jsonDocument(try s.run(["vault", "list", "--json", "--vault", copy]))
+            let expected = (try s.list().items).filter { $0["name"] as? String != "later.txt" }.map(Self.comparable)
+            #expect(expected.count == 25 && expected == (copied["items"] as? [[String: Any]] ?? []).map(Self.comparable))
+            // Without the full night, its pages are lost: named, and the new note restored.
+            let aside = s.path("aside.nu11vlt")
+            #expect(rename(first["archive"] as! String, aside) == 0)
+            let salvage = try s.run(["restore", newest, "--export", s.path("salvaged"), "--salvage"] + password)
+            expectExit(salvage, 3)
+            #expect(salvage.err.contains("manifest page(s) that do not read"), "\(salvage)")
+            #expect(try readBytes(s.path("salvaged") + "/Notes/late.txt") == Array("late\n".utf8))
+        }
+    }
+
     @Test("nights onto a remote (webdav): only what changed is uploaded; restore of REMOTE:PATH fetches what it needs", .enabled(if: rcloneAvailable))
     func remoteNights() throws {
         try withSandbox { s in

@@ -24,9 +24,12 @@ struct IncrementalArchiveTests {
         /// Per night: the archive's path and the vault's items then (ID → SHA-256).
         var nights: [(path: String, items: [String: String], report: ArchiveCreator.Report)] = []
         var plaintexts: [String: [UInt8]] = [:]
+        /// Where every night's pages end (small: many pages of few items).
+        let pageAverage: UInt64
 
-        init(dir: String, items: Int = 40) throws {
+        init(dir: String, items: Int = 40, pageAverage: UInt64 = PackedLayout.averagePageItems) throws {
             self.dir = dir
+            self.pageAverage = pageAverage
             home = N11Home(root: dir + "/home")
             store = try KeyStore.create(in: home, pin: nil, signing: true)
             vault = try Vault.open(at: home.defaultVaultPath, keyStore: store, forWriting: true)
@@ -60,6 +63,7 @@ struct IncrementalArchiveTests {
                                                 destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
                                                 home: home, now: time ?? start.addingTimeInterval(Double(night) * 86_400))
             request.access = "password"
+            request.pageAverage = pageAverage
             if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
             let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
                 ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF)
@@ -96,10 +100,11 @@ struct IncrementalArchiveTests {
         }
     }
 
-    @Test("30 nights of adds and removals: each night restores to its own vault; an unchanged night is a small 'same as' archive; the newest needs no history replay")
-    func thirtyNights() throws {
+    @Test("30 nights of adds and removals: each night restores to its own vault; an unchanged night is a small 'same as' archive; the newest needs no history replay; with many pages, a night writes only the pages that changed",
+          arguments: [PackedLayout.averagePageItems, 4])
+    func thirtyNights(pageAverage: UInt64) throws {
         try withTemporaryDirectory { dir in
-            let w = try World(dir: dir)
+            let w = try World(dir: dir, pageAverage: pageAverage)
             try w.backUp()
             #expect(w.nights[0].report.dependsOn.isEmpty, "the first night is full")
             for night in 2...30 {
@@ -109,10 +114,16 @@ struct IncrementalArchiveTests {
                     #expect(report.newItems == 0 && report.archiveBytes < 8192, "an unchanged night wrote \(report.archiveBytes) bytes")
                     continue
                 }
-                if night % 3 == 0 { try w.removeOne() }
+                let removals = night % 3 == 0 ? 1 : 0
+                if removals == 1 { try w.removeOne() }
                 for _ in 0..<2 { try w.add() }
                 let report = try #require(try w.backUp().archive)
                 #expect(report.newItems == 2 && !report.dependsOn.isEmpty, "night \(night): \(report.newItems) new")
+                // An added item changes its page (two, if its ID ends one); a removed one its
+                // page (and the next, if its ID ended one, into one). The others are pointed at.
+                #expect(report.manifestPages - report.pagesReused <= 2 * 2 + removals,
+                        "night \(night): \(report.manifestPages - report.pagesReused) of \(report.manifestPages) pages written")
+                if report.manifestPages > 2 * 2 + removals { #expect(report.pagesReused > 0, "night \(night)") }
                 // What a changed night adds: the changed plaintext, 16 bytes per changed item
                 // (the chunk tag), 100 bytes per vault item (the manifest), and 8 KiB.
                 let items = try w.vault.items()
@@ -129,11 +140,14 @@ struct IncrementalArchiveTests {
             // night's salt and cost.
             let salts = Set(try w.nights.map { try ArchiveReader(path: $0.path).header.passwordKDFs.map(\.salt) })
             #expect(salts.count == 1, "\(salts.count) different password salts in one chain")
-            // Every dependency is named in the header, and every one holds an item or the
-            // manifest: nothing is read that the night does not need.
+            // Every dependency is named in the header, and every one holds an item or a page
+            // of the manifest: nothing is read that the night does not need.
             let reader = try ArchiveReader(path: w.nights[29].path)
             let heldBy = Set(try w.open(w.nights[29].path).items.all().compactMap(\.heldBy))
-            #expect(Set(reader.header.dependsOn.map(\.hex)).subtracting(heldBy).count <= 1, "archives named but not needed")
+            let pageHolders = Set(try ShipmentRecord.open(in: w.home).pages(of: w.directory.location).map(\.archive))
+            #expect(pageHolders.contains(reader.header.archiveIDHex), "the last night wrote a page")
+            #expect(Set(reader.header.dependsOn.map(\.hex)).subtracting(heldBy).subtracting(pageHolders).isEmpty, "archives named but not needed")
+            if pageAverage < 40 { #expect(pageHolders.count > 1, "pages of earlier nights pointed at") }
         }
     }
 
@@ -194,6 +208,36 @@ struct IncrementalArchiveTests {
         }
     }
 
+    @Test("a night that changed one item points at the earlier pages that did not change; without the archive that holds them a restore stops (66), and a salvage names them as lost and restores the rest")
+    func pagesPointedAt() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 60, pageAverage: 4)
+            let full = try #require(try w.backUp().archive)
+            #expect(full.manifestPages > 6 && full.pagesReused == 0)
+            let added = try w.add()
+            let night = try #require(try w.backUp().archive)
+            #expect(night.newItems == 1 && night.pagesReused >= night.manifestPages - 2 && night.pagesReused >= full.manifestPages - 1,
+                    "\(night.pagesReused) of \(night.manifestPages) pages pointed at")
+            // The record keeps the pages pointed at as the first night wrote them.
+            let recorded = try ShipmentRecord.open(in: w.home).pages(of: w.directory.location)
+            #expect(recorded.count == night.manifestPages)
+            #expect(recorded.filter { $0.archive == full.archiveID }.count == night.pagesReused)
+            #expect(recorded.filter { $0.archive == night.archiveID }.count == night.manifestPages - night.pagesReused)
+            #expect(try w.restored(w.nights[1].path).items == w.nights[1].items)
+            #expect(try ArchiveVerifier.verify(try w.open(w.nights[1].path), keyStore: nil).items == w.nights[1].items.count)
+            // The pages the night wrote are found in it; the others only in the first night.
+            try FileSystem.removeFile(w.nights[0].path)
+            expectArchiveError("dependencyMissing", kind: .missingInput) { _ = try w.open(w.nights[1].path) }
+            let salvaged = try w.restored(w.nights[1].path, salvage: true)
+            #expect(salvaged.items == [added.id: added.sha256], "only the new item's bytes are in the night")
+            #expect(salvaged.report.lostPages.count == night.pagesReused)
+            #expect(salvaged.report.lostPages.allSatisfy { $0.problem.contains("missing") }, "\(salvaged.report.lostPages)")
+            // Every item but the new one is on a lost page or held by the missing archive.
+            let lostOnPages = salvaged.report.lostPages.reduce(0) { $0 + $1.itemCount }
+            #expect(lostOnPages + salvaged.report.damaged.count == w.nights[1].items.count - 1)
+        }
+    }
+
     @Test("a night cut short before its root: a salvage reads its pages, takes the items they place in the archive it depends on from there, and every item comes back")
     func nightCutBeforeItsRoot() throws {
         try withTemporaryDirectory { dir in
@@ -242,8 +286,10 @@ struct IncrementalArchiveTests {
             #expect(items.count == state.itemCount && items.map(\.id) == items.map(\.id).sorted(), "the record's items, in ID order")
             let (a, b) = (items[0], items[1])
             items[0] = (a.id, .init(archive: b.item.archive, sha256: a.item.sha256, size: a.item.size, pack: b.item.pack, offset: b.item.offset))
-            try record.stage(night: "edited", items)
-            try record.replace(w.directory.location, with: state, stagedNight: "edited", items: items.count)
+            let pages = try record.pages(of: w.directory.location)
+            #expect(pages.count == 1, "40 items: one page")
+            try record.stage(night: "edited", items, page: pages[0])
+            try record.replace(w.directory.location, with: state, stagedNight: "edited", items: items.count, pages: 1)
             try w.add()
             try w.backUp()
             let archive = try w.open(w.nights[1].path)
@@ -340,8 +386,8 @@ struct IncrementalArchiveTests {
     func plannerDecisions() throws {
         let archiveA = String(repeating: "a", count: 32), archiveB = String(repeating: "b", count: 32)
         let now = Date()
-        func item(_ id: String, _ sha: String) throws -> ItemMetadata {
-            ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5, contentTag: "", sha256: sha)
+        func item(_ id: String, _ sha: String, name: String = "x") throws -> ItemMetadata {
+            ItemMetadata(id: id, kind: .note, compartment: .vault, name: name, created: now, expires: nil, size: 5, contentTag: "", sha256: sha)
         }
         let ids = (0..<3).map { _ in UUID().uuidString }.sorted()
         let sha = { (c: Character) in String(repeating: c, count: 64) }
@@ -354,11 +400,13 @@ struct IncrementalArchiveTests {
             (ids[1], .init(archive: archiveB, sha256: sha("2"), size: 5, pack: 0, offset: 0)),
             (ids[2], .init(archive: archiveB, sha256: sha("3"), size: 5, pack: 0, offset: 5))]
         let objects = [StoredObject(name: "a.nu11vlt", size: 10), StoredObject(name: "b.nu11vlt", size: 20)]
-        func decide(_ items: [ItemMetadata], access: String = "password") throws -> IncrementalBase.Decision {
+        func decide(_ items: [ItemMetadata], access: String = "password", pages: [ShipmentRecord.Page] = []) throws -> IncrementalBase.Decision {
+            // One item in 2^62 ends a page: the three items are one page.
             try IncrementalBase.decide(record: record, shipped: { from, through in
                 ShippedRows(rows.filter { row in row.id >= from && (through.map { row.id <= $0 } ?? true) })
-            }, objects: objects, items: { body in try items.forEach(body) },
-            mode: .portable, access: access, vaultKeys: "", now: now, fullEvery: 86_400)
+            }, pages: pages, objects: objects, items: { body in try items.forEach(body) },
+            mode: .portable, access: access, vaultKeys: "", now: now, fullEvery: 86_400,
+            pageAverage: 1 << 62, pageCap: PackedLayout.pageItemsCap)
         }
         // ids[1] has new content under the same ID; ids[2] was removed.
         let changed = [try item(ids[0], sha("1")), try item(ids[1], sha("9"))]
@@ -378,6 +426,27 @@ struct IncrementalArchiveTests {
         #expect(grown.sameAs == nil && Set(reusedGrown.keys) == Set(ids))
         // Other recipients: full.
         guard case .full = try decide([], access: "recipient") else { Issue.record("not full"); return }
+        // With the record's page (archive B's page 0, the three items as recorded): the same
+        // items and records are a "same as" night; the same contents under another name are
+        // not, and that page is written again.
+        let asRecorded = try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }
+        let fingerprint = try PageFingerprint()
+        for (item, row) in zip(asRecorded, rows) {
+            fingerprint.add(try PackedLayout.record(item, location: ItemLocation(holder: 0, pack: UInt32(row.item.pack), offset: row.item.offset)),
+                            heldBy: try #require([UInt8](hex: row.item.archive, length: 16)))
+        }
+        let page = ShipmentRecord.Page(firstID: ids[0], archive: archiveB, page: 0, itemCount: 3, length: 300, sha256: sha("d"),
+                                       fingerprint: try fingerprint.finish())
+        guard case .incremental(let same) = try decide(asRecorded, pages: [page]) else { Issue.record("not incremental"); return }
+        #expect(same.sameAs?.holder == 2 && same.pages.byFirstID[ids[0]]?.recorded == page)
+        let renamed = try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)")), name: $0 == 1 ? "y" : "x") }
+        guard case .incremental(let rename) = try decide(renamed, pages: [page]) else { Issue.record("not incremental"); return }
+        #expect(rename.sameAs == nil && rename.pages.byFirstID.isEmpty, "a renamed item is a change")
+        // A row that could not describe a page is never pointed at.
+        let broken = ShipmentRecord.Page(firstID: ids[0], archive: archiveB, page: -1, itemCount: 3, length: 300, sha256: sha("d"),
+                                         fingerprint: page.fingerprint)
+        guard case .incremental(let unusable) = try decide(asRecorded, pages: [broken]) else { Issue.record("not incremental"); return }
+        #expect(unusable.sameAs == nil && unusable.pages.byFirstID.isEmpty)
     }
 
     /// Rows of a record, as a walk.

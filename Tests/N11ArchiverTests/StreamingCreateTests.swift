@@ -132,7 +132,7 @@ struct StreamingCreateTests {
                                                    listArchive: report.archiveID, listRootSHA256: report.listRootSHA256,
                                                    archives: [report.archiveID: .init(id: report.archiveID, name: "b.nu11vlt",
                                                                                       size: report.archiveBytes, created: now)])
-            try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items)
+            try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items, pages: report.manifestPages)
             let rows = try record.items(of: "/backups")
             var recorded: [String: ShipmentRecord.Item] = [:]
             while let (id, item) = try rows.next() { recorded[id] = item }
@@ -144,7 +144,7 @@ struct StreamingCreateTests {
             // Taken: replacing again from the same night finds fewer rows staged than the
             // archive lists, is refused, and the record stays as it was.
             #expect(throws: (any Error).self) {
-                try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items)
+                try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items, pages: report.manifestPages)
             }
             #expect(try record.destination("/backups")?.itemCount == backup.count)
             // A night whose rows were dropped (not published) records nothing either.
@@ -154,7 +154,7 @@ struct StreamingCreateTests {
             let other = try ArchiveCreator.create(from: vault, request) { ArchiveAccess(passwords: [try secret(testPassword)], kdf: fastKDF) }
             record.discard(night: other.archiveID)
             #expect(throws: (any Error).self) {
-                try record.replace("/other", with: state, stagedNight: other.archiveID, items: other.items)
+                try record.replace("/other", with: state, stagedNight: other.archiveID, items: other.items, pages: other.manifestPages)
             }
             #expect(try record.destination("/other") == nil)
         }
