@@ -232,7 +232,7 @@ public enum ArchiveCreator {
         selection.pagesToReuse = request.incremental?.pages ?? .none
         // Pages are fingerprinted when they are recorded, or compared with recorded ones.
         if request.shipmentRecord != nil || !selection.pagesToReuse.byFirstID.isEmpty {
-            selection.archiveIDs = [keys.header.archiveID] + keys.header.dependsOn
+            selection.archiveIDs = [keys.header.archiveIDHex] + keys.header.dependsOn.map(\.hex)
         }
         // An unchanged night's walk of the catalogue was the decision's.
         let layout = try request.incremental.flatMap { base in

@@ -57,7 +57,7 @@ public struct IncrementalBase {
         // whose fingerprint is that of the recorded page with its first ID may be pointed at.
         // (A row that could not describe a page is never pointed at: the page is written again.)
         let recordedByFirstID = Dictionary(recorded.filter(\.describesAPage).map { ($0.firstID, $0) }, uniquingKeysWith: { first, _ in first })
-        var cut = PageCut(average: pageAverage, cap: pageCap)
+        var cut = try PageCut(average: pageAverage, cap: pageCap)
         var page: (first: String, items: Int64, fingerprint: PageFingerprint?)? = nil
         var matchingPages: [ShipmentRecord.Page] = [], nightPages = 0
         func closePage() throws {
@@ -86,10 +86,8 @@ public struct IncrementalBase {
             if let shippedAs {
                 counts.reused += 1
                 needed.insert(shippedAs.archive)
-                if let pack = UInt32(exactly: shippedAs.pack), shippedAs.offset >= 0, shippedAs.offset <= ManifestV3.packPayload,
-                   let archiveID = [UInt8](hex: shippedAs.archive, length: 16) {
-                    page?.fingerprint?.add(try PackedLayout.record(item, location: ItemLocation(holder: 0, pack: pack, offset: shippedAs.offset)),
-                                           heldBy: archiveID)
+                if let pack = UInt32(exactly: shippedAs.pack), shippedAs.offset >= 0, shippedAs.offset <= ManifestV3.packPayload {
+                    page?.fingerprint?.add(item, pack: pack, offset: shippedAs.offset, heldBy: shippedAs.archive)
                 } else {
                     unreadable = true
                 }

@@ -96,9 +96,9 @@ struct PackedLayout {
         let reused: (any ReusedItems)?
         /// And the earlier pages it may point at.
         var pagesToReuse = ReusablePages.none
-        /// The archive's own ID, then its `dependsOn`: a record's holder number is an index
-        /// here. Given when the archive's pages are recorded, to fingerprint them.
-        var archiveIDs: [[UInt8]]? = nil
+        /// The archive's own ID, then its `dependsOn` (hex): a record's holder number is an
+        /// index here. Given when the archive's pages are recorded, to fingerprint them.
+        var archiveIDs: [String]? = nil
 
         func lists(_ item: ItemMetadata) -> Bool { compartments.contains(item.compartment) && !item.isExpired(at: now) }
     }
@@ -122,7 +122,7 @@ struct PackedLayout {
         var census = CatalogueCensus(compartments: selection.compartments, now: selection.now)
         var pages: [Page] = [], current: [ItemMetadata] = []
         var totals = (newItems: 0, newBytes: Int64(0)), nextPack = 0, nextEntry = 0
-        var cut = PageCut(average: selection.pageAverage, cap: selection.pageCap)
+        var cut = try PageCut(average: selection.pageAverage, cap: selection.pageCap)
         func close() throws {
             let made = try Self.make(page: current, number: pages.count, firstPack: nextPack, entry: nextEntry, selection)
             pages.append(made.page)
@@ -188,9 +188,11 @@ struct PackedLayout {
     static func make(page items: [ItemMetadata], number: Int, firstPack: Int, entry: Int, _ selection: Selection) throws -> MadePage {
         var writer = ManifestPage.Writer(count: items.count), packs: [Pack] = [], packItems: [[ItemMetadata]] = []
         let fingerprint = try selection.archiveIDs.map { _ in try PageFingerprint() }
-        func append(_ record: ManifestRecord) {
-            writer.append(record)
-            if let fingerprint, let ids = selection.archiveIDs { fingerprint.add(record, heldBy: ids[record.location.holder]) }
+        func append(_ item: ItemMetadata, at location: ItemLocation) throws {
+            writer.append(try record(item, location: location))
+            if let fingerprint, let ids = selection.archiveIDs {
+                fingerprint.add(item, pack: location.pack, offset: location.offset, heldBy: ids[location.holder])
+            }
         }
         var packSegments: [[Range<Int>]] = []
         var current: [ItemMetadata] = [], bytes: Int64 = 0
@@ -204,12 +206,12 @@ struct PackedLayout {
         }
         for item in items {
             if let shipped = reused[item.id], shipped.size == item.size, shipped.sha256 == item.sha256 {
-                append(try record(item, location: shipped.location))
+                try append(item, at: shipped.location)
                 continue
             }
             let payload = Self.payload(of: item, mode: selection.mode)
             if !current.isEmpty && bytes + payload > selection.packTarget { closePack() }
-            append(try record(item, location: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes)))
+            try append(item, at: ItemLocation(holder: 0, pack: UInt32(truncatingIfNeeded: firstPack + packs.count), offset: bytes))
             current.append(item)
             bytes += payload
         }
@@ -247,8 +249,14 @@ struct PackedLayout {
     /// Whether a page ends after the item `id`: a property of the ID alone, so adding or
     /// removing an item moves no boundary but its own page's. `average` is a power of two.
     static func endsPage(after id: [UInt8], average: UInt64 = averagePageItems) throws -> Bool {
+        endsPage(digest: try SHA256Digest.hash(pageContext + id), average: average)
+    }
+
+    static let pageContext = Array("n11archive/v3/page".utf8)
+
+    /// The same, given `SHA-256(pageContext ‖ id)`.
+    static func endsPage(digest: [UInt8], average: UInt64) -> Bool {
         precondition(average >= 2 && average & (average - 1) == 0, "a page average of \(average)")
-        let digest = try SHA256Digest.hash(Array("n11archive/v3/page".utf8) + id)
         let leading = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         return leading < (UInt64(1) << 63) / (average / 2)   // 2^64 / 4096 = 2^52
     }
@@ -258,7 +266,7 @@ struct PackedLayout {
         return id
     }
 
-    static func record(_ item: ItemMetadata, location: ItemLocation) throws -> ManifestRecord {
+    private static func record(_ item: ItemMetadata, location: ItemLocation) throws -> ManifestRecord {
         guard let digest = [UInt8](hex: item.sha256, length: 32) else { throw FormatError.invalidManifest("item \(item.id) digest") }
         // Never write what a reader refuses: a time outside years 0000–9999.
         let created = Timestamp.milliseconds(item.created), expires = item.expires.map(Timestamp.milliseconds)

@@ -12,6 +12,12 @@ public struct BinaryWriter: Sendable {
 
     public mutating func append(_ raw: [UInt8]) { bytes += raw }
 
+    /// A string's UTF-8 bytes, as they are (no length).
+    public mutating func append(utf8 text: String) { bytes.append(contentsOf: text.utf8) }
+
+    /// Empties it, keeping its capacity (a writer reused for many small values).
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
     public mutating func byte(_ value: UInt8) { bytes.append(value) }
 
     /// Unsigned LEB128: seven bits a byte, low first, the high bit set on all but the last.

@@ -110,18 +110,6 @@ public struct ManifestRecord: Sendable, Equatable {
         return out
     }
 
-    /// The record as a writer compares it between archives: its bytes with holder 0, then
-    /// the 16-byte ID of the archive that holds the item's bytes. A holder is a number
-    /// relative to the archive that holds the page, so two archives write the same item
-    /// differently; this form is the same (DESIGN.md §8.3, pages an incremental night reuses).
-    public func comparable(heldBy archiveID: [UInt8]) -> [UInt8] {
-        var w = BinaryWriter(capacity: 100 + name.utf8.count)
-        ManifestRecord(id: id, kind: kind, compartment: compartment, name: name, created: created, expires: expires, size: size,
-                       sha256: sha256, location: ItemLocation(holder: 0, pack: location.pack, offset: location.offset)).write(to: &w)
-        w.append(archiveID)
-        return w.bytes
-    }
-
     /// The payload an archive of `mode` stores for it (the vault file in secure mode).
     public func payloadSize(_ mode: ArchiveMode) -> Int64 {
         mode == .portable ? size : size + FormatLimits.vaultFileOverhead

@@ -432,8 +432,7 @@ struct IncrementalArchiveTests {
         let asRecorded = try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }
         let fingerprint = try PageFingerprint()
         for (item, row) in zip(asRecorded, rows) {
-            fingerprint.add(try PackedLayout.record(item, location: ItemLocation(holder: 0, pack: UInt32(row.item.pack), offset: row.item.offset)),
-                            heldBy: try #require([UInt8](hex: row.item.archive, length: 16)))
+            fingerprint.add(item, pack: UInt32(row.item.pack), offset: row.item.offset, heldBy: row.item.archive)
         }
         let page = ShipmentRecord.Page(firstID: ids[0], archive: archiveB, page: 0, itemCount: 3, length: 300, sha256: sha("d"),
                                        fingerprint: try fingerprint.finish())
