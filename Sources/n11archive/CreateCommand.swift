@@ -294,7 +294,7 @@ struct Create: ParsableCommand, HasOutputOptions {
         let opens = recipients == 0 ? "" : ", for \(recipients) recipient(s)\(withPassword ? " and a password" : "")"
         let signed = (report.signer.map { ", signed by \(SignerKeyFiles.fingerprint($0))" } ?? "")
             + (report.dependsOn.isEmpty ? "" : "; incremental: \(report.newItems) new item(s), \(Console.byteCount(report.newBytes)), the rest in \(report.dependsOn.count) earlier archive(s)"
-                + (report.pagesReused == 0 ? "" : ", with \(report.pagesReused) of the \(report.manifestPages) manifest pages"))
+                + (report.pagesReused == 0 ? "" : ", as are \(report.pagesReused) of its \(report.manifestPages) manifest pages"))
         Console.summary("created \(backup.location): \(report.mode.rawValue)\(opens), \(report.items) item(s), \(Console.byteCount(report.plaintextBytes)) of content, archive \(report.archiveID)\(signed)")
     }
 
