@@ -201,7 +201,7 @@ public enum ArchiveBackup {
         }
         // The walk counts what it sees, for an unchanged night's report (`PackedLayout(unchanged:)`).
         var census = CatalogueCensus(compartments: request.compartments, now: request.now)
-        let pages = try recorded?.state == nil ? [] : recorded?.record.pages(of: location) ?? []
+        let pages = try recorded?.state?.pagesRecorded == true ? recorded?.record.pages(of: location) ?? [] : []
         let decision = try IncrementalBase.decide(
             record: recorded?.state, shipped: shipped, pages: pages, objects: try store.list(),
             items: { body in
@@ -259,6 +259,9 @@ public enum ArchiveBackup {
         var state = ShipmentRecord.Destination(mode: request.mode, access: request.access, vaultKeys: try vaultKeys(of: vault, request),
                                                lastArchive: report.archiveID, listArchive: report.listArchive,
                                                listRootSHA256: report.listRootSHA256, archives: archives)
+        // A night that wrote its own page list staged its pages; an unchanged one keeps the
+        // list (and the page rows) of the night it is the same as.
+        state.pagesRecorded = report.listArchive == report.archiveID || before?.pagesRecorded == true
         if report.passwordKDFs.count == 1, let kdf = report.passwordKDFs.first, let wrap = report.firstPasswordWrap {
             state.passwordKDF = "\(kdf.opsLimit):\(kdf.memoryKiB):\(kdf.salt):\(wrap.hex):\(report.archiveID)"
         }

@@ -12,6 +12,8 @@ import N11Vault
 /// names an archive no longer there makes the next archive a full one: never a broken one.
 public final class ShipmentRecord {
     public static let fileName = "shipped.sqlite"
+    /// Appended to a destination's mode: its page rows are its last manifest's.
+    static let pagesMarker = ";pages"
 
     public struct Item: Sendable, Equatable {
         /// The archive (hex ID) whose pack holds the bytes.
@@ -78,6 +80,10 @@ public final class ShipmentRecord {
         /// Its items (by ID, canonical text) are rows of the record, read in ID order with
         /// `items(of:from:through:)`: a night holds a page of them at a time, not the vault's.
         public let itemCount: Int
+        /// Whether its page rows are the last manifest's (`pages(of:)`): written by a build
+        /// that records pages. A state an older build wrote leaves page rows of a manifest
+        /// before it, which are not this one's.
+        public var pagesRecorded = false
 
         public init(mode: ArchiveMode, access: String, vaultKeys: String, lastArchive: String, listArchive: String,
                     listRootSHA256: String, archives: [String: Archive], itemCount: Int = 0) {
@@ -190,7 +196,14 @@ public final class ShipmentRecord {
         defer { lock.unlock() }
         let head = try database.prepare("SELECT mode, access, vault_keys, last_archive, list_archive, list_root_sha256, password_kdf FROM destinations WHERE location = ?")
         try head.bind(1, location)
-        guard try head.step(), let mode = ArchiveMode(rawValue: head.text(0)) else { return nil }
+        guard try head.step() else { return nil }
+        // `portable;pages`: written with its pages. An older build wrote `portable`, and
+        // reads `portable;pages` as no record at all (a full night), never building on a
+        // manifest whose pages it does not know (its "same as" root would name a page list
+        // that reaches archives its header leaves out).
+        let modeText = head.text(0)
+        let pagesRecorded = modeText.hasSuffix(Self.pagesMarker)
+        guard let mode = ArchiveMode(rawValue: pagesRecorded ? String(modeText.dropLast(Self.pagesMarker.count)) : modeText) else { return nil }
         let (access, vaultKeys, last, list, rootSHA, passwordKDF) = (head.text(1), head.text(2), head.text(3), head.text(4), head.text(5), head.text(6))
         var archives: [String: Archive] = [:]
         let rows = try database.prepare("SELECT id, name, size, created FROM archives WHERE location = ?")
@@ -200,11 +213,10 @@ public final class ShipmentRecord {
                                              created: Date(timeIntervalSince1970: TimeInterval(rows.int64(3)) / 1000))
         }
         // Every item held by an archive the record lists, or the record contradicts itself.
-        for table in ["items", "pages"] {
-            let orphans = try database.prepare("SELECT count(*) FROM \(table) WHERE location = ?1 AND archive NOT IN (SELECT id FROM archives WHERE location = ?1)")
-            try orphans.bind(1, location)
-            guard try orphans.step(), orphans.int64(0) == 0 else { return nil }
-        }
+        // (A page row whose archive is not listed is only a page written again: `IncrementalBase`.)
+        let orphans = try database.prepare("SELECT count(*) FROM items WHERE location = ?1 AND archive NOT IN (SELECT id FROM archives WHERE location = ?1)")
+        try orphans.bind(1, location)
+        guard try orphans.step(), orphans.int64(0) == 0 else { return nil }
         let count = try database.prepare("SELECT count(*) FROM items WHERE location = ?")
         try count.bind(1, location)
         guard try count.step() else { return nil }
@@ -212,6 +224,7 @@ public final class ShipmentRecord {
         var destination = Destination(mode: mode, access: access, vaultKeys: vaultKeys, lastArchive: last, listArchive: list,
                                       listRootSHA256: rootSHA, archives: archives, itemCount: Int(count.int64(0)))
         destination.passwordKDF = passwordKDF
+        destination.pagesRecorded = pagesRecorded
         return destination
     }
 
@@ -355,7 +368,7 @@ public final class ShipmentRecord {
                 }
             }
             let head = try database.prepare("INSERT INTO destinations VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            for (n, value) in [location, state.mode.rawValue, state.access, state.vaultKeys, state.lastArchive, state.listArchive,
+            for (n, value) in [location, state.mode.rawValue + (state.pagesRecorded ? Self.pagesMarker : ""), state.access, state.vaultKeys, state.lastArchive, state.listArchive,
                                state.listRootSHA256, state.passwordKDF].enumerated() {
                 try head.bind(Int32(n + 1), value)
             }

@@ -78,7 +78,7 @@ enum Output {
         ProcessInfo.processInfo.environment["N11_SORT_RUN_ROWS"].flatMap(Int.init).map { max(2, $0) } ?? 32_768
     }
 
-    /// One item in this many ends a manifest page (FORMAT.md §10.5: 4,096): N11_PAGE_AVERAGE
+    /// One item in this many ends a manifest page (FORMAT.md §10.9: 4,096): N11_PAGE_AVERAGE
     /// (a power of two, at least 2), which Scripts/make-incremental-fixtures sets low to make
     /// small archives of many pages. Anything else is ignored.
     static var pageAverage: UInt64? {

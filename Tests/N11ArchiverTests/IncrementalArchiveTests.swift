@@ -112,6 +112,7 @@ struct IncrementalArchiveTests {
                     // Nothing changed.
                     let report = try #require(try w.backUp().archive)
                     #expect(report.newItems == 0 && report.archiveBytes < 8192, "an unchanged night wrote \(report.archiveBytes) bytes")
+                    #expect(report.manifestPages == 0 && report.listArchive != report.archiveID, "a 'same as' root, not a page list")
                     continue
                 }
                 let removals = night % 3 == 0 ? 1 : 0
@@ -235,6 +236,35 @@ struct IncrementalArchiveTests {
             // Every item but the new one is on a lost page or held by the missing archive.
             let lostOnPages = salvaged.report.lostPages.reduce(0) { $0 + $1.itemCount }
             #expect(lostOnPages + salvaged.report.damaged.count == w.nights[1].items.count - 1)
+        }
+    }
+
+    @Test("an older build reads a record with pages as no record (its next night is full); page rows an older build left behind are not used, and the night after records them anew")
+    func recordAcrossBuilds() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 40, pageAverage: 4)
+            try w.backUp()
+            let path = Path.join(w.home.root, ShipmentRecord.fileName)
+            func mode() throws -> String {
+                let database = try SQLiteDatabase(path: path, access: .readOnly)
+                let rows = try database.prepare("SELECT mode FROM destinations")
+                #expect(try rows.step())
+                return rows.text(0)
+            }
+            // What an older build parses the mode with: nothing, so it has no record to build on.
+            let written = try mode()
+            #expect(ArchiveMode(rawValue: written) == nil, "\(written)")
+            // As an older build leaves the record: its own mode text, and the page rows of a
+            // manifest before its night (here still the right ones, but not known to be).
+            try SQLiteDatabase(path: path, access: .readWrite).execute("UPDATE destinations SET mode = 'portable'")
+            try w.add()
+            let night = try #require(try w.backUp().archive)
+            #expect(night.pagesReused == 0 && night.newItems == 1 && !night.dependsOn.isEmpty, "\(night.pagesReused) pages pointed at")
+            #expect(try w.restored(w.nights[1].path).items == w.nights[1].items)
+            #expect(ArchiveMode(rawValue: try mode()) == nil, "recorded with its pages again")
+            try w.add()
+            let next = try #require(try w.backUp().archive)
+            #expect(next.pagesReused > 0)
         }
     }
 
