@@ -318,19 +318,14 @@ public final class ShipmentRecord {
         try database.execute("BEGIN IMMEDIATE")
         do {
             if let night {
-                let staged = try database.prepare("SELECT count(*) FROM staged_items WHERE night = ?")
-                try staged.bind(1, night)
-                let count = try staged.step() ? staged.int64(0) : 0
-                guard count == Int64(items) else {
-                    throw SystemError("\(count) of the archive's \(items) item(s) were staged in the record of what was shipped; it was kept as it was",
-                                      path: location, errno: EIO)
-                }
-                let stagedPages = try database.prepare("SELECT count(*) FROM staged_pages WHERE night = ?")
-                try stagedPages.bind(1, night)
-                let pageCount = try stagedPages.step() ? stagedPages.int64(0) : 0
-                guard pageCount == Int64(pages) else {
-                    throw SystemError("\(pageCount) of the archive's \(pages) manifest page(s) were staged in the record of what was shipped; it was kept as it was",
-                                      path: location, errno: EIO)
+                for (table, expected, what) in [("staged_items", items, "item(s)"), ("staged_pages", pages, "manifest page(s)")] {
+                    let staged = try database.prepare("SELECT count(*) FROM \(table) WHERE night = ?")
+                    try staged.bind(1, night)
+                    let count = try staged.step() ? staged.int64(0) : 0
+                    guard count == Int64(expected) else {
+                        throw SystemError("\(count) of the archive's \(expected) \(what) were staged in the record of what was shipped; it was kept as it was",
+                                          path: location, errno: EIO)
+                    }
                 }
             }
             for table in ["destinations", "archives"] {

@@ -132,7 +132,13 @@ struct StreamingCreateTests {
                                                    listArchive: report.archiveID, listRootSHA256: report.listRootSHA256,
                                                    archives: [report.archiveID: .init(id: report.archiveID, name: "b.nu11vlt",
                                                                                       size: report.archiveBytes, created: now)])
+            // A page fewer staged than the archive lists (one lost): refused, nothing recorded.
+            #expect(throws: (any Error).self) {
+                try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items, pages: report.manifestPages + 1)
+            }
+            #expect(try record.destination("/backups") == nil)
             try record.replace("/backups", with: state, stagedNight: report.archiveID, items: report.items, pages: report.manifestPages)
+            #expect(try record.pages(of: "/backups").count == report.manifestPages && report.manifestPages > 0)
             let rows = try record.items(of: "/backups")
             var recorded: [String: ShipmentRecord.Item] = [:]
             while let (id, item) = try rows.next() { recorded[id] = item }
