@@ -277,9 +277,6 @@ struct PackedLayout {
                               created: created, expires: expires, size: item.size, sha256: digest, location: location)
     }
 
-    /// The archive's own pages (those it writes), in order.
-    var ownPages: [Page] { pages.filter { $0.reference == nil } }
-
     /// The root that lists every page: the archive's own, with their SHA-256 by entry
     /// number (all zero for the length alone: a digest is 32 bytes whatever it is), and the
     /// earlier archives' pages it points at, as their roots described them.
