@@ -239,6 +239,31 @@ struct IncrementalArchiveTests {
         }
     }
 
+    @Test("a page held by an archive that is gone (one that held pages but no items) is written again, and the night stays incremental")
+    func pageHolderGone() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 60, pageAverage: 4)
+            try w.backUp()
+            // A removal: the second night writes the page it was on again; its items stay in the
+            // first. (The first item of a page of several: an item alone on its page would take
+            // its page away, and the second night would write no page at all.)
+            let record = try ShipmentRecord.open(in: w.home)
+            let page = try #require(try record.pages(of: w.directory.location).first { $0.itemCount > 1 })
+            try w.vault.remove(try #require(try w.vault.items().first { $0.id == page.firstID }))
+            let second = try #require(try w.backUp().archive)
+            #expect(second.newItems == 0 && second.manifestPages > second.pagesReused)
+            #expect(try record.pages(of: w.directory.location).contains { $0.archive == second.archiveID })
+            // Nothing changes in the vault: with the second night gone, the night is no "same as"
+            // (that would need the second night) but writes those pages again, the rest in the first.
+            try FileSystem.removeFile(w.nights[1].path)
+            let third = try #require(try w.backUp().archive)
+            #expect(third.dependsOn == [w.nights[0].report.archiveID] && third.listArchive == third.archiveID, "\(third.dependsOn)")
+            #expect(third.pagesReused > 0 && third.pagesReused < third.manifestPages)
+            #expect(try record.pages(of: w.directory.location).allSatisfy { $0.archive != second.archiveID })
+            #expect(try w.restored(w.nights[2].path).items == w.nights[2].items)
+        }
+    }
+
     @Test("an older build reads a record with pages as no record (its next night is full); page rows an older build left behind are not used, and the night after records them anew")
     func recordAcrossBuilds() throws {
         try withTemporaryDirectory { dir in
