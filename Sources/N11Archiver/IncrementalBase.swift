@@ -121,7 +121,12 @@ public struct IncrementalBase {
         }
         for id in needed { if let why = unusable(id) { return .full(why: why) } }
         // A page whose archive cannot be built on is written again instead.
-        let reusable = matchingPages.filter { unusable($0.archive) == nil }
+        var reusable = matchingPages.filter { unusable($0.archive) == nil }
+        // The bound on dependencies counts archives that hold only pages too. Past it, those
+        // pages are written again (a few hundred KB each) rather than the night made full.
+        if needed.union(reusable.map(\.archive)).count > ManifestV3.dependencies {
+            reusable = reusable.filter { needed.contains($0.archive) }
+        }
         // Unchanged: the same items with the same contents (and, where the record has its
         // pages, every page the same: a name or time changed under the same content is a change).
         let unchanged = counts.reused == counts.items && counts.recorded == counts.items

@@ -26,10 +26,14 @@ struct IncrementalArchiveTests {
         var plaintexts: [String: [UInt8]] = [:]
         /// Where every night's pages end (small: many pages of few items).
         let pageAverage: UInt64
+        /// The most items a page holds (1: a page an item).
+        let pageCap: Int
 
-        init(dir: String, items: Int = 40, pageAverage: UInt64 = PackedLayout.averagePageItems) throws {
+        init(dir: String, items: Int = 40, pageAverage: UInt64 = PackedLayout.averagePageItems,
+             pageCap: Int = PackedLayout.pageItemsCap) throws {
             self.dir = dir
             self.pageAverage = pageAverage
+            self.pageCap = pageCap
             home = N11Home(root: dir + "/home")
             store = try KeyStore.create(in: home, pin: nil, signing: true)
             vault = try Vault.open(at: home.defaultVaultPath, keyStore: store, forWriting: true)
@@ -64,6 +68,7 @@ struct IncrementalArchiveTests {
                                                 home: home, now: time ?? start.addingTimeInterval(Double(night) * 86_400))
             request.access = "password"
             request.pageAverage = pageAverage
+            request.pageCap = pageCap
             if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
             let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
                 ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF)
@@ -261,6 +266,28 @@ struct IncrementalArchiveTests {
             #expect(third.pagesReused > 0 && third.pagesReused < third.manifestPages)
             #expect(try record.pages(of: w.directory.location).allSatisfy { $0.archive != second.archiveID })
             #expect(try w.restored(w.nights[2].path).items == w.nights[2].items)
+        }
+    }
+
+    @Test("a night whose only change took a whole page away writes a root and nothing else; it restores and verifies, and the night after is the same as it")
+    func pageTakenAway() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 12, pageCap: 1)   // a page an item
+            let full = try #require(try w.backUp().archive)
+            #expect(full.manifestPages == 12)
+            try w.removeOne()
+            let night = try #require(try w.backUp().archive)
+            #expect(night.newItems == 0 && night.manifestPages == 11 && night.pagesReused == 11, "\(night.pagesReused) of \(night.manifestPages)")
+            #expect(night.dependsOn == [full.archiveID] && night.listArchive == night.archiveID)
+            // The night's archive holds its header, keys and root: no pack, no page.
+            let entries = try ArchiveReader(path: w.nights[1].path).entries.map(\.name)
+            #expect(entries.contains(EntryName.manifestRoot))
+            #expect(!entries.contains { $0.hasPrefix("Packs/") || ($0.hasPrefix("Manifest/") && $0 != EntryName.manifestRoot) }, "\(entries)")
+            #expect(try w.restored(w.nights[1].path).items == w.nights[1].items)
+            #expect(try ArchiveVerifier.verify(try w.open(w.nights[1].path), keyStore: nil).items == 11)
+            let same = try #require(try w.backUp().archive)
+            #expect(same.listArchive == night.archiveID && same.newItems == 0)
+            #expect(try w.restored(w.nights[2].path).items == w.nights[1].items)
         }
     }
 
@@ -501,6 +528,54 @@ struct IncrementalArchiveTests {
                                          fingerprint: page.fingerprint)
         guard case .incremental(let unusable) = try decide(asRecorded, pages: [broken]) else { Issue.record("not incremental"); return }
         #expect(unusable.sameAs == nil && unusable.pages.byFirstID.isEmpty)
+    }
+
+    @Test("past 256 dependencies, pages held by archives that hold no item the night needs are written again; the night stays incremental")
+    func dependencyBoundCountsPages() throws {
+        let now = Date()
+        let sha = { (c: Character) in String(repeating: c, count: 64) }
+        let archive = { (n: Int) in String(format: "%032x", n + 1) }
+        // 257 items, each held by an archive of its own; one more archive holds the first page
+        // (the first 128 items) and nothing else. A night changes the last items.
+        let count = ManifestV3.dependencies + 1
+        let ids = (0..<count).map { _ in UUID().uuidString }.sorted()
+        let pageHolder = archive(count)
+        var archives: [String: ShipmentRecord.Archive] = [:]
+        for n in 0...count { archives[archive(n)] = .init(id: archive(n), name: "\(n).nu11vlt", size: 10, created: now) }
+        let record = ShipmentRecord.Destination(mode: .portable, access: "password", vaultKeys: "", lastArchive: archive(0),
+                                                listArchive: archive(0), listRootSHA256: sha("c"), archives: archives, itemCount: count)
+        let rows: [(id: String, item: ShipmentRecord.Item)] = ids.enumerated().map {
+            ($1, .init(archive: archive($0), sha256: sha("1"), size: 5, pack: 0, offset: 0))
+        }
+        let fingerprint = try PageFingerprint()
+        for (id, row) in rows.prefix(128) {
+            let item = ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5,
+                                    contentTag: "", sha256: sha("1"))
+            fingerprint.add(item, pack: UInt32(row.pack), offset: row.offset, heldBy: row.archive)
+        }
+        let page = ShipmentRecord.Page(firstID: ids[0], archive: pageHolder, page: 0, itemCount: 128, length: 300, sha256: sha("d"),
+                                       fingerprint: try fingerprint.finish())
+        func decide(itemsChanged: Int, pages: [ShipmentRecord.Page]? = nil) throws -> IncrementalBase.Decision {
+            let changed = ids.enumerated().map { n, id in
+                ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5, contentTag: "",
+                             sha256: n >= count - itemsChanged ? sha("2") : sha("1"))
+            }
+            return try IncrementalBase.decide(record: record, shipped: { from, through in
+                ShippedRows(rows.filter { row in row.id >= from && (through.map { row.id <= $0 } ?? true) })
+            }, pages: pages ?? [page], objects: archives.values.map { StoredObject(name: $0.name, size: $0.size) },
+            items: { body in try changed.forEach(body) }, mode: .portable, access: "password", vaultKeys: "", now: now,
+            fullEvery: 86_400, pageAverage: 1 << 62, pageCap: 128)
+        }
+        // 256 item holders and the page's: the page is written again.
+        guard case .incremental(let base) = try decide(itemsChanged: 1) else { Issue.record("not incremental"); return }
+        #expect(base.dependsOn.count == ManifestV3.dependencies && base.pages.byFirstID.isEmpty)
+        // 255 item holders and the page's: within the bound, the page is pointed at.
+        guard case .incremental(let within) = try decide(itemsChanged: 2) else { Issue.record("not incremental"); return }
+        #expect(within.dependsOn.count == ManifestV3.dependencies && within.pages.byFirstID[ids[0]]?.recorded == page)
+        #expect(within.dependsOn.contains([UInt8](hex: pageHolder, length: 16)!))
+        // 257 item holders (nothing changed, no page recorded): full, as before.
+        guard case .full(let why) = try decide(itemsChanged: 0, pages: []) else { Issue.record("not full"); return }
+        #expect(why.contains("more than 256"), "\(why)")
     }
 
     /// Rows of a record, as a walk.
