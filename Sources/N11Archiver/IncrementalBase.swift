@@ -122,17 +122,24 @@ public struct IncrementalBase {
         for id in needed { if let why = unusable(id) { return .full(why: why) } }
         // A page whose archive cannot be built on is written again instead.
         var reusable = matchingPages.filter { unusable($0.archive) == nil }
-        // The bound on dependencies counts archives that hold only pages too. Past it, those
-        // pages are written again (a few hundred KB each) rather than the night made full.
-        if needed.union(reusable.map(\.archive)).count > ManifestV3.dependencies {
+        // Unchanged: the same items with the same contents and every page the same (a name or
+        // time changed under the same content is a change). A record without its pages (an
+        // older build wrote it last) cannot tell: that night writes its page list.
+        var unchanged = counts.reused == counts.items && counts.recorded == counts.items
+            && record.pagesRecorded && reusable.count == nightPages && nightPages == recorded.count
+        // A "same as" root needs the list's archive too; without it (gone, or one archive past
+        // the bound) the night writes a page list pointing at the same pages instead.
+        if unchanged && (unusable(record.listArchive) != nil
+                         || needed.union(reusable.map(\.archive)).union([record.listArchive]).count > ManifestV3.dependencies) {
+            unchanged = false
+        }
+        // The bound counts archives that hold only pages too. Past it, those pages are written
+        // again (a few hundred KB each) rather than the night made full: only the items'
+        // archives make a night full.
+        if !unchanged && needed.union(reusable.map(\.archive)).count > ManifestV3.dependencies {
             reusable = reusable.filter { needed.contains($0.archive) }
         }
-        // Unchanged: the same items with the same contents (and, where the record has its
-        // pages, every page the same: a name or time changed under the same content is a change).
-        let unchanged = counts.reused == counts.items && counts.recorded == counts.items
-            && (recorded.isEmpty || (reusable.count == nightPages && nightPages == recorded.count))
         if unchanged { needed.insert(record.listArchive) }
-        if let why = unusable(record.listArchive), unchanged { return .full(why: why) }
         needed.formUnion(reusable.map(\.archive))
         guard needed.count <= ManifestV3.dependencies else { return .full(why: "it would need more than \(ManifestV3.dependencies) archives") }
         let dependsOn = needed.compactMap { [UInt8](hex: $0, length: 16) }.sorted { $0.lexicographicallyPrecedes($1) }

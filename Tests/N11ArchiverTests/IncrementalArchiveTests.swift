@@ -291,7 +291,7 @@ struct IncrementalArchiveTests {
         }
     }
 
-    @Test("an older build reads a record with pages as no record (its next night is full); page rows an older build left behind are not used, and the night after records them anew")
+    @Test("an older build reads a record with pages as no record (its next night is full); page rows an older build left behind are not used, the night after records them anew, and is never a 'same as' night")
     func recordAcrossBuilds() throws {
         try withTemporaryDirectory { dir in
             let w = try World(dir: dir, items: 40, pageAverage: 4)
@@ -317,6 +317,15 @@ struct IncrementalArchiveTests {
             try w.add()
             let next = try #require(try w.backUp().archive)
             #expect(next.pagesReused > 0)
+            // Nothing changed since an older build's night: its record cannot say whether a name
+            // or time changed, so the night writes its own page list (no "same as"), and the
+            // night after, with the pages recorded again, is the same as that one.
+            try SQLiteDatabase(path: path, access: .readWrite).execute("UPDATE destinations SET mode = 'portable'")
+            let unknown = try #require(try w.backUp().archive)
+            #expect(unknown.listArchive == unknown.archiveID && unknown.newItems == 0 && unknown.pagesReused == 0)
+            #expect(try w.restored(w.nights[3].path).items == w.nights[3].items)
+            let same = try #require(try w.backUp().archive)
+            #expect(same.listArchive == unknown.archiveID)
         }
     }
 
@@ -473,7 +482,7 @@ struct IncrementalArchiveTests {
         }
         let ids = (0..<3).map { _ in UUID().uuidString }.sorted()
         let sha = { (c: Character) in String(repeating: c, count: 64) }
-        let record = ShipmentRecord.Destination(
+        var record = ShipmentRecord.Destination(
             mode: .portable, access: "password", vaultKeys: "", lastArchive: archiveB, listArchive: archiveB, listRootSHA256: sha("c"),
             archives: [archiveA: .init(id: archiveA, name: "a.nu11vlt", size: 10, created: now), archiveB: .init(id: archiveB, name: "b.nu11vlt", size: 20, created: now)],
             itemCount: 3)
@@ -496,11 +505,12 @@ struct IncrementalArchiveTests {
         let reusedNow = try base.reused.forPage(changed)
         #expect(Set(reusedNow.keys) == [ids[0]] && base.sameAs == nil)
         #expect(base.dependsOn == [[UInt8](hex: archiveA, length: 16)!], "only the archive still needed")
-        // Everything as recorded: a "same as" night, which needs the list's archive too.
-        guard case .incremental(let unchanged) = try decide(try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }) else {
+        // Everything as recorded, by a build that kept no pages: it cannot tell a renamed item,
+        // so the night writes its page list.
+        guard case .incremental(let unknown) = try decide(try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }) else {
             Issue.record("not incremental"); return
         }
-        #expect(unchanged.sameAs?.holder == 2 && unchanged.dependsOn.count == 2)
+        #expect(unknown.sameAs == nil && unknown.dependsOn.count == 2 && unknown.pages.byFirstID.isEmpty)
         // One more item than recorded, the others as recorded: not the same manifest.
         let extra = (try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) } + [try item("FFFFFFFF-0000-0000-0000-000000000000", sha("4"))])
         guard case .incremental(let grown) = try decide(extra) else { Issue.record("not incremental"); return }
@@ -509,8 +519,9 @@ struct IncrementalArchiveTests {
         // Other recipients: full.
         guard case .full = try decide([], access: "recipient") else { Issue.record("not full"); return }
         // With the record's page (archive B's page 0, the three items as recorded): the same
-        // items and records are a "same as" night; the same contents under another name are
-        // not, and that page is written again.
+        // items and records are a "same as" night, which needs the list's archive too; the
+        // same contents under another name are not, and that page is written again.
+        record.pagesRecorded = true
         let asRecorded = try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)"))) }
         let fingerprint = try PageFingerprint()
         for (item, row) in zip(asRecorded, rows) {
@@ -519,7 +530,7 @@ struct IncrementalArchiveTests {
         let page = ShipmentRecord.Page(firstID: ids[0], archive: archiveB, page: 0, itemCount: 3, length: 300, sha256: sha("d"),
                                        fingerprint: try fingerprint.finish())
         guard case .incremental(let same) = try decide(asRecorded, pages: [page]) else { Issue.record("not incremental"); return }
-        #expect(same.sameAs?.holder == 2 && same.pages.byFirstID[ids[0]]?.recorded == page)
+        #expect(same.sameAs?.holder == 2 && same.dependsOn.count == 2 && same.pages.byFirstID[ids[0]]?.recorded == page)
         let renamed = try ids.enumerated().map { try item($1, sha(Character("\($0 + 1)")), name: $0 == 1 ? "y" : "x") }
         guard case .incremental(let rename) = try decide(renamed, pages: [page]) else { Issue.record("not incremental"); return }
         #expect(rename.sameAs == nil && rename.pages.byFirstID.isEmpty, "a renamed item is a change")
@@ -530,51 +541,74 @@ struct IncrementalArchiveTests {
         #expect(unusable.sameAs == nil && unusable.pages.byFirstID.isEmpty)
     }
 
-    @Test("past 256 dependencies, pages held by archives that hold no item the night needs are written again; the night stays incremental")
+    @Test("past 256 dependencies: pages held by archives that hold no item the night needs are written again, a 'same as' root gives way to a page list; only the items' archives make a night full")
     func dependencyBoundCountsPages() throws {
         let now = Date()
         let sha = { (c: Character) in String(repeating: c, count: 64) }
         let archive = { (n: Int) in String(format: "%032x", n + 1) }
-        // 257 items, each held by an archive of its own; one more archive holds the first page
-        // (the first 128 items) and nothing else. A night changes the last items.
-        let count = ManifestV3.dependencies + 1
-        let ids = (0..<count).map { _ in UUID().uuidString }.sorted()
-        let pageHolder = archive(count)
-        var archives: [String: ShipmentRecord.Archive] = [:]
-        for n in 0...count { archives[archive(n)] = .init(id: archive(n), name: "\(n).nu11vlt", size: 10, created: now) }
-        let record = ShipmentRecord.Destination(mode: .portable, access: "password", vaultKeys: "", lastArchive: archive(0),
-                                                listArchive: archive(0), listRootSHA256: sha("c"), archives: archives, itemCount: count)
-        let rows: [(id: String, item: ShipmentRecord.Item)] = ids.enumerated().map {
-            ($1, .init(archive: archive($0), sha256: sha("1"), size: 5, pack: 0, offset: 0))
-        }
-        let fingerprint = try PageFingerprint()
-        for (id, row) in rows.prefix(128) {
-            let item = ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5,
-                                    contentTag: "", sha256: sha("1"))
-            fingerprint.add(item, pack: UInt32(row.pack), offset: row.offset, heldBy: row.archive)
-        }
-        let page = ShipmentRecord.Page(firstID: ids[0], archive: pageHolder, page: 0, itemCount: 128, length: 300, sha256: sha("d"),
-                                       fingerprint: try fingerprint.finish())
-        func decide(itemsChanged: Int, pages: [ShipmentRecord.Page]? = nil) throws -> IncrementalBase.Decision {
-            let changed = ids.enumerated().map { n, id in
+        /// `count` items, item n held by archive n, in pages of 128; `pageHolders[p]` holds page p
+        /// (as recorded); the list is archive `listArchive`'s. The night changes the last
+        /// `itemsChanged` items' contents.
+        func decide(count: Int, pageHolders: [Int], listArchive: Int, itemsChanged: Int) throws -> IncrementalBase.Decision {
+            let ids = (0..<count).map { String(format: "%08X-0000-4000-8000-000000000000", $0) }
+            var archives: [String: ShipmentRecord.Archive] = [:]
+            for n in Set(0..<count).union(pageHolders).union([listArchive]) {
+                archives[archive(n)] = .init(id: archive(n), name: "\(n).nu11vlt", size: 10, created: now)
+            }
+            var record = ShipmentRecord.Destination(mode: .portable, access: "password", vaultKeys: "", lastArchive: archive(listArchive),
+                                                    listArchive: archive(listArchive), listRootSHA256: sha("c"), archives: archives,
+                                                    itemCount: count)
+            record.pagesRecorded = true
+            let rows: [(id: String, item: ShipmentRecord.Item)] = ids.enumerated().map {
+                ($1, .init(archive: archive($0), sha256: sha("1"), size: 5, pack: 0, offset: 0))
+            }
+            let items = ids.enumerated().map { n, id in
                 ItemMetadata(id: id, kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5, contentTag: "",
                              sha256: n >= count - itemsChanged ? sha("2") : sha("1"))
             }
+            let pages = try pageHolders.enumerated().map { p, holder in
+                let fingerprint = try PageFingerprint()
+                let range = (p * 128)..<min(count, p * 128 + 128)
+                for n in range {
+                    let item = ItemMetadata(id: ids[n], kind: .note, compartment: .vault, name: "x", created: now, expires: nil, size: 5,
+                                            contentTag: "", sha256: sha("1"))
+                    fingerprint.add(item, pack: 0, offset: 0, heldBy: archive(n))
+                }
+                return ShipmentRecord.Page(firstID: ids[range.lowerBound], archive: archive(holder), page: Int64(p), itemCount: Int64(range.count),
+                                           length: 300, sha256: sha("d"), fingerprint: try fingerprint.finish())
+            }
             return try IncrementalBase.decide(record: record, shipped: { from, through in
                 ShippedRows(rows.filter { row in row.id >= from && (through.map { row.id <= $0 } ?? true) })
-            }, pages: pages ?? [page], objects: archives.values.map { StoredObject(name: $0.name, size: $0.size) },
-            items: { body in try changed.forEach(body) }, mode: .portable, access: "password", vaultKeys: "", now: now,
+            }, pages: pages, objects: archives.values.map { StoredObject(name: $0.name, size: $0.size) },
+            items: { body in try items.forEach(body) }, mode: .portable, access: "password", vaultKeys: "", now: now,
             fullEvery: 86_400, pageAverage: 1 << 62, pageCap: 128)
         }
-        // 256 item holders and the page's: the page is written again.
-        guard case .incremental(let base) = try decide(itemsChanged: 1) else { Issue.record("not incremental"); return }
-        #expect(base.dependsOn.count == ManifestV3.dependencies && base.pages.byFirstID.isEmpty)
-        // 255 item holders and the page's: within the bound, the page is pointed at.
-        guard case .incremental(let within) = try decide(itemsChanged: 2) else { Issue.record("not incremental"); return }
-        #expect(within.dependsOn.count == ManifestV3.dependencies && within.pages.byFirstID[ids[0]]?.recorded == page)
-        #expect(within.dependsOn.contains([UInt8](hex: pageHolder, length: 16)!))
-        // 257 item holders (nothing changed, no page recorded): full, as before.
-        guard case .full(let why) = try decide(itemsChanged: 0, pages: []) else { Issue.record("not full"); return }
+        let bound = ManifestV3.dependencies, pageOnly = 1000
+        // 257 items; the first page held by an archive that holds no item. With the last item
+        // changed, 256 item holders and the page's: the page is written again.
+        guard case .incremental(let base) = try decide(count: bound + 1, pageHolders: [pageOnly, 0, 0], listArchive: 0, itemsChanged: 1)
+        else { Issue.record("not incremental"); return }
+        #expect(base.dependsOn.count == bound && base.pages.byFirstID.count == 1 && base.sameAs == nil, "\(base.pages.byFirstID.count)")
+        #expect(!base.dependsOn.contains([UInt8](hex: archive(pageOnly), length: 16)!))
+        // Two items changed (the second page is written too): 255 item holders and the first
+        // page's, within the bound: that page is pointed at.
+        guard case .incremental(let within) = try decide(count: bound + 1, pageHolders: [pageOnly, 0, 0], listArchive: 0, itemsChanged: 2)
+        else { Issue.record("not incremental"); return }
+        #expect(within.dependsOn.count == bound && within.pages.byFirstID.count == 1)
+        #expect(within.dependsOn.contains([UInt8](hex: archive(pageOnly), length: 16)!))
+        // 256 items, nothing changed, the list in an archive that holds nothing else (its night
+        // took a page away): a "same as" root would need 257; a page list pointing at both
+        // pages needs 256.
+        guard case .incremental(let unchanged) = try decide(count: bound, pageHolders: [0, 0], listArchive: pageOnly, itemsChanged: 0)
+        else { Issue.record("not incremental"); return }
+        #expect(unchanged.sameAs == nil && unchanged.dependsOn.count == bound && unchanged.pages.byFirstID.count == 2)
+        // The same with the list in an item's archive: a "same as" night.
+        guard case .incremental(let same) = try decide(count: bound, pageHolders: [0, 0], listArchive: 0, itemsChanged: 0)
+        else { Issue.record("not incremental"); return }
+        #expect(same.sameAs != nil && same.dependsOn.count == bound)
+        // 257 item holders: full, as before.
+        guard case .full(let why) = try decide(count: bound + 1, pageHolders: [0, 0, 0], listArchive: 0, itemsChanged: 0)
+        else { Issue.record("not full"); return }
         #expect(why.contains("more than 256"), "\(why)")
     }
 
