@@ -646,10 +646,11 @@ struct IncrementalArchiveTests {
         }
     }
 
-    @Test("prune --keep-daily 7 over 30 nights keeps what the kept nights need ('needed by'), and stopped after any deletion every kept night still restores")
-    func pruneKeepsDependencies() throws {
+    @Test("prune --keep-daily 7 over 30 nights keeps what the kept nights need ('needed by'; with small pages, archives that hold only pages too), and stopped after any deletion every kept night still restores",
+          arguments: [PackedLayout.averagePageItems, 4])
+    func pruneKeepsDependencies(pageAverage: UInt64) throws {
         try withTemporaryDirectory { dir in
-            let w = try World(dir: dir, items: 20)
+            let w = try World(dir: dir, items: 20, pageAverage: pageAverage)
             for night in 1...30 {
                 if night > 1 && night % 5 != 0 { try w.add() }
                 if night % 4 == 0 { try w.removeOne() }
