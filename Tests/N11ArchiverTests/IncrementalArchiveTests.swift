@@ -28,12 +28,15 @@ struct IncrementalArchiveTests {
         let pageAverage: UInt64
         /// The most items a page holds (1: a page an item).
         let pageCap: Int
+        /// Portable (a password) or secure (the home's keys).
+        let mode: ArchiveMode
 
         init(dir: String, items: Int = 40, pageAverage: UInt64 = PackedLayout.averagePageItems,
-             pageCap: Int = PackedLayout.pageItemsCap) throws {
+             pageCap: Int = PackedLayout.pageItemsCap, mode: ArchiveMode = .portable) throws {
             self.dir = dir
             self.pageAverage = pageAverage
             self.pageCap = pageCap
+            self.mode = mode
             home = N11Home(root: dir + "/home")
             store = try KeyStore.create(in: home, pin: nil, signing: true)
             vault = try Vault.open(at: home.defaultVaultPath, keyStore: store, forWriting: true)
@@ -63,15 +66,15 @@ struct IncrementalArchiveTests {
         func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false,
                     password: String = testPassword, at time: Date? = nil) throws -> ArchiveBackup.Report {
             night += 1
-            var request = ArchiveBackup.Request(mode: .portable, compartments: [.vault, .fade], kdf: fastKDF,
+            var request = ArchiveBackup.Request(mode: mode, compartments: [.vault, .fade], kdf: fastKDF,
                                                 destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
                                                 home: home, now: time ?? start.addingTimeInterval(Double(night) * 86_400))
-            request.access = "password"
+            request.access = mode == .portable ? "password" : ""
             request.pageAverage = pageAverage
             request.pageCap = pageCap
             if !full { request.incremental = .init(fullEvery: fullEvery, skipIfUnchanged: skipIfUnchanged) }
-            let report = try ArchiveBackup.run(from: vault, request, progress: nil) {
-                ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF)
+            let report = try ArchiveBackup.run(from: vault, request, progress: nil) { [mode] in
+                mode == .portable ? ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF) : ArchiveAccess(kdf: fastKDF)
             }
             if let archive = report.archive { nights.append((report.location, try state, archive)) }
             return report
@@ -105,13 +108,14 @@ struct IncrementalArchiveTests {
         }
     }
 
-    @Test("30 nights of adds and removals: each night restores to its own vault; an unchanged night is a small 'same as' archive; the newest needs no history replay; with many pages, a night writes only the pages that changed",
-          arguments: [PackedLayout.averagePageItems, 4])
-    func thirtyNights(pageAverage: UInt64) throws {
+    @Test("30 nights of adds and removals: each night restores to its own vault; an unchanged night is a small 'same as' archive; the newest needs no history replay; with many pages, a night writes only the pages that changed (portable and secure)",
+          arguments: zip([PackedLayout.averagePageItems, 4, 4], [ArchiveMode.portable, .portable, .secure]))
+    func thirtyNights(pageAverage: UInt64, mode: ArchiveMode) throws {
         try withTemporaryDirectory { dir in
-            let w = try World(dir: dir, pageAverage: pageAverage)
+            let w = try World(dir: dir, pageAverage: pageAverage, mode: mode)
             try w.backUp()
             #expect(w.nights[0].report.dependsOn.isEmpty, "the first night is full")
+            #expect(try ArchiveReader(path: w.nights[0].path).header.mode == mode)
             for night in 2...30 {
                 if night % 7 == 0 {
                     // Nothing changed.
