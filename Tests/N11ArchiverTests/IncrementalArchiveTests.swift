@@ -248,8 +248,9 @@ struct IncrementalArchiveTests {
         }
     }
 
-    @Test("a page held by an archive that is gone (one that held pages but no items) is written again, and the night stays incremental")
-    func pageHolderGone() throws {
+    @Test("a page held by an archive that is gone or renamed (one that held pages but no items) is written again, and the night stays incremental",
+          arguments: [false, true])
+    func pageHolderGone(renamed: Bool) throws {
         try withTemporaryDirectory { dir in
             let w = try World(dir: dir, items: 60, pageAverage: 4)
             try w.backUp()
@@ -264,7 +265,11 @@ struct IncrementalArchiveTests {
             #expect(try record.pages(of: w.directory.location).contains { $0.archive == second.archiveID })
             // Nothing changes in the vault: with the second night gone, the night is no "same as"
             // (that would need the second night) but writes those pages again, the rest in the first.
-            try FileSystem.removeFile(w.nights[1].path)
+            if renamed {
+                #expect(rename(w.nights[1].path, w.nights[1].path + ".old.nu11vlt") == 0)
+            } else {
+                try FileSystem.removeFile(w.nights[1].path)
+            }
             let third = try #require(try w.backUp().archive)
             #expect(third.dependsOn == [w.nights[0].report.archiveID] && third.listArchive == third.archiveID, "\(third.dependsOn)")
             #expect(third.pagesReused > 0 && third.pagesReused < third.manifestPages)
