@@ -34,6 +34,25 @@ public struct IncrementalBase {
         case full(why: String)
     }
 
+    /// Whether a compartment both key lists name (`vault:<hex>,fade:<hex>`: a secure
+    /// night's compartment key IDs, as the record keeps them) has another key now: the items
+    /// held elsewhere would not open under this archive's `vaultKeys`. A compartment only one
+    /// of them names is no rotation: a night of other compartments than the last lists items
+    /// the record does not hold, and ships them anew. A list that does not parse counts as
+    /// rotated (the night is full).
+    static func keysRotated(recorded: String, now: String) -> Bool {
+        func parse(_ text: String) -> [Substring: Substring]? {
+            var keys: [Substring: Substring] = [:]
+            for part in text.split(separator: ",") {
+                let halves = part.split(separator: ":", maxSplits: 1)
+                guard halves.count == 2, keys.updateValue(halves[1], forKey: halves[0]) == nil else { return nil }
+            }
+            return keys
+        }
+        guard let before = parse(recorded), let after = parse(now) else { return true }
+        return before.contains { compartment, key in after[compartment].map { $0 != key } ?? false }
+    }
+
     /// Decides. `record`: the destination's state (nil: none); `shipped`: its items from an
     /// ID through an ID (nil: to the last), in ID order; `pages`: the pages of its last
     /// manifest, by first ID; `objects`: what the destination holds now; `items`: walks the
@@ -48,7 +67,7 @@ public struct IncrementalBase {
         guard let record else { return .full(why: "there is no record of what this home has shipped there") }
         guard record.mode == mode else { return .full(why: "the last archive there was \(record.mode.rawValue)") }
         guard record.access == access else { return .full(why: "the passwords or recipients it opens with changed since the last archive") }
-        guard record.vaultKeys == vaultKeys else { return .full(why: "the vault's keys were rotated since the last archive") }
+        guard !keysRotated(recorded: record.vaultKeys, now: vaultKeys) else { return .full(why: "the vault's keys were rotated since the last archive") }
         let cursor = try shipped("", nil)
         var pending = try cursor.next()
         var counts = (items: 0, reused: 0, recorded: 0), unreadable = false

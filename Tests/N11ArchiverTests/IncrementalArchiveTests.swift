@@ -64,10 +64,11 @@ struct IncrementalArchiveTests {
         /// One night's archive (incremental unless `full`).
         @discardableResult
         func backUp(full: Bool = false, fullEvery: TimeInterval = 365 * 86_400, skipIfUnchanged: Bool = false,
-                    password: String = testPassword, at time: Date? = nil) throws -> ArchiveBackup.Report {
+                    password: String = testPassword, at time: Date? = nil, compartments: Set<Compartment> = [.vault, .fade],
+                    through store: (any ArchiveStore)? = nil) throws -> ArchiveBackup.Report {
             night += 1
-            var request = ArchiveBackup.Request(mode: mode, compartments: [.vault, .fade], kdf: fastKDF,
-                                                destination: .store(directory, name: nil, PublishOptions(lockWait: 0)),
+            var request = ArchiveBackup.Request(mode: mode, compartments: compartments, kdf: fastKDF,
+                                                destination: .store(store ?? directory, name: nil, PublishOptions(lockWait: 0)),
                                                 home: home, now: time ?? start.addingTimeInterval(Double(night) * 86_400))
             request.access = mode == .portable ? "password" : ""
             request.pageAverage = pageAverage
@@ -76,7 +77,10 @@ struct IncrementalArchiveTests {
             let report = try ArchiveBackup.run(from: vault, request, progress: nil) { [mode] in
                 mode == .portable ? ArchiveAccess(passwords: [try secret(password)], kdf: fastKDF) : ArchiveAccess(kdf: fastKDF)
             }
-            if let archive = report.archive { nights.append((report.location, try state, archive)) }
+            if let archive = report.archive {
+                let items = try vault.items().filter { compartments.contains($0.compartment) }
+                nights.append((report.location, Dictionary(uniqueKeysWithValues: items.map { ($0.id, $0.sha256) }), archive))
+            }
             return report
         }
 
@@ -216,6 +220,124 @@ struct IncrementalArchiveTests {
             #expect(Set(salvaged.report.damaged.map(\.id)) == lost)
             #expect(salvaged.items.count == w.nights[2].items.count - lost.count)
         }
+    }
+
+    /// The destination as a night sees it, with `beforeLock` run once the night is past the
+    /// decision `--skip-if-unchanged` makes before the store's lock, and before the lock is
+    /// taken: what another process may do to the destination or the vault in between.
+    final class InterposedStore: ArchiveStore {
+        let inner: any ArchiveStore
+        let beforeLock: () throws -> Void
+
+        init(_ inner: any ArchiveStore, beforeLock: @escaping () throws -> Void) {
+            self.inner = inner
+            self.beforeLock = beforeLock
+        }
+
+        var location: String { inner.location }
+        func location(of name: String) -> String { inner.location(of: name) }
+        func list() throws(ArchiveError) -> [StoredObject] { try inner.list() }
+        func keyEntries(of object: StoredObject) throws(ArchiveError) -> ArchiveKeyEntries? { try inner.keyEntries(of: object) }
+        func fetch(_ object: StoredObject, progress: ArchiveProgress?) throws(ArchiveError) -> FetchedArchive {
+            try inner.fetch(object, progress: progress)
+        }
+        func delete(_ object: StoredObject) throws(ArchiveError) { try inner.delete(object) }
+        func finishDeleting() throws(ArchiveError) { try inner.finishDeleting() }
+        func lock(exclusive: Bool, waitSeconds: Double) throws(ArchiveError) -> any ArchiveStoreLock {
+            try inner.lock(exclusive: exclusive, waitSeconds: waitSeconds)
+        }
+        func removeLeftovers(dryRun: Bool) -> Int { inner.removeLeftovers(dryRun: dryRun) }
+        func recorded(_ object: StoredObject, in records: [WrittenArchives.Record]) -> WrittenArchives.Record? {
+            inner.recorded(object, in: records)
+        }
+        func publishNew(name: String?, at date: Date, _ options: PublishOptions,
+                        make: (NewArchiveFile) throws -> ArchiveCreator.Report) throws -> Publication {
+            try beforeLock()
+            return try inner.publishNew(name: name, at: date, options, make: make)
+        }
+        func check(_ object: StoredObject, against record: WrittenArchives.Record, home: N11Home) throws(ArchiveError) -> RecordMatch {
+            try inner.check(object, against: record, home: home)
+        }
+    }
+
+    @Test("--skip-if-unchanged decides before the store's lock and again under it: a prune in between makes the night full, a change undone in between makes it a 'same as' night; each restores to its vault")
+    func decidedAgainUnderTheLock() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 30, pageAverage: 4)
+            try w.backUp()
+            try w.add()
+            #expect(try w.backUp().archive?.newItems == 1)
+            // Changed: decided incremental on the first two nights; then a prune took the second.
+            try w.add()
+            let pruned = InterposedStore(w.directory) { try FileSystem.removeFile(w.nights[1].path) }
+            let afterPrune = try w.backUp(skipIfUnchanged: true, through: pruned)
+            #expect(afterPrune.fullBecause?.contains("no longer there") == true, "\(String(describing: afterPrune.fullBecause))")
+            #expect(afterPrune.archive?.dependsOn == [] && afterPrune.archive?.newItems == 32)
+            #expect(try w.restored(w.nights[2].path).items == w.nights[2].items)
+            // Changed when decided; the change undone before the lock: unchanged under it.
+            let extra = try w.add()
+            let undone = InterposedStore(w.directory) { try w.vault.remove(extra) }
+            let same = try #require(try w.backUp(skipIfUnchanged: true, through: undone).archive)
+            #expect(same.newItems == 0 && same.manifestPages == 0 && same.listArchive == w.nights[2].report.archiveID,
+                    "\(same.newItems) new items, \(same.manifestPages) pages")
+            #expect(w.nights[3].items == w.nights[2].items)
+            #expect(try w.restored(w.nights[3].path).items == w.nights[2].items)
+        }
+    }
+
+    @Test("nights of other compartments than the night before stay incremental (secure ones too: no compartment's key changed); each restores to its compartments' items; the items the last night did not list are shipped anew",
+          arguments: [ArchiveMode.portable, .secure])
+    func compartmentsBetweenNights(mode: ArchiveMode) throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 30, pageAverage: 4, mode: mode)
+            let later = w.start.addingTimeInterval(365 * 86_400)
+            for n in 0..<10 {
+                let bytes = randomBytes(Int.random(in: 1...500))
+                let item = try w.vault.add(note(bytes, name: "f\(n).txt", compartment: .fade, expires: later))
+                w.plaintexts[item.id] = bytes
+            }
+            let both = try #require(try w.backUp().archive)
+            #expect(both.items == 40)
+            let vaultOnly = try w.backUp(compartments: [.vault])
+            let fadeOnly = try w.backUp(compartments: [.fade])
+            let bothAgain = try w.backUp()
+            for (n, report) in [vaultOnly, fadeOnly, bothAgain].enumerated() {
+                let archive = try #require(report.archive)
+                #expect(w.nights[n + 1].items.count == [30, 10, 40][n])
+                #expect(try w.restored(w.nights[n + 1].path).items == w.nights[n + 1].items, "night \(n + 2)")
+                #expect(try ArchiveVerifier.verify(try w.open(w.nights[n + 1].path), keyStore: w.store).items == w.nights[n + 1].items.count)
+                #expect(report.fullBecause == nil, "night \(n + 2): \(String(describing: report.fullBecause))")
+                // The record holds what the last night listed: the vault's items after the
+                // first night, the fade items after the third. What it does not hold is new.
+                #expect(archive.newItems == [0, 10, 30][n], "night \(n + 2): \(archive.newItems) new")
+            }
+            #expect(vaultOnly.archive?.dependsOn == [both.archiveID])
+            #expect(bothAgain.archive?.dependsOn == [try #require(fadeOnly.archive).archiveID], "the fade items from the night that shipped them last")
+            // A compartment's key rotated makes a night full only where the last night listed it.
+            if mode == .secure {
+                try w.vault.rotateKeys(of: [.fade])
+                let vaultNight = try w.backUp(compartments: [.vault])
+                #expect(vaultNight.fullBecause == nil && vaultNight.archive?.newItems == 0, "the vault key did not change")
+                let fadeBack = try w.backUp()
+                #expect(fadeBack.fullBecause == nil && fadeBack.archive?.newItems == 10, "the fade items shipped anew, under the new key")
+                try w.vault.rotateKeys(of: [.vault])
+                let rotated = try w.backUp()
+                #expect(rotated.fullBecause?.contains("rotated") == true, "\(String(describing: rotated.fullBecause))")
+                for night in w.nights.suffix(3) { #expect(try w.restored(night.path).items == night.items) }
+            }
+        }
+    }
+
+    @Test("key lists compared per compartment: a key changed in a compartment both name is a rotation; a compartment added or left out is not; a list that does not parse is")
+    func keyListsCompared() {
+        #expect(!IncrementalBase.keysRotated(recorded: "", now: ""), "portable nights")
+        #expect(!IncrementalBase.keysRotated(recorded: "fade:0a,vault:0b", now: "fade:0a,vault:0b"))
+        #expect(!IncrementalBase.keysRotated(recorded: "fade:0a,vault:0b", now: "vault:0b"))
+        #expect(!IncrementalBase.keysRotated(recorded: "vault:0b", now: "backup:0c,vault:0b"))
+        #expect(IncrementalBase.keysRotated(recorded: "fade:0a,vault:0b", now: "fade:0a,vault:0c"))
+        #expect(IncrementalBase.keysRotated(recorded: "vault:0b", now: "backup:0c,vault:0d"))
+        #expect(IncrementalBase.keysRotated(recorded: "vault0b", now: "vault:0b"))
+        #expect(IncrementalBase.keysRotated(recorded: "vault:0b,vault:0c", now: "vault:0b"))
     }
 
     @Test("a night that changed one item points at the earlier pages that did not change; without the archive that holds them a restore stops (66), and a salvage names them as lost and restores the rest")
