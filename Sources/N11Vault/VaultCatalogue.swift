@@ -219,7 +219,7 @@ final class VaultCatalogue {
     // MARK: one change
 
     /// The page cache of a change's connection (see `beginChange`).
-    static let changeCacheBytes = 32 << 20
+    static let changeCacheBytes = 16 << 20
 
     /// The database's size in bytes, as this connection sees it (a change's own pages included).
     func byteCount() throws -> Int64 {
@@ -231,9 +231,14 @@ final class VaultCatalogue {
     func beginChange() throws {
         // A change touches a leaf page per new row, at random (IDs are random): with SQLite's
         // default 2 MiB page cache, adding to a 100,000-item vault re-read about five pages
-        // per item. 32 MiB holds the whole B-tree of such a vault. Set here, not when the
-        // writer opens: `create` holds the lock but only reads, in ID order, and a full
-        // cache would grow its memory with the vault (issue 34).
+        // per item. 16 MiB holds the B-tree's inner pages of 3,000,000 notes (about 11 MB)
+        // and the whole tree of 40,000; past that, new rows are held back and put in in ID
+        // order (`VaultStaging`), which needs the inner pages and one leaf at a time. It was
+        // 32 MiB, which a 100,000-note add did not yet fill and a larger one did: `vault add`
+        // peaked at 73 MiB for 100,000 notes and 81 MiB for 300,000 and 1,000,000 (1.12x in
+        // the scale run); with 16 MiB, 64-65 MiB for all three, no slower (BENCHMARKS.md).
+        // Set here, not when the writer opens: `create` holds the lock but only reads, in ID
+        // order, and a full cache would grow its memory with the vault (issue 34).
         try database.execute("PRAGMA cache_size = -\(Self.changeCacheBytes >> 10); BEGIN IMMEDIATE")
         nextStep = (try database.integer("SELECT coalesce(max(step), 0) + 1 FROM pending")) ?? 1
     }

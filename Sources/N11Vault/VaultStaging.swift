@@ -53,7 +53,7 @@ public final class VaultStaging {
     /// into the catalogue in ID order by `waitForWrites` (before the commit, or before the
     /// duplicate check looks one of them up) instead of one at a time: IDs are random,
     /// so each row went to a random page of the B-tree, and once the catalogue outgrew its
-    /// 32 MiB cache each cost a page read and a dirty page written to the WAL (1,000,000
+    /// 16 MiB cache (`VaultCatalogue.changeCacheBytes`) each cost a page read and a dirty page written to the WAL (1,000,000
     /// notes: 28 s of an 86 s add, BENCHMARKS.md). Sorted, the rows past the cache go in in
     /// one pass over the tree; rows that came in ID order (a restore's) are not held back.
     /// Sealed records only, spooled sealed again. Rows of the same
