@@ -340,6 +340,51 @@ struct IncrementalArchiveTests {
         #expect(IncrementalBase.keysRotated(recorded: "vault:0b,vault:0c", now: "vault:0b"))
     }
 
+    @Test("at the bound, end to end: a night that needs 256 archives is written and restores; past it, the pages of an archive that holds no needed item are written again; a night that needs 257 archives for its items is full")
+    func dependencyBoundEndToEnd() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, items: 40, pageAverage: 4)
+            let initial = Set(w.plaintexts.keys)
+            try w.backUp()
+            // Nights 2 to 256 add an item each: each night needs every one before it.
+            for _ in 2...256 {
+                try w.add()
+                try w.backUp()
+            }
+            let at256 = try #require(w.nights.last?.report)
+            #expect(at256.dependsOn.count == 255 && at256.newItems == 1)
+            // Night 257 takes away one of the first night's items on a page of several: it
+            // writes that page, and holds no item. It needs the 256 nights before it.
+            let record = try ShipmentRecord.open(in: w.home)
+            let pages = try record.pages(of: w.directory.location).sorted { $0.firstID < $1.firstID }
+            let sortedInitial = initial.sorted()
+            func firstInitialItem(onPage p: Int) -> String? {
+                guard pages[p].itemCount > 1 else { return nil }
+                let end = p + 1 < pages.count ? pages[p + 1].firstID : nil
+                return sortedInitial.first { id in id >= pages[p].firstID && (end.map { id < $0 } ?? true) }
+            }
+            let taken = try #require(pages.indices.lazy.compactMap(firstInitialItem(onPage:)).first,
+                                     "no page of several holds an item of the first night")
+            try w.vault.remove(try #require(try w.vault.items().first { $0.id == taken }))
+            let pageOnly = try #require(try w.backUp().archive)
+            #expect(pageOnly.newItems == 0 && pageOnly.manifestPages > pageOnly.pagesReused && pageOnly.dependsOn.count == 256)
+            // Night 258 adds an item: its items need the 256 nights up to the 256th and itself;
+            // the page night 257 wrote would be the 257th archive, so it is written again.
+            try w.add()
+            let atBound = try w.backUp()
+            let bounded = try #require(atBound.archive)
+            #expect(atBound.fullBecause == nil && bounded.dependsOn.count == 256, "\(String(describing: atBound.fullBecause))")
+            #expect(!bounded.dependsOn.contains(pageOnly.archiveID))
+            #expect(try w.restored(w.nights[257].path).items == w.nights[257].items)
+            #expect(try ArchiveVerifier.verify(try w.open(w.nights[257].path), keyStore: nil).items == w.nights[257].items.count)
+            // Night 259 adds one more: 257 archives hold its items. A full night.
+            try w.add()
+            let past = try w.backUp()
+            #expect(past.fullBecause?.contains("more than 256") == true && past.archive?.dependsOn == [], "\(String(describing: past.fullBecause))")
+            #expect(try w.restored(w.nights[258].path).items == w.nights[258].items)
+        }
+    }
+
     @Test("a night that changed one item points at the earlier pages that did not change; without the archive that holds them a restore stops (66), and a salvage names them as lost and restores the rest")
     func pagesPointedAt() throws {
         try withTemporaryDirectory { dir in
