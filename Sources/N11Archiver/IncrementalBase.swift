@@ -38,18 +38,23 @@ public struct IncrementalBase {
     /// night's compartment key IDs, as the record keeps them) has another key now: the items
     /// held elsewhere would not open under this archive's `vaultKeys`. A compartment only one
     /// of them names is no rotation: a night of other compartments than the last lists items
-    /// the record does not hold, and ships them anew. A list that does not parse counts as
-    /// rotated (the night is full).
+    /// the record does not hold, and ships them anew. A list that does not parse (a name that
+    /// is no compartment, an ID that is not 16 bytes of hex, a compartment twice), or one empty
+    /// where the other is not (a secure night lists one compartment at least, a portable one
+    /// none: one of them was damaged), counts as rotated: the night is full.
     static func keysRotated(recorded: String, now: String) -> Bool {
-        func parse(_ text: String) -> [Substring: Substring]? {
-            var keys: [Substring: Substring] = [:]
-            for part in text.split(separator: ",") {
-                let halves = part.split(separator: ":", maxSplits: 1)
-                guard halves.count == 2, keys.updateValue(halves[1], forKey: halves[0]) == nil else { return nil }
+        func parse(_ text: String) -> [Compartment: [UInt8]]? {
+            var keys: [Compartment: [UInt8]] = [:]
+            for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+                let halves = part.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+                guard halves.count == 2, let compartment = Compartment(rawValue: String(halves[0])),
+                      let id = [UInt8](hex: String(halves[1]), length: 16),
+                      keys.updateValue(id, forKey: compartment) == nil else { return nil }
             }
             return keys
         }
-        guard let before = parse(recorded), let after = parse(now) else { return true }
+        if recorded.isEmpty && now.isEmpty { return false }
+        guard !recorded.isEmpty, !now.isEmpty, let before = parse(recorded), let after = parse(now) else { return true }
         return before.contains { compartment, key in after[compartment].map { $0 != key } ?? false }
     }
 
