@@ -67,12 +67,17 @@ public enum ProducedAhead {
 
     private static func inline<Batch>(produce: (_ give: (Batch) -> Bool) throws -> Void, consume: (Batch) throws -> Bool) throws {
         var consumeFailure: (any Error)?, stopped = false
-        try withoutActuallyEscaping(consume) { consume in
-            try produce { batch in
-                guard !stopped else { return false }
-                do { stopped = try !consume(batch) } catch { (consumeFailure, stopped) = (error, true) }
-                return !stopped
+        do {
+            try withoutActuallyEscaping(consume) { consume in
+                try produce { batch in
+                    guard !stopped else { return false }
+                    do { stopped = try !consume(batch) } catch { (consumeFailure, stopped) = (error, true) }
+                    return !stopped
+                }
             }
+        } catch {
+            // A producer that throws once told to stop: the consumer's error is the one that counts.
+            throw consumeFailure ?? error
         }
         if let consumeFailure { throw consumeFailure }
     }
