@@ -53,8 +53,9 @@ public final class VaultStaging {
     /// into the catalogue in ID order by `waitForWrites` (before the commit, or before the
     /// duplicate check looks one of them up) instead of one at a time: IDs are random,
     /// so each row went to a random page of the B-tree, and once the catalogue outgrew its
-    /// 16 MiB cache (`VaultCatalogue.changeCacheBytes`) each cost a page read and a dirty page written to the WAL (1,000,000
-    /// notes: 28 s of an 86 s add, BENCHMARKS.md). Sorted, the rows past the cache go in in
+    /// cache (`VaultCatalogue.changeCacheBytes`) each cost a page read and a dirty page
+    /// written to the WAL (1,000,000 notes: 28 s of an 86 s add with a 32 MiB cache,
+    /// BENCHMARKS.md). Sorted, the rows past the cache go in in
     /// one pass over the tree; rows that came in ID order (a restore's) are not held back.
     /// Sealed records only, spooled sealed again. Rows of the same
     /// ID are never both held back and put or deleted directly in one change: what puts or
