@@ -104,8 +104,10 @@ struct IncrementalCLITests {
         try withSandbox { s in
             try s.initialize()
             // One item in 4 ends a page (FORMAT.md §10.9 uses 4,096): many pages of few notes.
+            // IDs are random, so the number of pages is too: of 24 notes, about one vault in 20
+            // made 3 pages or fewer and failed the first check; of 64, about one in 300,000.
             let paged = ["N11_PAGE_AVERAGE": "4"]
-            let notes = try (0..<24).map { try s.file("n\($0).txt", Array("note \($0)\n".utf8)) }
+            let notes = try (0..<64).map { try s.file("n\($0).txt", Array("note \($0)\n".utf8)) }
             expectExit(try s.run(["vault", "add", "--note"] + notes), 0)
             let dir = s.path("backups")
             #expect(mkdir(dir, 0o700) == 0)
@@ -129,7 +131,7 @@ struct IncrementalCLITests {
             expectExit(try s.run(["restore", newest, "--vault", copy] + password), 0)
             let copied = try jsonDocument(try s.run(["vault", "list", "--json", "--vault", copy]))
             let expected = (try s.list().items).filter { $0["name"] as? String != "later.txt" }.map(Self.comparable)
-            #expect(expected.count == 25 && expected == (copied["items"] as? [[String: Any]] ?? []).map(Self.comparable))
+            #expect(expected.count == 65 && expected == (copied["items"] as? [[String: Any]] ?? []).map(Self.comparable))
             // Without the full night, its pages are lost: named, and the new note restored.
             let aside = s.path("aside.nu11vlt")
             #expect(rename(first["archive"] as! String, aside) == 0)
