@@ -44,6 +44,23 @@ struct ProducedAheadTests {
         #expect(produced.refusals == 0)
     }
 
+    @Test("with `ahead` 2, two batches are made while the one before them is used (not one)")
+    func makesAsManyAsAsked() throws {
+        let produced = Produced()
+        var waited = 0
+        try ProducedAhead.run(ahead: 2, produce: { give in
+            for batch in 0..<5 { produced.gave(batch, accepted: give(batch)) }
+        }, consume: { (batch: Int) in
+            if batch == 0 {
+                // Batches 1 and 2 fit while 0 is held; with one batch ahead only 1 would.
+                while produced.batches.count < 3 && waited < 5_000 { usleep(1_000); waited += 1 }
+                #expect(produced.batches.count == 3, "\(produced.batches.count) batches made while the first was used")
+            }
+            return true
+        })
+        #expect(produced.batches == Array(0..<5))
+    }
+
     @Test("consume returning false or throwing stops the producer (give returns false) and ends run")
     func consumerStops() throws {
         for throwing in [false, true] {
