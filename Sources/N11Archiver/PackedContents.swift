@@ -149,9 +149,6 @@ final class PackedContents: @unchecked Sendable {
     /// Kept as checked plaintext (about 90 bytes an item); an item is made from its record
     /// when it is asked for.
     private var loaded: [Int: ParsedPage] = [:]
-    /// Per archive, the ZIP reader pages are read again through: not the one the payload
-    /// worker reads packs through at the same time (libzip's handle is one thread's).
-    private var pageReaders: [Int: ZipReader] = [:]
     private var lastUsed: [Int] = []
     /// Enough for the two threads that read and a little going back; a page holds 4,096
     /// items on average (PackedLayout), about 90 bytes each as plaintext.
@@ -429,9 +426,7 @@ final class PackedContents: @unchecked Sendable {
         guard let holder = archives[page.holder] else { throw FormatError.invalidManifest("page \(page.number)'s archive is missing") }
         let parsed: ParsedPage
         do {
-            let zip = try pageReaders[page.holder] ?? holder.reader.zip.independent()
-            pageReaders[page.holder] = zip
-            let plaintext = try Self.plaintext(of: page, number: page.number, from: holder, through: zip)
+            let plaintext = try Self.plaintext(of: page, number: page.number, from: holder)
             parsed = try ManifestPage.indexed(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(page.number)")
             try Self.check(page, number: page.number, holds: parsed.count, from: parsed.firstID)
         } catch let error as FormatError {
@@ -447,15 +442,15 @@ final class PackedContents: @unchecked Sendable {
 
     /// A page's records, checked against its descriptor: length, SHA-256, count, first ID.
     private static func records(of page: Page, number: Int, from holder: Holder, mode: ArchiveMode) throws -> [ManifestRecord] {
-        let plaintext = try plaintext(of: page, number: number, from: holder, through: nil)
+        let plaintext = try plaintext(of: page, number: number, from: holder)
         let records = try ManifestPage.parse(plaintext, mode: mode, dependencies: holder.header.dependsOn.count, what: "page \(number)")
         try check(page, number: number, holds: records.count, from: records.first?.id)
         return records
     }
 
     /// A page's plaintext, checked against its descriptor's length and SHA-256.
-    private static func plaintext(of page: Page, number: Int, from holder: Holder, through zip: ZipReader?) throws -> [UInt8] {
-        let plaintext = try open(page.entry, of: holder, through: zip, limit: page.descriptor.plaintextLength)
+    private static func plaintext(of page: Page, number: Int, from holder: Holder) throws -> [UInt8] {
+        let plaintext = try open(page.entry, of: holder, length: page.descriptor.plaintextLength)
         guard plaintext.count == page.descriptor.plaintextLength, try SHA256Digest.hash(plaintext) == page.descriptor.sha256 else {
             throw FormatError.invalidManifest("page \(number) is not the page the root lists")
         }
@@ -469,9 +464,20 @@ final class PackedContents: @unchecked Sendable {
         }
     }
 
-    private static func open(_ entry: ZipEntryInfo, of holder: Holder, through zip: ZipReader? = nil, limit: Int) throws -> [UInt8] {
+    private static func open(_ entry: ZipEntryInfo, of holder: Holder, limit: Int) throws -> [UInt8] {
+        try reader(of: entry, of: holder).readAll(limit: limit)
+    }
+
+    /// A page's plaintext, whose length its descriptor gives.
+    private static func open(_ entry: ZipEntryInfo, of holder: Holder, length: Int) throws -> [UInt8] {
+        try reader(of: entry, of: holder).readAll(expecting: length)
+    }
+
+    /// The holder's one ZIP reader serves the thread that reads packs and the one that reads
+    /// pages again (`ZipReader` serializes libzip's calls).
+    private static func reader(of entry: ZipEntryInfo, of holder: Holder) throws -> BoundedReader {
         let key = try ArchiveKeys.entryKey(contentKey: holder.contentKey, header: holder.header, entryName: entry.name)
-        return try BoundedReader(try ChunkedOpeningSource((zip ?? holder.reader.zip).open(entry), key: key)).readAll(limit: limit)
+        return BoundedReader(try ChunkedOpeningSource(holder.reader.zip.open(entry), key: key))
     }
 
     /// Holder `h` as numbered by archive `a`, in this archive's numbering: every archive

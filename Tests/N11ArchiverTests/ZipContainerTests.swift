@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import N11Archiver
 import N11Container
@@ -49,6 +50,43 @@ struct ZipContainerTests {
                 }
                 #expect(data == Self.bytes(i, size), "entry \(i)")
             }
+        }
+    }
+
+    /// A restore reads a version 3 archive's manifest pages on one thread while its packs
+    /// stream on another, through one reader: libzip's handle and the file position under it
+    /// are shared, so every call on them is serialized. Without that, one entry's read lands
+    /// where the other's seek left the file, and the bytes (or the CRC) come out wrong.
+    @Test("two threads read two entries of one reader at once, each byte for byte")
+    func sharedBetweenThreads() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/t.zip"
+            try Self.write(path)
+            let reader = try ZipReader(path: path)
+            // The two largest entries, read in small steps so that the threads' reads interleave.
+            let chosen = [7, 6]
+            let expected = chosen.map { Self.bytes($0, Self.sizes[$0]) }
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { thread in
+                let index = chosen[thread]
+                for round in 0..<10 {
+                    do {
+                        let entry = try reader.entry(at: index)
+                        let source = try reader.open(entry, checkCRC: true)
+                        var data: [UInt8] = []
+                        var buffer = [UInt8](repeating: 0, count: 4096)
+                        while true {
+                            let n = try source.read(into: &buffer, offset: 0, count: buffer.count)
+                            if n == 0 { break }
+                            data += buffer[0..<n]
+                        }
+                        if data != expected[thread] { failures.withLock { $0.append("entry \(index), round \(round): other bytes") } }
+                    } catch {
+                        failures.withLock { $0.append("entry \(index), round \(round): \(error)") }
+                    }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
         }
     }
 
