@@ -42,8 +42,11 @@ enum Console {
         try? handle.write(contentsOf: Data((line + "\n").utf8))
     }
 
+    /// Written from the array as it is: `Data(bytes)` copied every MiB the listings flush, a
+    /// moment's megabyte more at their peak (issue 34). A failed write drops the rest, as above.
     private static func writeRaw(_ bytes: [UInt8], to handle: FileHandle) {
-        if !bytes.isEmpty { try? handle.write(contentsOf: Data(bytes)) }
+        guard !bytes.isEmpty else { return }
+        try? FileDescriptor(borrowing: handle.fileDescriptor, path: "standard output").write(bytes)
     }
 
     /// `text` with every C0 control (U+0000–U+001F, newline and tab included), DEL and C1
