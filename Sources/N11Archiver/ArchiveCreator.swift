@@ -316,13 +316,15 @@ public enum ArchiveCreator {
         func stage(_ madePage: PackedLayout.MadePage, as recordedPage: ShipmentRecord.Page) {
             guard let record = request.shipmentRecord, stagingProblem == nil else { return }
             do {
-                let records = try ManifestPage.parse(madePage.plaintext, mode: request.mode, dependencies: dependsOn.count,
-                                                     what: "page \(madePage.page.number)")
-                try record.stage(night: id, records.map { record in
+                // Indexed, not parsed: each record is read as its row is written.
+                let records = try ManifestPage.indexed(madePage.plaintext, mode: request.mode, dependencies: dependsOn.count,
+                                                       what: "page \(madePage.page.number)")
+                try record.stage(night: id, count: records.count, page: recordedPage) { n in
+                    let record = try records.record(n)
                     let holder = record.location.holder == 0 ? id : dependsOn[record.location.holder - 1]
                     return (record.idString, .init(archive: holder, sha256: record.sha256.hex, size: record.size,
                                                    pack: Int64(record.location.pack), offset: record.location.offset))
-                }, page: recordedPage)
+                }
             } catch {
                 stagingProblem = "\(error)"
                 record.discard(night: id)

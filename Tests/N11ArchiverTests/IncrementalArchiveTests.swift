@@ -578,7 +578,7 @@ struct IncrementalArchiveTests {
             items[0] = (a.id, .init(archive: b.item.archive, sha256: a.item.sha256, size: a.item.size, pack: b.item.pack, offset: b.item.offset))
             let pages = try record.pages(of: w.directory.location)
             #expect(pages.count == 1, "40 items: one page")
-            try record.stage(night: "edited", items, page: pages[0])
+            try record.stage(night: "edited", count: items.count, page: pages[0]) { items[$0] }
             try record.replace(w.directory.location, with: state, stagedNight: "edited", items: items.count, pages: 1)
             try w.add()
             try w.backUp()
