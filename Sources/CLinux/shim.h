@@ -33,6 +33,9 @@ static inline int n11_renameat2(int from_dir, const char *from, int to_dir, cons
 #endif
 }
 
+/* O_NOATIME, which glibc defines only under _GNU_SOURCE (__O_NOATIME always). */
+static inline int n11_o_noatime(void) { return __O_NOATIME; }
+
 /* An unnamed file in directory `dir` (O_TMPFILE, read and write): no name to find it by,
    and gone when it is closed or the process dies, even by SIGKILL. -1 with errno
    (EOPNOTSUPP, EISDIR or EINVAL where the file system has no unnamed files). glibc

@@ -17,7 +17,7 @@ public enum InputPrefetch {
     public static func hint(_ path: String, headBytes: off_t = headBytes) {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        let fd = FileDescriptor.openLeavingAccessTime(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { return }
         defer { close(fd) }
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return }
@@ -28,7 +28,7 @@ public enum InputPrefetch {
     /// vault's content file): opened without the checks that input from elsewhere needs (a
     /// FIFO there is no one's), so three system calls, not five.
     public static func hintOwn(_ path: String, headBytes: off_t = headBytes) {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
+        let fd = FileDescriptor.openLeavingAccessTime(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
         guard fd >= 0 else { return }
         _ = posix_fadvise(fd, 0, headBytes, POSIX_FADV_WILLNEED)
         close(fd)
@@ -40,7 +40,8 @@ public enum InputPrefetch {
     /// for `headBytes` whatever the kernel does there.
     @discardableResult
     public static func hintOwnUnlessCached(_ path: String, headBytes: off_t = headBytes) -> Bool? {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
+        // Its `RWF_NOWAIT` read is a read: without O_NOATIME it would write the inode.
+        let fd = FileDescriptor.openLeavingAccessTime(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         let cached = PageCache.holdsFirstByte(of: fd)

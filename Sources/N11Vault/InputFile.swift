@@ -43,7 +43,7 @@ public struct InputFile: Sendable {
     /// Opens the file for reading (a note is read whole and checked to be UTF-8).
     public func open() throws -> ByteSource {
         let fd: FileDescriptor
-        do { fd = try FileDescriptor.openForReading(path) }
+        do { fd = try FileDescriptor.openForReading(path, leavingAccessTime: true) }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
         // Check the opened file itself, not the path, so a swap since `check` is caught.
         guard try fd.status().kind == .regular else { throw VaultError.inputNotRegularFile(path: path, what: "not a regular file") }
@@ -70,7 +70,7 @@ public struct InputFile: Sendable {
     /// only small ones (a note may be 16 MiB).
     public static func readNote(at path: String, ifAtMost limit: Int) throws -> NoteFile? {
         let fd: FileDescriptor
-        do { fd = try FileDescriptor.openForReading(path, checkingFirst: true) } catch {
+        do { fd = try FileDescriptor.openForReading(path, checkingFirst: true, leavingAccessTime: true) } catch {
             _ = try check(path, asNote: true)
             throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)")
         }

@@ -74,9 +74,10 @@ public final class SealedVaultItem {
 
     private static func openFirst(of paths: [String]) throws -> FileDescriptor {
         for candidate in paths.dropLast() {
-            do { return try FileDescriptor.openForReading(candidate) } catch let error as SystemError where error.isNotFound { continue }
+            do { return try FileDescriptor.openForReading(candidate, leavingAccessTime: true) }
+            catch let error as SystemError where error.isNotFound { continue }
         }
-        return try FileDescriptor.openForReading(paths.last ?? "")
+        return try FileDescriptor.openForReading(paths.last ?? "", leavingAccessTime: true)
     }
 
     // MARK: out of the vault

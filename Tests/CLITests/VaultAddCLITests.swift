@@ -23,6 +23,57 @@ private func listedItems(_ s: Sandbox) throws -> [[String: Any]] {
 @Suite("n11archive CLI: vault add")
 struct VaultAddCLITests {
 
+    /// A backup reads every file, and each read after a change (on a `relatime` mount, and
+    /// once a day) writes the file's inode for its access time: `vault add` did for every file
+    /// it took, and a nightly `create` for every vault file. They open with O_NOATIME.
+    @Test("vault add, create and vault verify read files without changing their access times")
+    func accessTimesLeftAlone() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let old = 1_600_000_000
+            func accessed(_ path: String) -> Int {
+                var st = stat()
+                #expect(stat(path, &st) == 0, "\(path)")
+                return st.st_atim.tv_sec
+            }
+            // An access time before the modification time is one a read updates under relatime.
+            func makeStale(_ path: String) {
+                var st = stat()
+                #expect(stat(path, &st) == 0, "\(path)")
+                var times = [timespec(tv_sec: old, tv_nsec: 0), st.st_mtim]
+                #expect(utimensat(AT_FDCWD, path, &times, 0) == 0, "\(path)")
+            }
+            func readThrough(_ path: String) {
+                let fd = open(path, O_RDONLY)
+                var byte: UInt8 = 0
+                #expect(fd >= 0 && read(fd, &byte, 1) == 1, "\(path)")
+                close(fd)
+            }
+            // This file system records access times as the test needs: a plain read does.
+            let control = try s.file("control.txt", Array("control".utf8))
+            makeStale(control)
+            readThrough(control)
+            #expect(accessed(control) != old, "a plain read leaves the access time here: the mount records none (noatime)")
+
+            let note = try s.file("n.txt", Array("a note".utf8))
+            let photo = try s.file("p.jpg", randomBytes(3 << 20))
+            makeStale(note)
+            makeStale(photo)
+            expectExit(try s.run(["vault", "add", "--note", note]), 0)
+            expectExit(try s.run(["vault", "add", photo]), 0)
+            #expect(accessed(note) == old && accessed(photo) == old, "vault add changed an access time")
+
+            let contentFiles = try ["Notes", "Photos"].flatMap { folder in
+                try FileManager.default.contentsOfDirectory(atPath: s.vault + "/" + folder).map { s.vault + "/" + folder + "/" + $0 }
+            }
+            #expect(contentFiles.count == 2, "\(contentFiles)")
+            contentFiles.forEach(makeStale)
+            expectExit(try s.run(["vault", "verify"]), 0)
+            expectExit(try s.run(["create", "--portable", "-o", s.path("a.nu11vlt"), "--password-file", try s.passwordFile()] + fastKDF), 0)
+            for file in contentFiles { #expect(accessed(file) == old, "\(file): read by vault verify or create") }
+        }
+    }
+
     @Test("adding the same content again skips it and names the item that has it; --allow-duplicates adds it; another compartment is no duplicate")
     func duplicatesSkipped() throws {
         try withSandbox { s in
