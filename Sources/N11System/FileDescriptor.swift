@@ -38,9 +38,10 @@ public final class FileDescriptor: @unchecked Sendable {
     /// `open(2)` of a file to read whose reads are not to count as accesses (O_NOATIME):
     /// the files `vault add` takes and the vault's own, as restic and borg read. Otherwise
     /// the first read after each change, and on a `relatime` mount the first each day, writes
-    /// the file's inode for its access time: a nightly `create` of 3,000,000 notes wrote
-    /// 3,000,000 inodes, and `vault add` one per file it took. Only a file's owner (or a
-    /// process with CAP_FOWNER) may ask; any other file is opened as usual.
+    /// the file's inode for its access time: a nightly `create` wrote an inode per vault file
+    /// it read, and `vault add` one per file it took. Only a file's owner (or a process with
+    /// CAP_FOWNER, such as root) may ask; the kernel refuses it for any other file with
+    /// EPERM before opening anything, and that file is opened as usual: two `open`s.
     public static func openLeavingAccessTime(_ path: String, _ flags: Int32) -> Int32 {
         let fd = Glibc.open(path, flags | n11_o_noatime())
         guard fd < 0, Glibc.errno == EPERM else { return fd }
