@@ -243,6 +243,28 @@ struct PackedArchiveTests {
         }
     }
 
+    /// A page is read into an array of the length the root gives it, one byte more to find a
+    /// longer one (`BoundedReader.readAll(expecting:)`): a page resealed with a byte added
+    /// must not pass as its first bytes, whose SHA-256 is the root's.
+    @Test("a page resealed a byte longer or shorter than the root gives it is damage")
+    func pageOfAnotherLength() throws {
+        try withTemporaryDirectory { dir in
+            let w = try World(dir: dir, notes: 300)
+            let packed = try #require(try w.open().packed)
+            let entries = try w.entries
+            let page0 = Self.index(of: EntryName.page(0), in: entries)
+            let key = try ArchiveKeys.entryKey(contentKey: packed.contentKey, header: packed.header, entryName: EntryName.page(0))
+            var plaintext: [UInt8] = []
+            try ChunkedStreamOpener(key: key, source: MemorySource(entries[page0].data)).forEachChunk { plaintext += $0 }
+            #expect(!plaintext.isEmpty)
+            for (label, changed) in [("longer", plaintext + [0]), ("shorter", Array(plaintext.dropLast()))] {
+                let sealed = try ChunkedStream.seal(changed, key: key)
+                expectDamaged(w, try w.variant("page-\(label)") { list in list[page0] = .stored(EntryName.page(0), sealed) },
+                              "page 0 resealed \(label)")
+            }
+        }
+    }
+
     @Test("tampering with a page, a pack, the root or the entry list is damage, and restore writes nothing")
     func tampering() throws {
         try withTemporaryDirectory { dir in
