@@ -49,15 +49,16 @@ static inline int n11_open_unnamed(const char *dir, mode_t mode) {
 #endif
 }
 
-/* Whether the first byte of an open file is in the page cache: 1 if a read of it with
+/* Whether the byte at `offset` of an open file is in the page cache: 1 if a read of it with
    RWF_NOWAIT (preadv2, through syscall(2): glibc declares it only under _GNU_SOURCE)
-   returns without waiting for the disk (an empty file counts as cached), 0 if it would have
-   waited, -1 if the kernel or file system cannot tell (errno set). */
-static inline int n11_first_byte_cached(int fd) {
+   returns without waiting for the disk (a byte past the end counts as cached), 0 if it would
+   have waited, -1 if the kernel or file system cannot tell (errno set). The offset goes in
+   pos_l whole: on a 64-bit kernel pos_h is shifted out. */
+static inline int n11_byte_cached(int fd, long long offset) {
 #ifdef SYS_preadv2
     unsigned char byte;
     struct iovec vector = { &byte, 1 };
-    long n = syscall(SYS_preadv2, fd, &vector, 1, 0L, 0L, 0x00000008 /* RWF_NOWAIT */);
+    long n = syscall(SYS_preadv2, fd, &vector, 1, (long)offset, 0L, 0x00000008 /* RWF_NOWAIT */);
     if (n >= 0) return 1;
     return errno == EAGAIN ? 0 : -1;
 #else

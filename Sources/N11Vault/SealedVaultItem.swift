@@ -63,11 +63,13 @@ public final class SealedVaultItem {
         } catch { throw VaultError.wrap(error) }
     }
 
-    /// The sealed file from its first byte: the bytes read at opening, or the file rewound.
-    /// A larger file's sources share its one position, so an item is read by one consumer
-    /// at a time (every caller reads it through once); each small one's has its own.
+    /// The sealed file from its first byte: the bytes read at opening, a large file out of
+    /// the page cache read around it (`DirectFileReader`), or the file rewound. A larger
+    /// file's sources share the one open file, so an item is read by one consumer at a time
+    /// (every caller reads it through once); each small one's has its own.
     private func sealedBytes() throws -> ByteSource {
         if let contents { return MemorySource(contents) }
+        if let direct = DirectFileReader.ifUncached(file, size: metadata.size + Int64(Self.overhead)) { return direct }
         try file.seek(to: 0)
         return file
     }

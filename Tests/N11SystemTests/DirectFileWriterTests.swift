@@ -42,24 +42,6 @@ struct DirectFileWriterTests {
         return try #require(writer).wroteDirectly
     }
 
-    /// The file system type under `path` (statfs's magic number), asked of `stat -f`.
-    func fileSystemMagic(_ path: String) throws -> UInt {
-        let stat = Process()
-        stat.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
-        stat.arguments = ["-f", "-c", "%t", path]
-        let out = Pipe()
-        stat.standardOutput = out
-        try stat.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        stat.waitUntilExit()
-        return try #require(UInt(text.trimmingCharacters(in: .whitespacesAndNewlines), radix: 16))
-    }
-
-    /// Whether the kernel writes files under `path` directly (the rule `DirectFileWriter` uses).
-    func takesDirectIO(_ path: String) throws -> Bool {
-        [0xEF53, 0x5846_5342, 0x9123_683E].contains(try fileSystemMagic(path))
-    }
-
     @Test("files of every size around a block and a buffer read back byte for byte, one set of buffers for all")
     func sizesAroundTheEdges() throws {
         try scratch { dir in

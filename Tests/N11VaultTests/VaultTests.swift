@@ -277,6 +277,36 @@ struct VaultTests {
         }
     }
 
+    // A large file out of the page cache is read around it (`DirectFileReader`): the same
+    // checks must hold on that path, and it must leave the cache as it found it.
+    @Test("a large content file out of the page cache verifies and reads back without entering the cache; a flipped byte in it is itemDamaged")
+    func largeOutOfTheCache() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let bytes = randomBytes(Int(DirectFileReader.worthFrom) + 1_000_003)
+            let item = try vault.add(photo(bytes))
+            let content = vault.contentPath(of: item)
+            try #require(try dropFromPageCache(content), "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            try vault.verify(item)
+            if try takesDirectIO(content) {
+                // Read through the cache, all 1,221 pages would be there now; the tag's page,
+                // the probe of the middle byte and its readahead are.
+                let cached = try residentPages(content)
+                #expect(cached.resident <= cached.pages / 8, "\(cached.resident) of \(cached.pages) pages cached")
+            }
+            try #require(try dropFromPageCache(content))
+            #expect(try plaintext(of: item, in: vault) == bytes)
+
+            try flipByte(in: content, at: 12 + bytes.count * 3 / 4)
+            try #require(try dropFromPageCache(content))
+            let error = expectVaultError("itemDamaged") { try vault.verify(item) }
+            #expect(error?.description.contains(item.id) == true)
+            try #require(try dropFromPageCache(content))
+            expectVaultError("itemDamaged") { try vault.read(item, into: CollectingSink()) }
+        }
+    }
+
     @Test("a truncated or missing content file is itemDamaged", arguments: [0, 11, 12, 27, 28, 1000 + 27])
     func truncatedContent(length: Int) throws {
         try withTemporaryDirectory { dir in

@@ -90,3 +90,37 @@ public func residentPages(_ path: String) throws -> (resident: Int, pages: Int) 
     guard mincore(map, size, &resident) == 0 else { throw SystemError("cannot ask which pages are cached", path: path) }
     return (resident.filter { $0 & 1 == 1 }.count, resident.count)
 }
+
+/// Writes back and drops `path`'s pages from the page cache (fsync, then
+/// `POSIX_FADV_DONTNEED`), as if the kernel had not read the file lately; returns false when
+/// the file system kept any (a test of a cold read cannot tell then).
+public func dropFromPageCache(_ path: String) throws -> Bool {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw SystemError("cannot open", path: path) }
+    defer { close(fd) }
+    guard fsync(fd) == 0, posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 else { return false }
+    return try residentPages(path).resident == 0
+}
+
+/// The file system type under `path` (statfs's magic number), asked of `stat -f` (the
+/// Glibc module does not bring `statfs`).
+public func fileSystemMagic(_ path: String) throws -> UInt {
+    let stat = Process()
+    stat.executableURL = URL(fileURLWithPath: "/usr/bin/stat")
+    stat.arguments = ["-f", "-c", "%t", path]
+    let out = Pipe()
+    stat.standardOutput = out
+    try stat.run()
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    stat.waitUntilExit()
+    guard let magic = UInt(text.trimmingCharacters(in: .whitespacesAndNewlines), radix: 16) else {
+        throw SystemError("cannot tell the file system of", path: path, errno: 0)
+    }
+    return magic
+}
+
+/// Whether the file system under `path` is one the tool asks for direct I/O (ext4, XFS,
+/// btrfs: the rule of `n11_direct_io_suits`).
+public func takesDirectIO(_ path: String) throws -> Bool {
+    [0xEF53, 0x5846_5342, 0x9123_683E].contains(try fileSystemMagic(path))
+}
