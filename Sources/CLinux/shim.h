@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
+#include <sys/mman.h>
 
 /* prctl is variadic, which Swift cannot call; one fixed-arity wrapper per use. */
 static inline int n11_set_not_dumpable(void) {
@@ -49,22 +50,40 @@ static inline int n11_open_unnamed(const char *dir, mode_t mode) {
 #endif
 }
 
-/* Whether the byte at `offset` of an open file is in the page cache: 1 if a read of it with
+/* Whether the first byte of an open file is in the page cache: 1 if a read of it with
    RWF_NOWAIT (preadv2, through syscall(2): glibc declares it only under _GNU_SOURCE)
-   returns without waiting for the disk (a byte past the end counts as cached), 0 if it would
-   have waited, -1 if the kernel or file system cannot tell (errno set). The offset goes in
-   pos_l whole: on a 64-bit kernel pos_h is shifted out. */
-static inline int n11_byte_cached(int fd, long long offset) {
+   returns without waiting for the disk (an empty file counts as cached), 0 if it would have
+   waited, -1 if the kernel or file system cannot tell (errno set). */
+static inline int n11_first_byte_cached(int fd) {
 #ifdef SYS_preadv2
     unsigned char byte;
     struct iovec vector = { &byte, 1 };
-    long n = syscall(SYS_preadv2, fd, &vector, 1, (long)offset, 0L, 0x00000008 /* RWF_NOWAIT */);
+    long n = syscall(SYS_preadv2, fd, &vector, 1, 0L, 0L, 0x00000008 /* RWF_NOWAIT */);
     if (n >= 0) return 1;
     return errno == EAGAIN ? 0 : -1;
 #else
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+/* Whether the page holding byte `offset` of an open file is in the page cache, asked with
+   mincore(2) on a one-page mapping that is never touched: unlike a probing read, this starts
+   no readahead, so the answer cannot be made true by the asking (an RWF_NOWAIT read starts
+   the read it would wait for, and on a fast disk the page could arrive before the read
+   looked). 1 cached, 0 not, -1 with errno when it cannot be told. */
+static inline int n11_page_cached(int fd, long long offset) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || offset < 0) { errno = EINVAL; return -1; }
+    off_t start = (off_t)(offset / page * page);
+    void *map = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, start);
+    if (map == MAP_FAILED) return -1;
+    unsigned char resident = 0;
+    int result = mincore(map, (size_t)page, &resident);
+    int saved = errno;
+    munmap(map, (size_t)page);
+    if (result != 0) { errno = saved; return -1; }
+    return resident & 1;
 }
 
 /* splice(2) from a pipe into a file at *offset (advanced by what moved): the bytes go from

@@ -36,12 +36,12 @@ public final class DirectFileReader: ByteSource {
     private var atLastBlock = false
 
     /// A reader of `file` from its first byte if the file is worth reading directly: at
-    /// least `worthFrom` bytes (`size`), on ext4, XFS or btrfs, and the byte in its middle not
+    /// least `worthFrom` bytes (`size`), on ext4, XFS or btrfs, and the page in its middle not
     /// in the page cache (a file the kernel holds, or has just been given, is read faster
-    /// from there; asked with an `RWF_NOWAIT` read). nil: read `file` as it is.
+    /// from there; asked with `mincore`, which starts no read). nil: read `file` as it is.
     public static func ifUncached(_ file: FileDescriptor, size: Int64) -> DirectFileReader? {
         guard size >= worthFrom, n11_direct_io_suits(file.rawValue) == 1,
-              PageCache.holdsByte(of: file.rawValue, at: size / 2) == false else { return nil }
+              PageCache.holdsPage(of: file.rawValue, at: size / 2) == false else { return nil }
         return DirectFileReader(file)
     }
 
