@@ -40,14 +40,17 @@ public struct InputFile: Sendable {
         return InputFile(path: path, name: Path.lastComponent(of: path), asNote: asNote, size: status.size, modified: modified)
     }
 
-    /// Opens the file for reading (a note is read whole and checked to be UTF-8).
+    /// Opens the file for reading (a note is read whole and checked to be UTF-8; a large
+    /// photo the kernel does not hold is read around the page cache, `DirectFileReader`).
     public func open() throws -> ByteSource {
         let fd: FileDescriptor
         do { fd = try FileDescriptor.openForReading(path, leavingAccessTime: true) }
         catch { throw VaultError.inputUnreadable(path: path, reason: (error as? SystemError)?.reason ?? "\(error)") }
         // Check the opened file itself, not the path, so a swap since `check` is caught.
-        guard try fd.status().kind == .regular else { throw VaultError.inputNotRegularFile(path: path, what: "not a regular file") }
-        return asNote ? MemorySource(try Self.readNote(from: fd)) : fd
+        let status = try fd.status()
+        guard status.kind == .regular else { throw VaultError.inputNotRegularFile(path: path, what: "not a regular file") }
+        if asNote { return MemorySource(try Self.readNote(from: fd)) }
+        return DirectFileReader.ifUncached(fd, size: status.size) ?? fd
     }
 
     /// A note file checked and read whole through one opening: what `check` and then `open`

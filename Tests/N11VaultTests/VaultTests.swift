@@ -307,6 +307,30 @@ struct VaultTests {
         }
     }
 
+    @Test("a large input photo out of the page cache is added byte for byte and left out of the cache; one in the cache as well")
+    func largeInputOutOfTheCache() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let bytes = randomBytes(Int(DirectFileReader.worthFrom) + 777_777)
+            let input = dir + "/IMG_0002.jpg"
+            try writeBytes(bytes, to: input)
+            try #require(try dropFromPageCache(input), "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
+            let file = try InputFile.check(input, asNote: false)
+            let cold = try vault.add(Vault.NewItem(file: file, kind: .photo, name: file.name, compartment: .vault, expires: nil))
+            #expect(try plaintext(of: cold, in: vault) == bytes)
+            if try takesDirectIO(input) {
+                let cached = try residentPages(input)
+                #expect(cached.resident == 0, "\(cached.resident) of \(cached.pages) pages of the input cached")
+            }
+            // Read once through the cache, the file is read from it by the next add.
+            _ = try readBytes(input)
+            try #require(try residentPages(input).resident == residentPages(input).pages)
+            let warm = try vault.add(Vault.NewItem(file: file, kind: .photo, name: "again.jpg", compartment: .vault, expires: nil))
+            #expect(try plaintext(of: warm, in: vault) == bytes)
+        }
+    }
+
     @Test("a truncated or missing content file is itemDamaged", arguments: [0, 11, 12, 27, 28, 1000 + 27])
     func truncatedContent(length: Int) throws {
         try withTemporaryDirectory { dir in
