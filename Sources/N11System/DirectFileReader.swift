@@ -26,7 +26,7 @@ public final class DirectFileReader: ByteSource {
     static let blockSize = 1 << 20
     static let blocksAhead = 3
 
-    private let shared: Shared
+    private let shared: DirectReadAhead
     private var thread: BackgroundThread?
     /// The block being copied out (its slot), how much of it there is and how much was taken.
     private var block = -1
@@ -48,10 +48,12 @@ public final class DirectFileReader: ByteSource {
     /// Reads `file` directly from its first byte; nil when O_DIRECT cannot be set on it or no
     /// thread is to be had (the file is then read as it is). `file` must stay open and be
     /// read by nobody else until this reader has returned its end or been let go.
-    init?(_ file: FileDescriptor, blockSize: Int = DirectFileReader.blockSize, blocksAhead: Int = DirectFileReader.blocksAhead) {
+    /// `readAt` is `pread` but in the tests.
+    init?(_ file: FileDescriptor, blockSize: Int = DirectFileReader.blockSize, blocksAhead: Int = DirectFileReader.blocksAhead,
+          readAt: @escaping DirectReadAhead.ReadAt = { pread($0, $1, $2, $3) }) {
         precondition(blockSize > 0 && blockSize % DirectFileWriter.alignment == 0 && blocksAhead > 0)
         guard n11_set_direct_io(file.rawValue, 1) == 0 else { return nil }
-        let shared = Shared(file: file, blockSize: blockSize, blocksAhead: blocksAhead)
+        let shared = DirectReadAhead(file: file, blockSize: blockSize, blocksAhead: blocksAhead, readAt: readAt)
         guard let thread = BackgroundThread({ _ in shared.readAhead() }) else {
             _ = n11_set_direct_io(file.rawValue, 0)
             return nil
@@ -63,6 +65,7 @@ public final class DirectFileReader: ByteSource {
     deinit { finish() }
 
     public func read(into buffer: inout [UInt8], offset: Int, count: Int) throws -> Int {
+        precondition(offset >= 0 && count >= 0 && offset + count <= buffer.count)
         guard count > 0 else { return 0 }
         while position == available {
             if atLastBlock || thread == nil { return 0 }
@@ -94,10 +97,13 @@ public final class DirectFileReader: ByteSource {
     }
 }
 
-/// What `DirectFileReader` and its thread share: the aligned blocks, which of them hold a
-/// block of the file, and the thread's error.
-private final class Shared: @unchecked Sendable {
+/// What a `DirectFileReader` and its thread share: the aligned blocks, which of them hold a
+/// block of the file, and the thread's error. Internal only for the tests' `ReadAt`.
+final class DirectReadAhead: @unchecked Sendable {
+    /// Reads up to the count at the pointer from the descriptor at the offset, as `pread`.
+    typealias ReadAt = (Int32, UnsafeMutableRawPointer, Int, off_t) -> Int
     let file: FileDescriptor
+    private let readAt: ReadAt
     let blockSize: Int
     let blocksAhead: Int
     private let memory: UnsafeMutableRawPointer
@@ -109,11 +115,12 @@ private final class Shared: @unchecked Sendable {
     private var failure: SystemError?
     private var stopping = false
     /// On the thread only, but for `directReads` (read once the thread has stopped).
-    private var direct = true
+    private(set) var direct = true
     private(set) var directReads = 0
 
-    init(file: FileDescriptor, blockSize: Int, blocksAhead: Int) {
+    init(file: FileDescriptor, blockSize: Int, blocksAhead: Int, readAt: @escaping ReadAt) {
         self.file = file
+        self.readAt = readAt
         self.blockSize = blockSize
         self.blocksAhead = blocksAhead
         memory = UnsafeMutableRawPointer.allocate(byteCount: blockSize * blocksAhead, alignment: DirectFileWriter.alignment)
@@ -150,7 +157,7 @@ private final class Shared: @unchecked Sendable {
         let start = off_t(block) * off_t(blockSize)
         var count = 0
         while count < blockSize {
-            let n = pread(file.rawValue, base + count, blockSize - count, start + off_t(count))
+            let n = readAt(file.rawValue, base + count, blockSize - count, start + off_t(count))
             if n < 0 {
                 let error = errno
                 if error == EINTR { continue }
