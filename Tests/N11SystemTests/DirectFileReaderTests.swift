@@ -33,6 +33,12 @@ struct DirectFileReaderTests {
     /// the end even a direct read returns nothing).
     final class Refusals: @unchecked Sendable { var count = 0 }
 
+    /// A new file at `path` holding `bytes`, opened for reading.
+    func written(_ bytes: [UInt8], to path: String) throws -> FileDescriptor {
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return try FileDescriptor.openForReading(path)
+    }
+
     func readsBuffered(_ file: FileDescriptor) -> Bool {
         var byte: UInt8 = 0
         return pread(file.rawValue, &byte, 1, 1) == 1
@@ -45,8 +51,7 @@ struct DirectFileReaderTests {
             for (n, size) in sizes.enumerated() {
                 let path = "\(dir)/f\(n)"
                 let bytes = pattern(size, seed: UInt8(n))
-                try Data(bytes).write(to: URL(fileURLWithPath: path))
-                let file = try FileDescriptor.openForReading(path)
+                let file = try written(bytes, to: path)
                 // Two blocks of 8 KiB: the thread waits for the reader and the reader for it.
                 let reader = try #require(DirectFileReader(file, blockSize: 8192, blocksAhead: 2), "size \(size)")
                 #expect(try readAll(reader) == bytes, "size \(size)")
@@ -64,8 +69,7 @@ struct DirectFileReaderTests {
             let path = "\(dir)/photo"
             let size = Int(DirectFileReader.worthFrom) + 3 << 20 + 123
             let bytes = pattern(size, seed: 4)
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            let file = try FileDescriptor.openForReading(path)
+            let file = try written(bytes, to: path)
             // Just written: in the cache.
             #expect(DirectFileReader.ifUncached(file, size: Int64(size)) == nil)
             try #require(try dropFromPageCache(path), "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
@@ -87,8 +91,7 @@ struct DirectFileReaderTests {
         try withTemporaryDirectory { dir in
             let path = "\(dir)/photo"
             let bytes = pattern(10 * 8192 + 17, seed: 2)
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            let file = try FileDescriptor.openForReading(path)
+            let file = try written(bytes, to: path)
             do {
                 let reader = try #require(DirectFileReader(file, blockSize: 8192, blocksAhead: 3))
                 var buffer = [UInt8](repeating: 0, count: 10_000)
@@ -107,8 +110,7 @@ struct DirectFileReaderTests {
         try withTemporaryDirectory { dir in
             let path = "\(dir)/photo"
             let bytes = pattern(5 * 8192 + 9, seed: 6)
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            let file = try FileDescriptor.openForReading(path)
+            let file = try written(bytes, to: path)
             let reader = try #require(DirectFileReader(file, blockSize: 8192, blocksAhead: 2) { fd, to, count, offset in
                 if offset >= 2 * 8192 { errno = EIO; return -1 }
                 return pread(fd, to, count, offset)
@@ -128,8 +130,7 @@ struct DirectFileReaderTests {
         try withTemporaryDirectory { dir in
             let path = "\(dir)/photo"
             let bytes = pattern(6 * 8192 + 4097, seed: 8)
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            let file = try FileDescriptor.openForReading(path)
+            let file = try written(bytes, to: path)
             let refusals = Refusals()
             let reader = try #require(DirectFileReader(file, blockSize: 8192, blocksAhead: 3) { fd, to, count, offset in
                 // The first read of the third block is refused, as a file system would; the
