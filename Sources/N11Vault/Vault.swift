@@ -792,7 +792,8 @@ public final class Vault: @unchecked Sendable {
                                                 sizeHint: size)
                 } else {
                     item = try staging.stage(id: ItemID.random(), kind: new.kind, compartment: new.compartment,
-                                             name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil) { file, key in
+                                             name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil,
+                                             aroundPageCache: (new.sizeHint ?? 0) >= VaultStaging.addedAroundPageCacheFrom) { file, key in
                         let source = try new.open()
                         return try SealedVaultItem.sealNew(progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
                                                            key: key, to: file, sizeHint: new.sizeHint)

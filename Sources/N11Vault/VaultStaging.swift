@@ -275,9 +275,8 @@ public final class VaultStaging {
     /// item's row may be held back (`holdBack`): no one looks it up before the commit but
     /// the duplicate check, which calls `waitForWrites` first. With `aroundPageCache` the
     /// content file is written around the page cache (`DirectFileWriter`): a restore's large
-    /// items, where it measured 22% faster; `vault add` of photos measured slower than the
-    /// page cache's good runs with it (BENCHMARKS.md, "Photos written around the page
-    /// cache"), and a key rotation was not measured.
+    /// items, where it measured 22% faster, and `vault add`'s from
+    /// `addedAroundPageCacheFrom`; a key rotation was not measured.
     @discardableResult
     func stage(id: String, kind: ItemKind, compartment: Compartment, name: String, created: Date, expires: Date?,
                replaces: ItemMetadata?, sealingKey: SecureBytes? = nil, aroundPageCache: Bool = false,
@@ -339,6 +338,11 @@ public final class VaultStaging {
     /// (the key store can be read again mid-change: `Vault.refreshCompartmentKeys`), so an
     /// item's record and content are always under the same key.
     private var recordSealers: [Compartment: (key: SecureBytes, sealer: AEADSealer)] = [:]
+
+    /// `vault add` writes an item of this size or more around the page cache: a 5 GiB photo
+    /// took half the time (6.6 s against 12.4–14.8 s), 96 photos of 8 MiB the same, 256 of
+    /// 2 MiB 10% more (BENCHMARKS.md, "Large files read around the page cache").
+    static let addedAroundPageCacheFrom: Int64 = 4 << 20
 
     /// Large items' content files are written around the page cache through these
     /// (`DirectFileWriter`), kept for the whole change once the first needs them.

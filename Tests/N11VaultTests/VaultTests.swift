@@ -306,7 +306,7 @@ struct VaultTests {
         }
     }
 
-    @Test("a large input photo out of the page cache is added byte for byte and left out of the cache; one in the cache as well",
+    @Test("a large input photo out of the page cache is added byte for byte, it and its content file left out of the cache; one in the cache as well",
           .enabled(if: (try? takesDirectIO("/tmp")) == true, "/tmp takes no direct I/O (tmpfs): no file there is read around the cache"))
     func largeInputOutOfTheCache() throws {
         try withTemporaryDirectory { dir in
@@ -321,6 +321,9 @@ struct VaultTests {
             #expect(try plaintext(of: cold, in: vault) == bytes)
             let cached = try residentPages(input)
             #expect(cached.resident == 0, "\(cached.resident) of \(cached.pages) pages of the input cached")
+            // And its content file was written around the cache but for its last, partial page.
+            let content = try residentPages(vault.contentPath(of: cold))
+            #expect(content.resident <= 1, "\(content.resident) of \(content.pages) pages of the content file cached")
             // Read once through the cache, the file is read from it by the next add.
             _ = try readBytes(input)
             try #require(try residentPages(input).resident == residentPages(input).pages)
