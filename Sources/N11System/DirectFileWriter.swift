@@ -2,7 +2,8 @@ internal import CLinux
 import Glibc
 
 /// Writes a new file from its start around the page cache (O_DIRECT), for files that are
-/// large, written once and made durable before anyone reads them: a restored photo's
+/// large, written once and made durable before anyone reads them (but a reader that waits
+/// for the writes first, `vault add`'s duplicate check): a restored or added photo's
 /// content file, or an exported photo. A buffered write copies every byte into a
 /// page-cache page the kernel must first find and clear, then writes it back later; on a
 /// virtual machine whose free memory goes back to its host (`page_reporting`) that first

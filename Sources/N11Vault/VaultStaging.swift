@@ -339,9 +339,10 @@ public final class VaultStaging {
     /// item's record and content are always under the same key.
     private var recordSealers: [Compartment: (key: SecureBytes, sealer: AEADSealer)] = [:]
 
-    /// `vault add` writes an item of this size or more around the page cache: a 5 GiB photo
-    /// took half the time (6.6 s against 12.4–14.8 s), 96 photos of 8 MiB the same, 256 of
-    /// 2 MiB 10% more (BENCHMARKS.md, "Large files read around the page cache").
+    /// `vault add` writes an item of this size or more (known beforehand) around the page
+    /// cache: a 5 GiB photo took half the time or less (6.6–9.7 s against 12.4–24.6 s), 96
+    /// photos of 8 MiB the same, 256 of 2 MiB 11–15% more (BENCHMARKS.md, stop 66's section
+    /// "Large files read around the page cache when they are not in it").
     static let addedAroundPageCacheFrom: Int64 = 4 << 20
 
     /// Large items' content files are written around the page cache through these

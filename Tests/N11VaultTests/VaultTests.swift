@@ -312,7 +312,7 @@ struct VaultTests {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
             let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
-            let bytes = randomBytes(Int(DirectFileReader.worthFrom) + 777_777)
+            let bytes = randomBytes(Int(max(DirectFileReader.worthFrom, VaultStaging.addedAroundPageCacheFrom)) + 777_777)
             let input = dir + "/IMG_0002.jpg"
             try writeBytes(bytes, to: input)
             try #require(try dropFromPageCache(input), "this file system keeps pages after POSIX_FADV_DONTNEED; the test cannot tell")
@@ -329,6 +329,40 @@ struct VaultTests {
             try #require(try residentPages(input).resident == residentPages(input).pages)
             let warm = try vault.add(Vault.NewItem(file: file, kind: .photo, name: "again.jpg", compartment: .vault, expires: nil))
             #expect(try plaintext(of: warm, in: vault) == bytes)
+        }
+    }
+
+    // Large items are written around the page cache, their last writes on the writer's
+    // thread while the add goes on: the duplicate check must wait for a file of the same
+    // add before it reads it, and a failure must wait before it removes what was handed over.
+    @Test("large items of one add written around the page cache: a duplicate of one is found, and a failure after one adds nothing and leaves no file")
+    func largeItemsOfOneAdd() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let size = Int(VaultStaging.addedAroundPageCacheFrom) + 333_333
+            let first = randomBytes(size), second = randomBytes(size)
+            func large(_ bytes: [UInt8], _ name: String) -> Vault.NewItem {
+                Vault.NewItem(opening: { MemorySource(bytes) }, kind: .photo, name: name, compartment: .vault, expires: nil,
+                              sizeHint: Int64(bytes.count), rereadable: true)
+            }
+            var skipped: [Vault.Duplicate] = []
+            let added = try vault.add([large(first, "a.jpg"), large(second, "b.jpg"), large(first, "a-again.jpg")],
+                                      skippingDuplicates: true, skipped: { skipped.append($0) })
+            #expect(added.map(\.name) == ["a.jpg", "b.jpg"])
+            #expect(skipped.map(\.name) == ["a-again.jpg"])
+            #expect(try plaintext(of: added[0], in: vault) == first)
+            #expect(try plaintext(of: added[1], in: vault) == second)
+
+            let photos = listing(of: dir + "/vault/Photos")
+            struct Unreadable: Error {}
+            let failing = Vault.NewItem(opening: { throw Unreadable() }, kind: .photo, name: "c.jpg", compartment: .vault,
+                                        expires: nil, sizeHint: Int64(size))
+            #expect(throws: (any Error).self) {
+                _ = try vault.add([large(randomBytes(size), "d.jpg"), large(randomBytes(size), "e.jpg"), failing])
+            }
+            #expect(try vault.items().map(\.name).sorted() == ["a.jpg", "b.jpg"])
+            #expect(listing(of: dir + "/vault/Photos") == photos)
         }
     }
 
