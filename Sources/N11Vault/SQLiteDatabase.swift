@@ -103,8 +103,12 @@ public final class SQLiteDatabase {
         guard code == SQLITE_OK else { throw fail(code, "cannot update the database") }
     }
 
+    /// How many statements this connection compiled: the tests hold per-item paths to none.
+    private(set) var statementsPrepared = 0
+
     /// A compiled statement, run with `SQLiteStatement.step` as often as it is bound anew.
     public func prepare(_ sql: String) throws(SystemError) -> SQLiteStatement {
+        statementsPrepared += 1
         var statement: OpaquePointer?
         let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard code == SQLITE_OK, let statement else { throw fail(code, "cannot read the database") }

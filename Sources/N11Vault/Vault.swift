@@ -36,6 +36,10 @@ public final class Vault: @unchecked Sendable {
     /// The opening keys `lookUp` uses, made once; and whether it read the key store again.
     private var lookupKeys: [(Compartment, SecureBytes, [UInt8])]?
     private var refreshedForLookup = false
+    /// Whether `lookUp` has read the pending moves. Not `lookupKeys`: that is made only once a
+    /// lookup finds a record, and a restore into an empty vault, which finds none, read the
+    /// moves again (a statement prepared and run) twice an item (issue 29).
+    private var lookupReadMoves = false
     /// A version 1 vault read without the lock: its items by ID, for `lookUp`.
     private var lookupIndex: [String: ItemMetadata]?
 
@@ -560,12 +564,13 @@ public final class Vault: @unchecked Sendable {
             return index[id].map { .item($0) } ?? .absent
         }
         do {
-            if lookupKeys == nil {
+            if !lookupReadMoves {
                 // The pending moves of the moment of the first lookup (a writer has none: it
                 // carried them out when it opened the vault).
                 for line in try catalogue.pendingOperations() {
                     if case let .move(staged, target)? = VaultStaging.Operation(line: Substring(line)) { pendingMoves[target] = staged }
                 }
+                lookupReadMoves = true
             }
             guard let sealed = try catalogue.record(id: id) else { return .absent }
             for attempt in 0..<2 {
@@ -630,6 +635,7 @@ public final class Vault: @unchecked Sendable {
     func forgetCachedItems() {
         cachedItems = nil
         lookupKeys = nil
+        lookupReadMoves = false
         lookupIndex = nil
         cachedDamaged = []
         pendingMoves = [:]

@@ -171,6 +171,9 @@ final class VaultCatalogue {
         }
     }
 
+    /// Statements compiled on the catalogue's connection so far (for the tests).
+    var statementsPrepared: Int { database.statementsPrepared }
+
     /// One record, or nil if no row has `id`.
     func record(id: String) throws -> [UInt8]? {
         let statement = try prepared("SELECT record FROM items WHERE id = ?1")

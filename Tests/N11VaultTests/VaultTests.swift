@@ -459,6 +459,29 @@ struct VaultTests {
         }
     }
 
+    @Test("lookups of absent IDs compile no statement each: a restore into an empty vault asks twice an item")
+    func lookUpAbsentCompilesNothing() throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            let catalogue = try #require(vault.catalogue)
+            let (first, afterFirst, rest) = try vault.readingOneState { () throws -> (Vault.Lookup, Int, [Vault.Lookup]) in
+                let first = try vault.lookUp(id: UUID().uuidString)
+                let afterFirst = catalogue.statementsPrepared
+                let rest = try (0..<100).map { _ in try vault.lookUp(id: UUID().uuidString) }
+                return (first, afterFirst, rest)
+            }
+            #expect(first == .absent && rest.allSatisfy { $0 == .absent })
+            #expect(catalogue.statementsPrepared == afterFirst, "each lookup compiled a statement of its own")
+            let item = try vault.add(photo(randomBytes(10)))
+            guard case .item(let found) = try vault.lookUp(id: item.id) else {
+                Issue.record("an item added after absent lookups was not found")
+                return
+            }
+            #expect(found.sha256 == item.sha256)
+        }
+    }
+
     // MARK: mismatch
 
     @Test("a vault opened with another key store is vaultMismatch")
