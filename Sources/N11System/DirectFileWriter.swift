@@ -11,9 +11,9 @@ import Glibc
 /// cache"). A direct write goes from this process's buffer to the disk, and the syncfs
 /// that publishes the file then finds nothing of it left to write.
 ///
-/// Bytes are gathered in one of two aligned buffers (`DirectWriteBuffers`); a full one is
-/// written by the buffers' own thread while the caller fills the other, so the caller does
-/// not wait for the disk, not even at a file's end: the file's last writes and whatever
+/// Bytes are gathered in aligned buffers (`DirectWriteBuffers`); a full one is written by
+/// the buffers' own thread while the caller fills the next, so the caller does not wait for
+/// the disk, not even at a file's end: the file's last writes and whatever
 /// the caller asks to follow them (setting its time, closing it) run on that thread while the
 /// caller goes on with the next file. The end of a file goes in two parts: its whole blocks
 /// directly, the last partial block through the page cache (O_DIRECT cleared first: direct
@@ -170,53 +170,77 @@ private final class WriteMode: @unchecked Sendable {
     init(direct: Bool) { self.direct = direct }
 }
 
-/// The two aligned buffers and the thread of `DirectFileWriter`s, kept by a writer of many
-/// files (a vault change, an export) so that each file neither maps and faults in memory of
-/// its own nor starts a thread. Buffers that hold plaintext (an export's files) are wiped as
-/// soon as their bytes are written; a vault's content files are ciphertext. Used from one
-/// thread at a time, besides its own.
+/// The aligned buffers and the thread of `DirectFileWriter`s, kept by a writer of many files
+/// (a vault change, an export) so that each file neither maps and faults in memory of its
+/// own nor starts a thread. Buffers that hold plaintext (an export's files) are wiped as soon
+/// as their bytes are written; a vault's content files are ciphertext. Used from one thread
+/// at a time, besides its own.
+///
+/// Filled in turn, each handed to the thread as one write: while the caller fills one, the
+/// others may wait to be written. Two buffers made the caller wait for every write under way
+/// before it filled the next: a restore's thread waited 0.18 s of 1.8 s so (issue 29,
+/// BENCHMARKS.md), since a write of 1 MiB takes about as long as sealing one, and either
+/// sometimes takes longer. More buffers let one side run ahead of the other for a while.
 public final class DirectWriteBuffers: @unchecked Sendable {
     public let capacity: Int
+    /// How many buffers of `capacity` there are (at least two).
+    let count: Int
     let holdsPlaintext: Bool
     private let memory: UnsafeMutableRawPointer
-    /// The buffer being filled (0 or 1); the other may be being written.
+    /// The buffer being filled; the others may wait to be written, in turn after it.
     private var current = 0
     /// Started with the first write; nil after a write failed (a new one is started for the
     /// next file) or where no thread is to be had (then writes run in place).
     private var worker: SerialWorker?
 
-    public init(capacity: Int = 1 << 20, holdsPlaintext: Bool) {
-        precondition(capacity > 0 && capacity % DirectFileWriter.alignment == 0)
+    public init(capacity: Int = 1 << 20, count: Int = 4, holdsPlaintext: Bool) {
+        precondition(capacity > 0 && capacity % DirectFileWriter.alignment == 0 && count >= 2)
         self.capacity = capacity
+        self.count = count
         self.holdsPlaintext = holdsPlaintext
-        memory = UnsafeMutableRawPointer.allocate(byteCount: 2 * capacity, alignment: DirectFileWriter.alignment)
+        // Mapped, not allocated: pages aligned for O_DIRECT, zero until written, and not
+        // touched (faulted in) until a file uses them; malloc may hand out a used block.
+        let mapped = mmap(nil, count * capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped, mapped != MAP_FAILED else { preconditionFailure("cannot map \(count * capacity) bytes for direct writes") }
+        memory = mapped
     }
 
     deinit {
         worker?.cancel()
         wipe()
-        memory.deallocate()
+        munmap(memory, count * capacity)
     }
 
     /// Whether any file used the buffers: an export of notes alone never touches them, and
-    /// wiping them would fault in 2 MiB for nothing.
+    /// wiping them would fault in their memory for nothing.
     private var used = false
 
     /// The buffer being filled; free, since the job that last wrote it has run (`handOver`
-    /// waits for the job before it, which is that one).
+    /// waits for it before moving here).
     var filling: UnsafeMutableRawPointer {
         used = true
         return memory + current * capacity
     }
 
-    /// Waits for the write under way, if any (its buffer is the next to be filled), then
-    /// starts `job`, which writes the buffer being filled, and moves to the other buffer.
-    /// Throws the earlier write's error.
+    /// Starts `job`, which writes the buffer being filled (every job given here writes the
+    /// buffer that was being filled: a file's last writes and its completion are one job),
+    /// then moves to the next buffer once the job that last wrote it has run: jobs run in
+    /// order, so that is once at most `count - 1` jobs are left. Throws an earlier write's
+    /// error.
     func handOver(_ job: @escaping SerialWorker.Job) throws {
-        try waitForWrites()
-        if worker == nil { worker = SerialWorker(batchSize: 1, batchesAhead: 1) }
-        if let worker { try worker.submit(job) } else { try job() }
-        current = 1 - current
+        if worker == nil { worker = SerialWorker(batchSize: 1, batchesAhead: count - 1) }
+        if let worker {
+            do {
+                try worker.submit(job)
+                try worker.waitUntil(atMostPending: count - 1)
+            } catch {
+                worker.cancel()
+                self.worker = nil
+                wipe()
+                throw error
+            }
+        } else { try job() }
+        current = (current + 1) % count
     }
 
     /// Waits until every write and completion given is done; throws the first failed one's
@@ -237,12 +261,12 @@ public final class DirectWriteBuffers: @unchecked Sendable {
         wipe()
     }
 
-    /// Whether every byte of both buffers is zero (for the tests).
+    /// Whether every byte of every buffer is zero (for the tests).
     var isClear: Bool {
-        UnsafeRawBufferPointer(start: memory, count: 2 * capacity).allSatisfy { $0 == 0 }
+        UnsafeRawBufferPointer(start: memory, count: count * capacity).allSatisfy { $0 == 0 }
     }
 
     private func wipe() {
-        if holdsPlaintext, used { explicit_bzero(memory, 2 * capacity) }
+        if holdsPlaintext, used { explicit_bzero(memory, count * capacity) }
     }
 }

@@ -108,6 +108,23 @@ public final class SerialWorker {
         if let failure { throw failure }
     }
 
+    /// Hands over what is queued, then waits until at most `pending` of the jobs given so far
+    /// have not finished (running or waiting); throws the first failed one's error. Only for
+    /// batches of one job (a batch running counts as one): a caller that cycles through
+    /// buffers, one job each, so learns which buffers are free again (`DirectWriteBuffers`).
+    public func waitUntil(atMostPending pending: Int) throws {
+        precondition(batchSize == 1, "pending jobs are counted by batch")
+        try handOver()
+        shared.guarded.lock()
+        while shared.failure == nil && !shared.cancelled
+            && shared.waiting.reduce(shared.busy ? 1 : 0, { $0 + $1.count }) > pending {
+            shared.guarded.wait()
+        }
+        let failure = shared.failure
+        shared.guarded.unlock()
+        if let failure { throw failure }
+    }
+
     /// Runs every job given, ends the thread and waits for it; throws the first job's error.
     public func finish() throws {
         defer { end(cancelling: false) }

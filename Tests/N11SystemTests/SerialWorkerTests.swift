@@ -101,6 +101,37 @@ struct SerialWorkerTests {
         #expect(record.indices == Array(0..<30))
     }
 
+    @Test("waitUntil(atMostPending:) returns once no more than that many jobs are left, not before and not only at the end")
+    func waitsForPending() throws {
+        let worker = try #require(SerialWorker(batchSize: 1, batchesAhead: 8))
+        let released = Atomic<Int>(0), record = Record()
+        // Job i runs once the test has released more than i jobs.
+        for index in 0..<6 {
+            try worker.submit {
+                while released.load(ordering: .acquiring) <= index { usleep(1000) }
+                record.job(index)
+            }
+        }
+        let giving = Giving(worker)
+        let doneWhenReturned = Atomic<Int>(-1)
+        let waiter = Thread {
+            try? giving.worker.waitUntil(atMostPending: 2)
+            doneWhenReturned.store(record.indices.count, ordering: .releasing)
+        }
+        waiter.start()
+        for release in 1...6 {
+            released.store(release, ordering: .releasing)
+            for _ in 0..<2000 where record.indices.count < release { usleep(1000) }
+            usleep(50_000)
+            let seen = doneWhenReturned.load(ordering: .acquiring)
+            if release < 4 { #expect(seen == -1, "returned with \(6 - release) jobs left") }
+            if release == 4 { #expect(seen == 4, "still waiting with 2 jobs left: \(seen)") }
+        }
+        while doneWhenReturned.load(ordering: .acquiring) < 0 { usleep(1000) }
+        try worker.finish()
+        #expect(record.indices == Array(0..<6))
+    }
+
     @Test("cancel drops the jobs not started, those of the running batch too, and ends the thread")
     func cancelDropsWaitingJobs() throws {
         let worker = try #require(SerialWorker(batchSize: 3, batchesAhead: 4))
