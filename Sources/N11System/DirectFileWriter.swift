@@ -224,15 +224,17 @@ public final class DirectWriteBuffers: @unchecked Sendable {
 
     /// Starts `job`, which writes the buffer being filled (every job given here writes the
     /// buffer that was being filled: a file's last writes and its completion are one job),
-    /// then moves to the next buffer once the job that last wrote it has run: jobs run in
-    /// order, so that is once at most `count - 1` jobs are left. Throws an earlier write's
-    /// error.
+    /// and moves to the next buffer. Jobs run in order, so the job that last wrote the next
+    /// buffer has run once at most `count - 2` jobs are left before this one is given: that
+    /// is waited for first, so that only an earlier write's error is thrown here, never
+    /// this job's (it is thrown by the next call, as with two buffers, where this waits
+    /// for every write).
     func handOver(_ job: @escaping SerialWorker.Job) throws {
         if worker == nil { worker = SerialWorker(batchSize: 1, batchesAhead: count - 1) }
         if let worker {
             do {
+                try worker.waitUntil(atMostPending: count - 2)
                 try worker.submit(job)
-                try worker.waitUntil(atMostPending: count - 1)
             } catch {
                 worker.cancel()
                 self.worker = nil

@@ -119,15 +119,28 @@ struct SerialWorkerTests {
             doneWhenReturned.store(record.indices.count, ordering: .releasing)
         }
         waiter.start()
+        /// Polls for up to `seconds` until the waiter has returned; its count of jobs done then.
+        func returned(within seconds: Int) -> Int {
+            for _ in 0..<(seconds * 1000) where doneWhenReturned.load(ordering: .acquiring) < 0 { usleep(1000) }
+            return doneWhenReturned.load(ordering: .acquiring)
+        }
         for release in 1...6 {
             released.store(release, ordering: .releasing)
             for _ in 0..<2000 where record.indices.count < release { usleep(1000) }
-            usleep(50_000)
-            let seen = doneWhenReturned.load(ordering: .acquiring)
-            if release < 4 { #expect(seen == -1, "returned with \(6 - release) jobs left") }
-            if release == 4 { #expect(seen == 4, "still waiting with 2 jobs left: \(seen)") }
+            if release < 4 {
+                usleep(50_000)
+                #expect(doneWhenReturned.load(ordering: .acquiring) == -1, "returned with \(6 - release) jobs left")
+            }
+            if release == 4 { #expect(returned(within: 10) == 4, "still waiting with 2 jobs left") }
         }
-        while doneWhenReturned.load(ordering: .acquiring) < 0 { usleep(1000) }
+        // A wait that never ends fails here instead of hanging the run (the worker is then
+        // cancelled, which wakes it).
+        if returned(within: 10) < 0 {
+            Issue.record("waitUntil(atMostPending:) did not return once every job had run")
+            worker.cancel()
+            while doneWhenReturned.load(ordering: .acquiring) < 0 { usleep(1000) }
+            return
+        }
         try worker.finish()
         #expect(record.indices == Array(0..<6))
     }
