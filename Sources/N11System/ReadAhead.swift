@@ -235,10 +235,10 @@ public final class ReadAhead: @unchecked Sendable {
     /// The hand-overs of blocks wake the other thread after the lock is let go: woken inside
     /// it, the other thread could run at once on this core and then sleep on the lock this
     /// thread still held (a mixed-set restore's thread waited 0.13–0.17 s of 1.6 s in
-    /// `recycle`'s lock). That took a restore's context switches from 4,600-5,200 to 3,900-4,300, not its
-    /// time: on two cores it now waits to be scheduled instead (issue 29). The flags read
-    /// under the lock say the other thread is waiting, and it checks its condition under the
-    /// lock before it waits, so a wake-up after the unlock is not lost.
+    /// `recycle`'s lock). That took the restore's context switches from 4,600–5,200 to
+    /// 3,900–4,300, not its time: on two cores it now waits to be scheduled instead (issue
+    /// 29). The flags read under the lock say the other thread is waiting, and it checks its
+    /// condition under the lock before it waits, so a wake-up after the unlock is not lost.
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(lock)
         defer { pthread_mutex_unlock(lock) }
