@@ -761,21 +761,24 @@ public final class Vault: @unchecked Sendable {
         // Every name is checked before anything is written.
         for new in items { try Self.check(new) }
         var next = items.makeIterator(), added: [ItemMetadata] = []
-        try add(from: { next.next() }, now: now, skippingDuplicates: skippingDuplicates, progress: progress,
+        try add(from: { next.next() }, count: items.count, now: now, skippingDuplicates: skippingDuplicates, progress: progress,
                 staged: { staged($0); added.append($0) }, skipped: skipped)
         return added
     }
 
     /// `add` of items handed out one at a time by `next` (nil after the last), holding none of
     /// them (issue 34): a bad item found part-way adds none. Returns how many were added.
+    /// `count`, how many items `next` will hand out when the caller knows, makes the new IDs
+    /// ascend (`AscendingItemIDs`): their rows go into the catalogue as they come instead of
+    /// being held back and sorted at the commit. Without it they are random.
     @discardableResult
-    public func add(from next: () throws -> NewItem?, now: Date = Date(), skippingDuplicates: Bool = false,
+    public func add(from next: () throws -> NewItem?, count expected: Int? = nil, now: Date = Date(), skippingDuplicates: Bool = false,
                     progress: VaultChangeProgress? = nil, staged: (ItemMetadata) throws -> Void = { _ in },
                     skipped: (Duplicate) throws -> Void = { _ in }) throws(VaultError) -> Int {
         precondition(lock != nil, "vault opened read-only")
         let known = skippingDuplicates ? try KnownContent(self, now: now) : nil
         let staging = try VaultStaging(vault: self)
-        var count = 0
+        var count = 0, ids = AscendingItemIDs(count: expected ?? 0)
         do {
             while let new = try next() {
                 try Self.check(new)
@@ -792,12 +795,12 @@ public final class Vault: @unchecked Sendable {
                 let item: ItemMetadata
                 if new.inMemory, let size = new.sizeHint, size <= VaultStaging.writtenBesideLimit {
                     let source = try new.open()
-                    item = try staging.stageNew(id: ItemID.random(), kind: new.kind, compartment: new.compartment, name: new.name,
+                    item = try staging.stageNew(id: ids.next(), kind: new.kind, compartment: new.compartment, name: new.name,
                                                 created: new.created ?? now, expires: new.expires,
                                                 sealing: progress.map { ProgressCountingSource(source, progress: $0) } ?? source,
                                                 sizeHint: size)
                 } else {
-                    item = try staging.stage(id: ItemID.random(), kind: new.kind, compartment: new.compartment,
+                    item = try staging.stage(id: ids.next(), kind: new.kind, compartment: new.compartment,
                                              name: new.name, created: new.created ?? now, expires: new.expires, replaces: nil,
                                              aroundPageCache: (new.sizeHint ?? 0) >= VaultStaging.addedAroundPageCacheFrom) { file, key in
                         let source = try new.open()

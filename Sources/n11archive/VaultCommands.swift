@@ -128,15 +128,17 @@ extension VaultCommand {
             // wait in sealed spools, not in memory (issue 34).
             let added = try SpoolFile(in: Output.spoolDirectory), skipped = try SpoolFile(in: Output.spoolDirectory)
             var skippedAsGivenTwice = 0
-            let next: () throws -> Vault.NewItem?
+            let next: () throws -> Vault.NewItem?, count: Int
             if !fromCiphio {
                 let input = try inputs.reader()
                 next = { try input().map { try newItem($0, stdinNote: inputs.standardInputNote, compartment: target, expires: expires) } }
+                count = inputs.count
             } else {
                 var message = messages.makeIterator()
                 next = { message.next() }
+                count = messages.count
             }
-            try vault.add(from: next, now: now, skippingDuplicates: !allowDuplicates, progress: observer, staged: { item in
+            try vault.add(from: next, count: count, now: now, skippingDuplicates: !allowDuplicates, progress: observer, staged: { item in
                 try added.append(Array("added \(item.id)  \(item.kind.rawValue)  \(item.compartment.rawValue)  \(item.name)".utf8))
             }, skipped: { duplicate in
                 // The item's ID cut to 8 characters (a prefix every command takes) and its name

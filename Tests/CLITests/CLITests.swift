@@ -308,6 +308,21 @@ struct CLITests {
 
     // MARK: failures leave the vault unchanged
 
+    @Test("the items of one add get IDs that ascend in the order the files were given (FILEs, then the list)")
+    func addedIDsAscend() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let names = (0..<12).map { "f\($0).jpg" }
+            let paths = try names.map { try s.file($0, randomBytes(100 + $0.count)) }
+            let list = try s.file("list.txt", Array(paths.dropFirst(2).joined(separator: "\n").utf8))
+            let added = try s.run(["vault", "add", paths[0], paths[1], "--files-from", list])
+            expectExit(added, 0)
+            let lines = addedLines(added)
+            #expect(lines.map(\.name) == names, "\(added)")
+            #expect(zip(lines, lines.dropFirst()).allSatisfy { $0.id < $1.id }, "\(added)")
+        }
+    }
+
     @Test("--files-from: a line list, a NUL list on stdin (a name with a newline), beside FILEs; bad lists add nothing")
     func filesFrom() throws {
         try withSandbox { s in

@@ -19,6 +19,65 @@ struct ItemIDTests {
         #expect(varying.count == 31, "all 32 hex digits but the version vary: \(varying.count)")
     }
 
+    /// The 122 free bits of a version 4 UUID, the version's and variant's left out.
+    static func freeBits(of id: String) -> UInt128? {
+        guard let uuid = ItemID.bytes(of: id) else { return nil }
+        let b = withUnsafeBytes(of: uuid) { Array($0) }
+        guard b[6] >> 4 == 4, b[8] >> 6 == 0b10 else { return nil }
+        var bits: UInt128 = 0
+        for at in 0..<6 { bits = bits << 8 | UInt128(b[at]) }
+        bits = bits << 4 | UInt128(b[6] & 0x0F)
+        bits = bits << 8 | UInt128(b[7])
+        bits = bits << 6 | UInt128(b[8] & 0x3F)
+        for at in 9..<16 { bits = bits << 8 | UInt128(b[at]) }
+        return bits
+    }
+
+    @Test("an ID made from 122 free bits is a version 4 UUID that gives them back, and larger bits make a larger ID")
+    func freeBitsRoundTrip() {
+        var rng = SystemRandomNumberGenerator()
+        let mask = UInt128(1) << 122 - 1
+        let values = (0..<500).map { _ in (UInt128(UInt64.random(in: 0...UInt64.max, using: &rng)) << 64
+            | UInt128(UInt64.random(in: 0...UInt64.max, using: &rng))) & mask } + [0, mask, 1, 1 << 56, 1 << 62, 1 << 70, 1 << 74]
+        for value in values {
+            let id = ItemID.text(ofFreeBits: value)
+            #expect(UUID(uuidString: id)?.uuidString == id)
+            #expect(Self.freeBits(of: id) == value, "\(id)")
+        }
+        let sorted = values.sorted()
+        for (lower, higher) in zip(sorted, sorted.dropFirst()) where lower != higher {
+            #expect(ItemID.text(ofFreeBits: lower) < ItemID.text(ofFreeBits: higher))
+        }
+    }
+
+    @Test("the IDs of an add that knows its count ascend, each drawn at random in its own part of the ID space; past the count they are random",
+          arguments: [1, 2, 3, 5, 1000, 4096, 4097])
+    func ascending(count: Int) throws {
+        var first = AscendingItemIDs(count: count), second = AscendingItemIDs(count: count)
+        let ids = (0..<count).map { _ in first.next() }, others = (0..<count).map { _ in second.next() }
+        var parts: UInt128 = 1
+        while parts < UInt128(count) { parts <<= 1 }
+        let partSize = (UInt128(1) << 122) / parts
+        for (position, id) in ids.enumerated() {
+            let bits = try #require(Self.freeBits(of: id), "\(id) is not an upper-case version 4 UUID")
+            #expect(UUID(uuidString: id)?.uuidString == id)
+            #expect(bits / partSize == UInt128(position), "\(id) is not in part \(position) of \(parts)")
+        }
+        #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "not ascending")
+        // Random within its part: a second add of as many items draws other IDs.
+        #expect(zip(ids, others).allSatisfy { $0 != $1 })
+        // A caller that counted too few gets random IDs from there on.
+        let beyond = (0..<300).map { _ in first.next() }
+        #expect(beyond.allSatisfy { Self.freeBits(of: $0) != nil } && Set(beyond).count == beyond.count)
+        #expect(zip(beyond, beyond.dropFirst()).contains { $0 > $1 }, "past the count, still ascending")
+    }
+
+    @Test("an add of one item draws its ID from the whole space, as a random one")
+    func ascendingOfOne() {
+        let firstDigits = Set((0..<400).map { _ in var ids = AscendingItemIDs(count: 1); return ids.next().prefix(1) })
+        #expect(firstDigits.count == 16, "first hex digits seen: \(firstDigits.sorted())")
+    }
+
     @Test("IDs read and written by hand agree with Foundation's UUID on the canonical form, either case, and the usual mistakes")
     func parseAndFormat() {
         var rng = SystemRandomNumberGenerator()

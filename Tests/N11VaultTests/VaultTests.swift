@@ -210,6 +210,34 @@ struct VaultTests {
         }
     }
 
+    @Test("an add told how many items come gives them ascending IDs in their order, so past the catalogue's cache each row goes straight in; one not told gives random IDs, held back",
+          arguments: [true, false])
+    func addThatKnowsItsCount(told: Bool) throws {
+        try withTemporaryDirectory { dir in
+            let (_, store) = try makeHome(in: dir)
+            let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
+            vault.rowsGoStraightInBelow = 0   // every change is past its cache
+            let catalogue = try #require(vault.catalogue)
+            let count = 40
+            var n = 0
+            var ids: [String] = [], inCatalogueWhenStaged: [Bool] = []
+            try vault.add(from: {
+                defer { n += 1 }
+                return n < count ? Vault.NewItem(bytes: Array("note \(n)".utf8), kind: .note, name: "n\(n)", compartment: .vault,
+                                                 expires: nil) : nil
+            }, count: told ? count : nil, staged: { item in
+                ids.append(item.id)
+                inCatalogueWhenStaged.append(try catalogue.contains(id: item.id))
+            })
+            let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
+            #expect(ascending == told)
+            #expect(inCatalogueWhenStaged.allSatisfy { $0 } == told)
+            let items = try vault.items()
+            #expect(Set(items.map(\.id)) == Set(ids) && items.count == count)
+            #expect(Dictionary(uniqueKeysWithValues: items.map { ($0.id, $0.name) }) == Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, "n\($0)") }))
+        }
+    }
+
     @Test("past the catalogue's cache, new rows that come in ID order (a restore's) go straight in; from the first out of order on, rows are held back until the writes are waited for")
     func rowsInIDOrderAreNotHeldBack() throws {
         try withTemporaryDirectory { dir in
