@@ -64,6 +64,9 @@ struct ItemIDTests {
             #expect(bits / partSize == UInt128(position), "\(id) is not in part \(position) of \(parts)")
         }
         #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "not ascending")
+        // Up to 65,536 items, the parts differ in the first 16 bits: every 4-character prefix
+        // (the shortest an item may be named by) is one item's.
+        #expect(Set(ids.map { $0.prefix(4) }).count == count)
         // Random within its part: a second add of as many items draws other IDs.
         #expect(zip(ids, others).allSatisfy { $0 != $1 })
         // A caller that counted too few gets random IDs from there on.
