@@ -98,15 +98,19 @@ enum ItemID {
 /// restore's do, and the files lie in ID order.
 ///
 /// The ID space (a version 4 UUID's 122 free bits) is cut into 2^b equal parts, 2^b the
-/// smallest power of two not below `count`; the n-th ID is drawn uniformly from the n-th
-/// part: its top b bits are n, the other 122 - b are from the CSPRNG (at least 90 for an
-/// add of up to 2^32 items, so two IDs still never meet). Anyone who sees the content files
-/// already sees the order they were made in (their inodes and times), so an order in the
-/// IDs tells nothing new. Past `count` (a caller that counted wrong) the IDs are random
-/// again, and rows from there on are held back as before.
+/// smallest power of two not below `count`; the add takes `count` parts in a row from a
+/// first one drawn at random among those that leave room for all (so adds of 300 items do
+/// not all crowd into the lower 300/512 of the space, and an ID does not tell its place in
+/// its add), and each ID is drawn uniformly from its part: its top b bits are the part,
+/// the other 122 - b come from the CSPRNG (at least 90 for an add of up to 2^32 items, so
+/// two IDs still never meet). Where the vault's content files can be seen, their inodes and
+/// times tell the order they were made in anyway; a version 2 archive, whose ZIP directory
+/// names entries by ID, now tells it too (DESIGN.md §8.6). Past `count` (a caller that
+/// counted wrong) the IDs are random again, and rows from there on are held back as before.
 struct AscendingItemIDs {
     private let count: UInt128
     private let randomBits: Int
+    private let firstPart: UInt128
     private var position: UInt128 = 0
 
     init(count: Int) {
@@ -115,12 +119,25 @@ struct AscendingItemIDs {
         var positionBits = 0
         while UInt128(1) << positionBits < self.count { positionBits += 1 }
         randomBits = 122 - positionBits
+        // At most 2^63 parts: the first is below 2^63 too.
+        firstPart = UInt128(Self.uniform(upTo: UInt64((UInt128(1) << positionBits) - max(self.count, 1))))
     }
 
     mutating func next() -> String {
         guard position < count else { return ItemID.random() }
         defer { position += 1 }
         let random = SecureRandom.bytes(16).reduce(UInt128(0)) { $0 << 8 | UInt128($1) } & (UInt128(1) << randomBits - 1)
-        return ItemID.text(ofFreeBits: position << randomBits | random)
+        return ItemID.text(ofFreeBits: (firstPart + position) << randomBits | random)
+    }
+
+    /// A uniform integer in 0...bound (below 2^63), from the CSPRNG without modulo bias:
+    /// drawn under the next power of two and drawn again when above `bound`.
+    private static func uniform(upTo bound: UInt64) -> UInt64 {
+        var mask: UInt64 = 0
+        while mask < bound { mask = mask << 1 | 1 }
+        while true {
+            let drawn = SecureRandom.bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & mask
+            if drawn <= bound { return drawn }
+        }
     }
 }

@@ -306,8 +306,6 @@ struct CLITests {
         }
     }
 
-    // MARK: failures leave the vault unchanged
-
     @Test("the items of one add get IDs that ascend in the order the files were given (FILEs, then the list)")
     func addedIDsAscend() throws {
         try withSandbox { s in
@@ -322,6 +320,8 @@ struct CLITests {
             #expect(zip(lines, lines.dropFirst()).allSatisfy { $0.id < $1.id }, "\(added)")
         }
     }
+
+    // MARK: failures leave the vault unchanged
 
     @Test("--files-from: a line list, a NUL list on stdin (a name with a newline), beside FILEs; bad lists add nothing")
     func filesFrom() throws {

@@ -58,10 +58,12 @@ struct ItemIDTests {
         var parts: UInt128 = 1
         while parts < UInt128(count) { parts <<= 1 }
         let partSize = (UInt128(1) << 122) / parts
+        let firstPart = try #require(Self.freeBits(of: ids[0])) / partSize
+        #expect(firstPart + UInt128(count) <= parts, "the add's parts run past the last")
         for (position, id) in ids.enumerated() {
             let bits = try #require(Self.freeBits(of: id), "\(id) is not an upper-case version 4 UUID")
             #expect(UUID(uuidString: id)?.uuidString == id)
-            #expect(bits / partSize == UInt128(position), "\(id) is not in part \(position) of \(parts)")
+            #expect(bits / partSize == firstPart + UInt128(position), "\(id) is not in part \(firstPart) + \(position) of \(parts)")
         }
         #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "not ascending")
         // Up to 65,536 items, the parts differ in the first 16 bits: every 4-character prefix
@@ -73,6 +75,21 @@ struct ItemIDTests {
         let beyond = (0..<300).map { _ in first.next() }
         #expect(beyond.allSatisfy { Self.freeBits(of: $0) != nil } && Set(beyond).count == beyond.count)
         #expect(zip(beyond, beyond.dropFirst()).contains { $0 > $1 }, "past the count, still ascending")
+    }
+
+    @Test("an add's first part is drawn among all that leave room for its items, not always the lowest",
+          arguments: [(3, 2), (300, 213), (5000, 3193)])
+    func firstPartVaries(count: Int, choices: Int) throws {
+        var parts: UInt128 = 1
+        while parts < UInt128(count) { parts <<= 1 }
+        let partSize = (UInt128(1) << 122) / parts
+        var seen = Set<UInt128>()
+        for _ in 0..<max(choices * 8, 64) {
+            var ids = AscendingItemIDs(count: count)
+            seen.insert(try #require(Self.freeBits(of: ids.next())) / partSize)
+        }
+        #expect(seen.allSatisfy { $0 < UInt128(choices) })
+        #expect(seen.count >= (choices <= 8 ? choices : choices / 2), "only \(seen.count) first parts of \(choices) seen")
     }
 
     @Test("an add of one item draws its ID from the whole space, as a random one")
