@@ -33,6 +33,12 @@ public final class Vault: @unchecked Sendable {
     /// in ID order at the end, unless they come in that order (`VaultStaging`); lowered by
     /// tests to take that path with few items.
     var rowsGoStraightInBelow = Int64(VaultCatalogue.changeCacheBytes)
+    /// How many items an add that knows its count must have for its IDs to ascend
+    /// (`AscendingItemIDs`): more than one run of held-back rows, which costs nothing to sort
+    /// (`VaultStaging.heldBackRunLength`). Below it IDs stay random, so that a night of a few
+    /// hundred new items touches no more manifest pages than before (DESIGN.md §8.6); lowered
+    /// by tests.
+    var ascendingIDsAbove = VaultStaging.heldBackRunLength
     /// The opening keys `lookUp` uses, made once; and whether it read the key store again.
     private var lookupKeys: [(Compartment, SecureBytes, [UInt8])]?
     private var refreshedForLookup = false
@@ -769,8 +775,9 @@ public final class Vault: @unchecked Sendable {
     /// `add` of items handed out one at a time by `next` (nil after the last), holding none of
     /// them (issue 34): a bad item found part-way adds none. Returns how many were added.
     /// `count`, how many items `next` will hand out when the caller knows, makes the new IDs
-    /// ascend (`AscendingItemIDs`): their rows go into the catalogue as they come instead of
-    /// being held back and sorted at the commit. Without it they are random.
+    /// of an add of more than `ascendingIDsAbove` items ascend (`AscendingItemIDs`): their
+    /// rows go into the catalogue as they come instead of being spooled in sorted runs and
+    /// merged at the commit. Otherwise they are random.
     @discardableResult
     public func add(from next: () throws -> NewItem?, count expected: Int? = nil, now: Date = Date(), skippingDuplicates: Bool = false,
                     progress: VaultChangeProgress? = nil, staged: (ItemMetadata) throws -> Void = { _ in },
@@ -778,7 +785,7 @@ public final class Vault: @unchecked Sendable {
         precondition(lock != nil, "vault opened read-only")
         let known = skippingDuplicates ? try KnownContent(self, now: now) : nil
         let staging = try VaultStaging(vault: self)
-        var count = 0, ids = AscendingItemIDs(count: expected ?? 0)
+        var count = 0, ids = AscendingItemIDs(count: expected.map { $0 > ascendingIDsAbove ? $0 : 0 } ?? 0)
         do {
             while let new = try next() {
                 try Self.check(new)

@@ -410,6 +410,10 @@ public final class VaultStaging {
         try contentWriters.submit(write)
     }
 
+    /// How many held-back rows are sorted in memory before a run is spooled: a change of no
+    /// more new items than this holds its rows back at no cost but one sort.
+    static let heldBackRunLength = 8192
+
     /// Puts a new item's row now while the catalogue would still fit its cache (random pages
     /// then cost nothing: a restore of 100,000 notes was 5% slower with every row held back
     /// and spooled), and holds it back (`newRows`) once it would not, unless every row so far
@@ -788,7 +792,7 @@ private struct NewRow {
     /// Runs of 8,192 rows (about 4 MiB of records) sorted in memory: 1,000,000 rows are
     /// 123 runs, merged in one pass (`ExternalSorter`).
     static func sorter(spoolingIn directory: String) -> ExternalSorter<NewRow> {
-        ExternalSorter(runLength: 8192, directory: directory, encode: encoded, decode: decoded, key: orderKey,
+        ExternalSorter(runLength: VaultStaging.heldBackRunLength, directory: directory, encode: encoded, decode: decoded, key: orderKey,
                        by: { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) })
     }
 

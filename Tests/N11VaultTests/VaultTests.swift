@@ -210,13 +210,15 @@ struct VaultTests {
         }
     }
 
-    @Test("an add told how many items come gives them ascending IDs in their order, so past the catalogue's cache each row goes straight in; one not told gives random IDs, held back",
-          arguments: [true, false])
-    func addThatKnowsItsCount(told: Bool) throws {
+    @Test("an add told how many items come, more than a run of rows, gives them ascending IDs in their order, so past the catalogue's cache each row goes straight in; one not told, or smaller, gives random IDs, held back",
+          arguments: [(true, 39), (false, 39), (true, 40)])
+    func addThatKnowsItsCount(told: Bool, ascendingAbove: Int) throws {
         try withTemporaryDirectory { dir in
             let (_, store) = try makeHome(in: dir)
             let vault = try Vault.open(at: dir + "/vault", keyStore: store, forWriting: true)
             vault.rowsGoStraightInBelow = 0   // every change is past its cache
+            vault.ascendingIDsAbove = ascendingAbove
+            let ascends = told && ascendingAbove < 40
             let catalogue = try #require(vault.catalogue)
             let count = 40
             var n = 0
@@ -230,8 +232,8 @@ struct VaultTests {
                 inCatalogueWhenStaged.append(try catalogue.contains(id: item.id))
             })
             let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
-            #expect(ascending == told)
-            #expect(inCatalogueWhenStaged.allSatisfy { $0 } == told)
+            #expect(ascending == ascends)
+            #expect(inCatalogueWhenStaged.allSatisfy { $0 } == ascends)
             let items = try vault.items()
             #expect(Set(items.map(\.id)) == Set(ids) && items.count == count)
             #expect(Dictionary(uniqueKeysWithValues: items.map { ($0.id, $0.name) }) == Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, "n\($0)") }))
