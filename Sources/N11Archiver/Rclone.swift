@@ -299,12 +299,25 @@ public struct Rclone: RemoteTransport {
         try run(["deletefile", remote.description], about: remote)
     }
 
-    /// What an interrupted command takes back on its way out (a temp or lock object): one
-    /// try with short time-outs, so that Ctrl-C never waits long on an unreachable remote
-    /// (what is left there, the next prune or a stale-lock check removes).
+    /// What an interrupted command takes back on its way out (a temp or lock object): short
+    /// time-outs, so that Ctrl-C never waits long on an unreachable remote (what is left
+    /// there, the next prune or a stale-lock check removes). An upload whose rclone was just
+    /// stopped may still be finishing on the server (a WebDAV server that had the whole body
+    /// completes its PUT after the client is gone, and its object then outlived a lone delete,
+    /// in one CI run of `RemoteHostileTests`), so the object is looked for again after each
+    /// delete and deleted again, `deleteAttempts` times at most, a quarter second apart.
     public func deleteOnInterrupt(_ remote: RemotePath) {
-        _ = try? run(["deletefile", remote.description], about: remote, flags: Self.quickFlags)
+        for attempt in 0..<Self.deleteAttempts {
+            if attempt > 0 { usleep(250_000) }
+            _ = try? run(["deletefile", remote.description], about: remote, flags: Self.quickFlags)
+            // Gone, or the remote does not answer: nothing more to do here.
+            guard let listed = try? run(["lsjson", "--files-only", "--no-mimetype", remote.description], about: remote,
+                                        flags: Self.quickFlags),
+                  listed.contains(UInt8(ascii: "{")) else { return }
+        }
     }
+
+    static let deleteAttempts = 4
 
     static let quickFlags = ["--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "5s",
                              "--log-level", "ERROR", "--use-json-log=false"]

@@ -9,7 +9,9 @@ import N11TestSupport
 /// How rclone's failures become n11archive's: each kind of message a real rclone prints (as
 /// the loopback suites saw them) gets its exit kind and says what happened, without running
 /// rclone (issue 26: these were reached only through whole commands against servers).
-@Suite("Rclone failures, classified")
+/// Serialized: two of its tests write a stand-in rclone and run it, and one test's script,
+/// still open for writing while another's `posix_spawn` forks, can fail to start (ETXTBSY).
+@Suite("Rclone failures, classified", .serialized)
 struct RcloneClassifyTests {
     static let cases: [(status: Int32, text: String, kind: FailureKind, says: String)] = [
         (1, "2026/11/22 21:00:00 CRITICAL: Failed to create file system for \"nas:x\": didn't find section in config file", .configuration, "no remote named 'nas'"),
@@ -44,6 +46,40 @@ struct RcloneClassifyTests {
         try Rclone(environment: ["N11_RCLONE": fake]).download(RemotePath(remote: "nas", path: "x"), to: dir + "/x", progress: progress, size: 100)
         let last = try #require(seen.withLock { $0.last })
         #expect(last.finished && last.bytes == 100 && last.totalBytes == 100, "\(last)")
+    }
+
+    /// A stand-in rclone whose object outlives the first `survives` deletes (a server still
+    /// finishing an upload), and that counts them; `lsjson` lists it while it is there.
+    func fakeRemote(in dir: String, survives: Int, answers: Bool = true) throws -> String {
+        let fake = dir + "/rclone"
+        let script = """
+            #!/bin/sh
+            cd '\(dir)'
+            case "$1" in
+            deletefile) n=$(cat deletes 2>/dev/null || echo 0); n=$((n + 1)); echo $n > deletes
+                [ $n -gt \(survives) ] && rm -f object; exit 0 ;;
+            lsjson) \(answers ? "" : "exit 1;") [ -e object ] && { echo '[{"Name":"x","Size":1}]'; exit 0; }
+                echo 'ERROR : x: object not found' >&2; exit 3 ;;
+            esac
+            exit 9
+            """
+        try writeBytes(Array(script.utf8), to: fake)
+        chmod(fake, 0o755)
+        try writeBytes([1], to: dir + "/object")
+        return fake
+    }
+
+    @Test("Ctrl-C's delete of a temp object deletes again while the object is still listed, a few times at most, and once when the remote does not answer",
+          arguments: [(0, true, 1), (1, true, 2), (2, true, 3), (10, true, Rclone.deleteAttempts), (10, false, 1)])
+    func deleteOnInterruptRetries(survives: Int, answers: Bool, deletes: Int) throws {
+        let dir = NSTemporaryDirectory() + "/n11-rclone-delete-\(getpid())-\(survives)-\(answers)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fake = try fakeRemote(in: dir, survives: survives, answers: answers)
+        Rclone(environment: ["N11_RCLONE": fake]).deleteOnInterrupt(RemotePath(remote: "nas", path: "x"))
+        let count = try String(decoding: readBytes(dir + "/deletes"), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(count == "\(deletes)")
+        #expect(exists(dir + "/object") == (survives >= deletes))
     }
 
     @Test("a remote path's directory and back: the root stays the root, not the login directory")
