@@ -302,10 +302,10 @@ public struct Rclone: RemoteTransport {
     /// What an interrupted command takes back on its way out (a temp or lock object): short
     /// time-outs, so that Ctrl-C never waits long on an unreachable remote (what is left
     /// there, the next prune or a stale-lock check removes). An upload whose rclone was just
-    /// stopped may still be finishing on the server (a WebDAV server that had the whole body
-    /// completes its PUT after the client is gone, and its object then outlived a lone delete,
-    /// in one CI run of `RemoteHostileTests`), so the object is looked for again after each
-    /// delete and deleted again, `deleteAttempts` times at most, a quarter second apart.
+    /// stopped may still be finishing on the server (most likely what happened in one CI run
+    /// of `RemoteHostileTests`, where a temp object on the loopback WebDAV server outlived a
+    /// lone delete), so the object is looked for again after each delete and deleted again,
+    /// `deleteAttempts` times at most, a quarter second apart.
     public func deleteOnInterrupt(_ remote: RemotePath) {
         for attempt in 0..<Self.deleteAttempts {
             if attempt > 0 { usleep(250_000) }
