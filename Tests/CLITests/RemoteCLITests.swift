@@ -39,7 +39,7 @@ func accepts(_ port: UInt16) -> Bool {
 
 /// A server process of the test, on 127.0.0.1, stopped when it goes away.
 final class LoopbackServer: @unchecked Sendable {
-    let port: UInt16
+    private(set) var port: UInt16
     private var process: ChildProcess?
     private let arguments: (UInt16) -> [String]
 
@@ -53,6 +53,14 @@ final class LoopbackServer: @unchecked Sendable {
         process = try ChildProcess.start(arguments(port))
         for _ in 0..<100 where !accepts(port) { usleep(50_000) }
         guard accepts(port) else { throw RunnerError(description: "\(arguments(port)) did not start listening") }
+    }
+
+    /// Starts it again after `kill`, on a new port: the old one, free meanwhile, may have gone
+    /// to another test's server (a CI run met an sftp server's banner where its WebDAV server
+    /// had been, and `accepts` could not tell).
+    func restart() throws {
+        port = freeLoopbackPort()
+        try start()
     }
 
     /// Kills it at once (SIGKILL), as a crash or a dropped link would.
@@ -82,8 +90,16 @@ final class RemoteWorld: @unchecked Sendable {
         webdav = try LoopbackServer { ["rclone", "serve", "webdav", data, "--addr", "127.0.0.1:\($0)", "--dir-cache-time", "0s"] }
         sftp = try LoopbackServer { ["rclone", "serve", "sftp", data, "--addr", "127.0.0.1:\($0)", "--user", "u", "--pass", "test-only",
                                      "--dir-cache-time", "0s"] }
-        let obscured = try ChildProcess.run(["rclone", "obscure", "test-only"]).1
+        obscured = String(decoding: try ChildProcess.run(["rclone", "obscure", "test-only"]).1, as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
         config = s.path("rclone.conf")
+        try writeConfig()
+    }
+
+    private let obscured: String
+
+    /// The configuration naming the servers' current ports.
+    private func writeConfig() throws {
         try writeBytes(Array("""
             [dav]
             type = webdav
@@ -95,10 +111,16 @@ final class RemoteWorld: @unchecked Sendable {
             host = 127.0.0.1
             port = \(sftp.port)
             user = u
-            pass = \(String(decoding: obscured, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            pass = \(obscured)
 
             """.utf8), to: config)
         chmod(config, 0o600)
+    }
+
+    /// The WebDAV server back after `webdav.kill()`, on a new port the configuration names.
+    func restartWebDAV() throws {
+        try webdav.restart()
+        try writeConfig()
     }
 
     var environment: [String: String] { ["RCLONE_CONFIG": config] }
@@ -275,7 +297,7 @@ struct RemoteCLITests {
             #expect(listing(of: s.home + "/spool").isEmpty)
 
             // Back up: the next prune sweeps the temp object away; a new create goes through.
-            try world.webdav.start()
+            try world.restartWebDAV()
             let made = try world.run(["create", "--portable", "--output-dir", "dav:backups", "--password-file", pw, "--json"] + fastKDF)
             expectExit(made, 0)
             let archive = try #require(try jsonDocument(made)["archive"] as? String)
@@ -301,7 +323,7 @@ struct RemoteCLITests {
             // rest), byte for byte. (The killer first ends its `kill`, which would otherwise
             // take the restarted server down with the old one.)
             while !killer2.isFinished { usleep(10_000) }
-            try world.webdav.start()
+            try world.restartWebDAV()
             let export = s.path("fresh-export")
             let again = try world.run(["restore", archive, "--password-file", pw, "--export", export], home: "fresh")
             expectExit(again, 0)
