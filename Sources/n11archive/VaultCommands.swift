@@ -583,6 +583,64 @@ enum FileList {
     }
 }
 
+/// The first pass's check of the --files-from list's paths (a `stat` each, and the file's
+/// kind and size) on two threads of their own, batches ahead of the thread that reads the
+/// list and spools the paths (`CheckedInputs`). One after the other, a million notes' checks
+/// took 3 s of that pass's 4 (BENCHMARKS.md, issue 34). The results come back in list
+/// order, so the first bad path in the list is the one named, as before. A list that turns
+/// out malformed (`FileList`) is refused even if a bad path before it is still being checked.
+private final class ListedPathChecks {
+    /// A listed path, its number in the list, and its size or why it is refused.
+    typealias Checked = (path: String, number: Int, size: Result<Int64, any Error>)
+    /// Two, taking the batches in turn: the list reader's own work (1.3 s for a million
+    /// paths) is less than half the checks'.
+    private let threads: [ReadAheadThread<Result<Int64, any Error>>]
+    /// The paths and numbers of the batches given to the threads, oldest first, and how
+    /// many batches have been given.
+    private var given: [[(path: String, number: Int)]] = []
+    private var givenCount = 0
+    private var gathering: [(path: String, number: Int)] = []
+
+    init(asNote: Bool) {
+        threads = (0..<2).map { _ in ReadAheadThread { path in Result { try InputFile.check(path, asNote: asNote).size } } }
+        gathering.reserveCapacity(ReadAheadPaths<Int>.batch)
+    }
+
+    /// Gives `path` to be checked; returns the oldest batch's results once two more a thread
+    /// are given (so neither thread waits while the list goes on).
+    func add(_ path: String, number: Int) -> [Checked]? {
+        gathering.append((path, number))
+        guard gathering.count == ReadAheadPaths<Int>.batch else { return nil }
+        give()
+        gathering.removeAll(keepingCapacity: true)
+        return given.count > 2 * threads.count ? take() : nil
+    }
+
+    /// After the list's last path: the results of the batches not yet handed back, oldest
+    /// first, one batch a call; nil when none is left.
+    func next() -> [Checked]? {
+        if !gathering.isEmpty {
+            give()
+            gathering = []
+        }
+        return given.isEmpty ? nil : take()
+    }
+
+    private func give() {
+        threads[givenCount % threads.count].give(gathering.map(\.path))
+        given.append(gathering)
+        givenCount += 1
+    }
+
+    /// The oldest batch given: batch n went to thread n % 2.
+    private func take() -> [Checked] {
+        let thread = threads[(givenCount - given.count) % threads.count]
+        return zip(given.removeFirst(), thread.take()).map { ($0.path, $0.number, $1) }
+    }
+
+    deinit { for thread in threads { thread.finish() } }
+}
+
 /// What `vault add` takes: the FILEs and the --files-from list, every one checked in a first
 /// pass before the vault is opened (a bad one adds nothing). The list's paths are kept for
 /// the second pass in a sealed spool, not in memory (a list of millions, issue 34), and
@@ -612,17 +670,25 @@ struct CheckedInputs {
         var bytes = arguments.reduce(Int64(0)) { total, input in if case .file(let file) = input { total + file.size } else { total } }
         if let filesFrom {
             let spool = try SpoolFile(in: Output.spoolDirectory)
-            try FileList.forEach(filesFrom, separator: separator) { path, number in
-                do {
-                    bytes += try InputFile.check(path, asNote: asNote).size
-                } catch let error as CategorizedError {
-                    // A list of thousands: say where the path is, for the editor or `sed -n Np`.
-                    throw CLIError(error.kind, "\(error) (\(FileList.position(number, of: filesFrom, separator: separator)))",
-                                   hint: error.hint)
+            let checks = ListedPathChecks(asNote: asNote)
+            // The paths are spooled in list order, each once its check has passed.
+            let spoolChecked = { (checked: [ListedPathChecks.Checked]) throws in
+                for (path, number, size) in checked {
+                    do {
+                        bytes += try size.get()
+                    } catch let error as CategorizedError {
+                        // A list of thousands: say where the path is, for the editor or `sed -n Np`.
+                        throw CLIError(error.kind, "\(error) (\(FileList.position(number, of: filesFrom, separator: separator)))",
+                                       hint: error.hint)
+                    }
+                    count += 1
+                    try spool.append(Array(path.utf8))
                 }
-                count += 1
-                try spool.append(Array(path.utf8))
             }
+            try FileList.forEach(filesFrom, separator: separator) { path, number in
+                try checks.add(path, number: number).map(spoolChecked)
+            }
+            while let checked = checks.next() { try spoolChecked(checked) }
             if files.isEmpty && spool.count == 0 {
                 throw CLIError(.missingInput, "the --files-from list \(FileList.shown(filesFrom)) names no file; nothing was added",
                                hint: "check the command that made the list (find prints nothing when nothing matches)")

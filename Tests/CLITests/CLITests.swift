@@ -330,6 +330,33 @@ struct CLITests {
 
     // MARK: failures leave the vault unchanged
 
+    @Test("--files-from: a list of many batches names its first bad path, wherever it lies, and adds nothing")
+    func filesFromFirstBadOfMany() throws {
+        try withSandbox { s in
+            try s.initialize()
+            let notes = try (1...400).map { try s.file("n\($0).txt", Array("note \($0)".utf8)) }
+            let before = try s.list()
+            // The first pass checks the paths a few batches ahead of the list: the first bad
+            // one in list order is named, not one checked earlier or later.
+            for (bad, later) in [(1, 300), (200, 201), (330, 331), (400, nil)] as [(Int, Int?)] {
+                var entries = notes
+                entries[bad - 1] = s.path("gone\(bad).txt")
+                if let later { entries[later - 1] = s.path("also-gone.txt") }
+                let list = try s.file("many-\(bad).txt", Array(entries.joined(separator: "\n").utf8))
+                let refused = try s.run(["vault", "add", "--note", "--files-from", list])
+                expectExit(refused, 66)
+                #expect(refused.err.contains("gone\(bad).txt' does not exist (line \(bad) of the --files-from list")
+                        && !refused.err.contains("also-gone") && refused.out.isEmpty, "\(refused)")
+            }
+            #expect(try s.list().raw == before.raw)
+            // All 400 good: each is added, in list order.
+            let list = try s.file("good.txt", Array(notes.joined(separator: "\n").utf8))
+            let added = try s.run(["vault", "add", "--note", "--files-from", list])
+            expectExit(added, 0)
+            #expect(addedLines(added).map(\.name) == (1...400).map { "n\($0).txt" }, "\(added)")
+        }
+    }
+
     @Test("--files-from: a line list, a NUL list on stdin (a name with a newline), beside FILEs; bad lists add nothing")
     func filesFrom() throws {
         try withSandbox { s in
