@@ -94,61 +94,69 @@ public final class ReadAheadThread<Output: Sendable> {
     deinit { finish() }
 }
 
-/// Hands back `work`'s result for each of a list's paths, in order, while a
-/// `ReadAheadThread` works on the next two batches of them: when the caller starts on a
-/// batch, the one two after it goes to the thread. At most three batches' results are held
-/// (the caller's and two ahead): `work` should keep a result small (`vault add` reads
-/// ahead only notes of at most 16 KiB).
+/// Hands back `work`'s result for each of a list's paths, in order, while `threads`
+/// `ReadAheadThread`s work on the batches after the caller's, taking them in turn: when the
+/// caller starts on a batch, the one `threads + 1` after it is given out. At most
+/// `threads + 2` batches' results are held (the caller's and those ahead): `work` should keep
+/// a result small (`vault add` reads ahead only notes of at most 16 KiB). More than one
+/// thread is for work that waits on the disk: each has a read in flight.
 ///
 /// A class: as a struct held in a `lazy var` (as `vault add` holds it), each `next` went
 /// through the getter and setter, and letting go of a result copied the whole batch's
 /// array (3.5% of the add's thread at 20,000 notes).
 public final class ReadAheadPaths<Output: Sendable> {
     public static var batch: Int { HintedPaths.batch }
-    private let thread: ReadAheadThread<Output>
+    private let threads: [ReadAheadThread<Output>]
+    /// Batches given out, and taken back: batch n goes to thread n % threads.count.
+    private var given = 0, taken = 0
     /// The caller's batch; each result is let go of as it is handed out.
     private var current: [Output?] = []
     private var index = 0
     private var sourceEnded = false
     private var finished = false
 
-    public init(work: @escaping @Sendable (String) -> Output) {
-        thread = ReadAheadThread(work: work)
+    public init(threads count: Int = 1, work: @escaping @Sendable (String) -> Output) {
+        precondition(count > 0)
+        threads = (0..<count).map { _ in ReadAheadThread(work: work) }
     }
 
     /// The result for the next path (`source` gives them in order, nil after the last), or
-    /// nil after the last; the thread is stopped then.
+    /// nil after the last; the threads are stopped then.
     public func next(from source: () throws -> String?) rethrows -> Output? {
         guard !finished else { return nil }
         if index == current.count {
             try giveAhead(from: source)
-            if thread.outstanding == 0 {
+            if given == taken {
                 finish()
                 return nil
             }
-            (current, index) = (thread.take(), 0)
+            (current, index) = (threads[taken % threads.count].take(), 0)
+            taken += 1
             try giveAhead(from: source)
         }
         defer { index += 1 }
         return current[index].take()
     }
 
-    /// Stops the thread and lets go of every result not handed out (a failed add does not
+    /// Stops the threads and lets go of every result not handed out (a failed add does not
     /// wait for, or keep, the notes after the one that failed).
     public func finish() {
         finished = true
         current = []
-        thread.finish()
+        for thread in threads { thread.finish() }
     }
 
-    /// Gives the thread batches until two are ahead of the caller's, or the list ends.
+    /// Gives out batches until `threads + 1` are ahead of the caller's, or the list ends.
     private func giveAhead(from source: () throws -> String?) rethrows {
-        while !sourceEnded && thread.outstanding < 2 {
+        while !sourceEnded && given - taken < threads.count + 1 {
             var paths: [String] = []
             paths.reserveCapacity(Self.batch)
             while paths.count < Self.batch, let path = try source() { paths.append(path) }
             if paths.count < Self.batch { sourceEnded = true }
-            if !paths.isEmpty { thread.give(paths) }
+            if !paths.isEmpty {
+                threads[given % threads.count].give(paths)
+                given += 1
+            }
         }
     }
 }

@@ -701,8 +701,13 @@ struct CheckedInputs {
         self.bytes = bytes
     }
 
-    /// The largest note read ahead of its turn: 64 notes × 3 batches of these are 3 MiB.
+    /// The largest note read ahead of its turn: 64 notes × 6 batches of these are 6 MiB.
     static let readAheadNoteBytes = 16 << 10
+
+    /// How many threads read the listed notes ahead, each a batch of 64 in turn: from a
+    /// cold cache each waits on one read at a time, and one thread made a 100,000-note add
+    /// take 10.2-10.8 s against 5.9-7.6 s with four (BENCHMARKS.md, issue 34).
+    static let noteReadingThreads = 4
 
     /// A listed note as the read-ahead thread left it: read, failed, or (nil) left to be read
     /// in its turn.
@@ -713,7 +718,7 @@ struct CheckedInputs {
 
     /// The inputs in order, one at a time (nil after the last); once. Each file is checked
     /// again; a note is read there and then, once (`InputFile.readNote(at:)`). The listed
-    /// notes are read a batch or two ahead of their turn on a thread of their own
+    /// notes are read up to five batches ahead of their turn on threads of their own
     /// (`ReadAheadPaths`), and the listed photos hinted to the kernel so (`HintedPaths`);
     /// a note's failure is met in its turn, as if it had been read then.
     func reader() throws -> () throws -> Input? {
@@ -721,9 +726,9 @@ struct CheckedInputs {
         let spooled = try listed?.reader()
         // The threads start with the list's first path, not for FILE arguments alone.
         lazy var hinted = HintedPaths()
-        // Only small notes are read ahead (at most three batches of 64 are held), a
+        // Only small notes are read ahead (at most six batches of 64 are held), a
         // larger one in its turn.
-        lazy var notes = ReadAheadPaths<ReadAhead> { path in
+        lazy var notes = ReadAheadPaths<ReadAhead>(threads: Self.noteReadingThreads) { path in
             ReadAhead(path: path, note: Result { try InputFile.readNote(at: path, ifAtMost: Self.readAheadNoteBytes) })
         }
         let asNote = asNote

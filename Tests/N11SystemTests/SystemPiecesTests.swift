@@ -160,15 +160,18 @@ struct SystemPiecesTests {
         }
     }
 
-    @Test("ReadAheadPaths gives each path's result once, in order, worked on another thread at most two batches ahead of the caller",
-          arguments: [0, 1, ReadAheadPaths<Int>.batch, ReadAheadPaths<Int>.batch * 5 + 3])
-    func readAheadPaths(count: Int) throws {
+    @Test("ReadAheadPaths gives each path's result once, in order, worked on other threads at most threads + 1 batches ahead of the caller",
+          arguments: [0, 1, ReadAheadPaths<Int>.batch, ReadAheadPaths<Int>.batch * 5 + 3, ReadAheadPaths<Int>.batch * 9 + 5],
+          [1, 4])
+    func readAheadPaths(count: Int, threads: Int) throws {
         let worked = Counter()
         let callerThread = pthread_self()
         let onOtherThread = Counter()
-        let reader = ReadAheadPaths<String> { path in
+        let workers = Mutex<Set<UInt>>([])
+        let reader = ReadAheadPaths<String>(threads: threads) { path in
             worked.bump()
             if pthread_equal(pthread_self(), callerThread) == 0 { onOtherThread.bump() }
+            workers.withLock { _ = $0.insert(UInt(pthread_self())) }
             return "read " + path
         }
         var source = (0..<count).map { "p\($0)" }.makeIterator()
@@ -176,8 +179,8 @@ struct SystemPiecesTests {
         while let result = reader.next(from: { source.next() }) {
             results.append(result)
             if results.count == 1 {
-                // The caller's batch and the two after it, and no more while it is on the first.
-                let ahead = min(count, 3 * ReadAheadPaths<Int>.batch)
+                // The caller's batch and the threads + 1 after it, and no more while it is on the first.
+                let ahead = min(count, (threads + 2) * ReadAheadPaths<Int>.batch)
                 let deadline = Date().addingTimeInterval(10)
                 while worked.count < ahead && Date() < deadline { usleep(1000) }
                 usleep(20_000)
@@ -186,6 +189,9 @@ struct SystemPiecesTests {
         }
         #expect(results == (0..<count).map { "read p\($0)" })
         #expect(worked.count == count && onOtherThread.count == count)
+        // Each thread took a batch in turn: as many threads worked as there were batches, up to `threads`.
+        let batches = (count + ReadAheadPaths<Int>.batch - 1) / ReadAheadPaths<Int>.batch
+        #expect(workers.withLock { $0.count } == min(threads, batches))
         var asked = false
         #expect(reader.next(from: { asked = true; return "late" }) == nil)
         #expect(!asked)
