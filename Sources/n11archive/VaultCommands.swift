@@ -585,10 +585,10 @@ enum FileList {
 
 /// The first pass's check of the --files-from list's paths (a `stat` each, and the file's
 /// kind and size) on two threads of their own, batches ahead of the thread that reads the
-/// list and spools the paths (`CheckedInputs`). One after the other, a million notes' checks
-/// took 3 s of that pass's 4 (BENCHMARKS.md, issue 34). The results come back in list
-/// order, so the first bad path in the list is the one named, as before. A list that turns
-/// out malformed (`FileList`) is refused even if a bad path before it is still being checked.
+/// list and spools the paths (`CheckedInputs`). On one thread a million notes' checks were
+/// about 3 s of CPU against 1.3 s for reading and spooling the list (BENCHMARKS.md, issue 34). The results come back in list order, so the first bad
+/// path in the list is the one named, as before (`CheckedInputs` drains the checks before
+/// refusing a list that turns out malformed after it).
 private final class ListedPathChecks {
     /// A listed path, its number in the list, and its size or why it is refused.
     typealias Checked = (path: String, number: Int, size: Result<Int64, any Error>)
@@ -672,21 +672,33 @@ struct CheckedInputs {
             let spool = try SpoolFile(in: Output.spoolDirectory)
             let checks = ListedPathChecks(asNote: asNote)
             // The paths are spooled in list order, each once its check has passed.
+            var spoolFailed = false
             let spoolChecked = { (checked: [ListedPathChecks.Checked]) throws in
                 for (path, number, size) in checked {
                     do {
                         bytes += try size.get()
+                        count += 1
+                        try spool.append(Array(path.utf8))
                     } catch let error as CategorizedError {
+                        spoolFailed = true
                         // A list of thousands: say where the path is, for the editor or `sed -n Np`.
                         throw CLIError(error.kind, "\(error) (\(FileList.position(number, of: filesFrom, separator: separator)))",
                                        hint: error.hint)
+                    } catch {
+                        spoolFailed = true
+                        throw error
                     }
-                    count += 1
-                    try spool.append(Array(path.utf8))
                 }
             }
-            try FileList.forEach(filesFrom, separator: separator) { path, number in
-                try checks.add(path, number: number).map(spoolChecked)
+            do {
+                try FileList.forEach(filesFrom, separator: separator) { path, number in
+                    try checks.add(path, number: number).map(spoolChecked)
+                }
+            } catch {
+                // The list is malformed further on (`FileList`): a bad path before that point,
+                // still being checked, is named first, as when each path was checked in its turn.
+                if !spoolFailed { while let checked = checks.next() { try spoolChecked(checked) } }
+                throw error
             }
             while let checked = checks.next() { try spoolChecked(checked) }
             if files.isEmpty && spool.count == 0 {
@@ -709,7 +721,7 @@ struct CheckedInputs {
     /// take 10.2-10.8 s against 5.9-7.6 s with four (BENCHMARKS.md, issue 34).
     static let noteReadingThreads = 4
 
-    /// A listed note as the read-ahead thread left it: read, failed, or (nil) left to be read
+    /// A listed note as the read-ahead threads left it: read, failed, or (nil) left to be read
     /// in its turn.
     struct ReadAhead: Sendable {
         let path: String

@@ -348,6 +348,17 @@ struct CLITests {
                 #expect(refused.err.contains("gone\(bad).txt' does not exist (line \(bad) of the --files-from list")
                         && !refused.err.contains("also-gone") && refused.out.isEmpty, "\(refused)")
             }
+            // A list that ends exactly on a batch (6 × 64), its last path bad.
+            let onBoundary = try s.file("boundary.txt", Array((notes.prefix(383) + [s.path("gone384.txt")]).joined(separator: "\n").utf8))
+            let boundary = try s.run(["vault", "add", "--note", "--files-from", onBoundary])
+            expectExit(boundary, 66)
+            #expect(boundary.err.contains("gone384.txt' does not exist (line 384 of the --files-from list"), "\(boundary)")
+            // A bad path before a malformed line (not UTF-8) is named, as it was when each
+            // path was checked in its turn.
+            let malformed = try s.file("malformed.txt", Array("\(notes[0])\n\(s.path("gone1.txt"))\n\(notes[1])\n".utf8) + [0x2f, 0xff, 0x0a])
+            let badFirst = try s.run(["vault", "add", "--note", "--files-from", malformed])
+            expectExit(badFirst, 66)
+            #expect(badFirst.err.contains("gone1.txt' does not exist (line 2 of the --files-from list"), "\(badFirst)")
             #expect(try s.list().raw == before.raw)
             // All 400 good: each is added, in list order.
             let list = try s.file("good.txt", Array(notes.joined(separator: "\n").utf8))
